@@ -1,0 +1,259 @@
+"""The snapshot: every fact the probes gathered about one machine, as plain data.
+
+Probes fill it; rules, the fix plan and the renderers only read it. It round-trips through
+JSON (``to_dict`` / ``from_dict``) so that a report written on one machine can be diagnosed
+on another. A fact that could not be read keeps *why* (``Fact.why``), never just ``None``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SNAPSHOT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class Fact:
+    """One value with where it came from, or why it is unknown."""
+
+    value: Any = None
+    source: str = ""  # e.g. "nvml", "nvidia-smi", "/proc/driver/nvidia/version", "table", "user"
+    why: str | None = None  # set when value is None: "nvidia-smi not found", "NVML: Driver Not Loaded", ...
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    @classmethod
+    def unknown(cls, why: str, source: str = "") -> Fact:
+        return cls(value=None, source=source, why=why)
+
+
+# --- host -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Host:
+    os: str = ""  # "linux", "windows", "darwin"
+    machine: str = ""  # normalised: "x86_64", "aarch64", "arm64"
+    os_release: str = ""  # kernel release / Windows build
+    libc: str = ""  # "glibc 2.36", "musl", "" when not Linux
+    wsl: bool = False
+    container: str | None = None  # "docker", "podman", "kubernetes", "containerd", None
+
+    @property
+    def platform(self) -> str:
+        """The compat-table platform key: "linux-x86_64", "windows-x86_64", "darwin-arm64"..."""
+        return f"{self.os}-{self.machine}"
+
+
+# --- NVIDIA driver and GPUs -------------------------------------------------------------------
+
+# Overall state of the NVIDIA stack, as far as the probes could tell.
+NVIDIA_OK = "ok"  # driver answered, GPUs listed
+NVIDIA_NO_GPU = "no-gpu"  # no NVIDIA device on the PCI bus and no driver
+NVIDIA_NO_DRIVER = "no-driver"  # an NVIDIA device is on the PCI bus but no driver answers
+NVIDIA_MISMATCH = "driver-library-mismatch"  # user-space library != kernel module (reboot)
+NVIDIA_CONTAINER_LOST = "container-lost-gpu"  # NVML "Unknown Error": container lost its device access
+NVIDIA_NO_PERMISSION = "no-permission"
+NVIDIA_UNKNOWN = "unknown"  # could not tell (e.g. nvidia-smi hung, garbage output)
+
+
+@dataclass
+class Gpu:
+    index: int = 0
+    name: str = ""
+    compute_capability: Fact = field(default_factory=Fact)  # value "8.6" (str major.minor)
+    memory_total_mib: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    mig_mode: bool | None = None
+    compute_mode: str | None = None  # "Default", "Exclusive_Process", "Prohibited"
+
+    @property
+    def cc_tuple(self) -> tuple[int, int] | None:
+        value = self.compute_capability.value
+        if not value:
+            return None
+        major, _, minor = str(value).partition(".")
+        try:
+            return int(major), int(minor or 0)
+        except ValueError:
+            return None
+
+
+@dataclass
+class Nvidia:
+    status: str = NVIDIA_UNKNOWN
+    detail: str = ""  # the message behind the status, verbatim where there was one
+    driver_version: Fact = field(default_factory=Fact)  # "570.124.04"
+    cuda_driver_version: Fact = field(default_factory=Fact)  # driver's maximum CUDA, "12.8"
+    gpus: list[Gpu] = field(default_factory=list)
+    pci_devices: list[str] = field(default_factory=list)  # PCI addresses with vendor 0x10de (display class)
+    attempts: list[str] = field(default_factory=list)  # "nvml: ok", "nvidia-smi: not found", ... in order
+
+
+# --- the target interpreter and its installed torch ---------------------------------------------
+
+
+@dataclass
+class Interpreter:
+    path: str = ""
+    reason: str = ""  # why this interpreter was inspected ("--python", "VIRTUAL_ENV", ...)
+    version: str = ""  # "3.12.1"
+    implementation: str = ""  # "cpython"
+    bits: int | None = None
+    free_threaded: bool = False
+    prefix: str = ""
+    env_kind: str = ""  # "venv", "uv-venv", "conda", "conda-base", "system"
+    externally_managed: bool = False  # PEP 668 marker and not a venv
+    error: str | None = None  # inspector could not run: why
+
+
+@dataclass
+class Dist:
+    """One installed distribution (torch, torchvision, torchaudio), read without importing it."""
+
+    name: str = ""
+    version: str = ""  # from the dist-info METADATA, e.g. "2.6.0+cu126" or "2.14.1" (PyPI: no tag)
+    build_version: str | None = None  # <pkg>/version.py __version__, e.g. "2.14.1+cu130"
+    cuda: str | None = None  # version.py cuda ("12.6"), None on CPU builds
+    hip: str | None = None
+    xpu: str | None = None
+    git_version: str | None = None
+    requires: list[str] = field(default_factory=list)  # Requires-Dist lines
+    installer: str | None = None  # INSTALLER file: "pip", "uv", "conda"
+    location: str = ""  # site-packages folder holding the package
+    has_libtorch_cuda: bool | None = None  # torch only
+    has_libtorch_hip: bool | None = None  # torch only
+
+
+@dataclass
+class TorchInstall:
+    status: str = "unknown"  # "ok", "absent", "error", "unknown"
+    detail: str = ""
+    torch: Dist | None = None
+    torchvision: Dist | None = None
+    torchaudio: Dist | None = None
+    cuda_from_requires: str | None = None  # "12.6" read from nvidia-*/cuda-toolkit pins
+
+
+# --- what importing torch showed (the import probe / smoke test) ---------------------------------
+
+
+@dataclass
+class RuntimeDevice:
+    index: int = 0
+    name: str = ""
+    capability: str | None = None  # "8.6"
+    total_memory_mib: int | None = None
+    free_memory_mib: int | None = None
+
+
+@dataclass
+class SmokeStep:
+    name: str = ""  # "import", "init", "alloc", "matmul", "conv", "autocast-fp16", ...
+    status: str = "skipped"  # "ok", "failed", "skipped"
+    seconds: float | None = None
+    message: str = ""
+    device: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TorchRuntime:
+    status: str = "skipped"  # "ok", "skipped", "import-error", "crashed", "timeout", "garbage", "error"
+    detail: str = ""
+    seconds: float | None = None
+    signal: int | None = None
+    torch_version: str | None = None
+    cuda_version: str | None = None  # torch.version.cuda
+    hip_version: str | None = None
+    backend: str | None = None  # "cuda", "rocm", "mps", "xpu", "cpu"
+    cuda_available: bool | None = None
+    device_count: int | None = None
+    devices: list[RuntimeDevice] = field(default_factory=list)
+    arch_list: list[str] = field(default_factory=list)
+    cudnn_version: int | None = None
+    nccl_version: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    steps: list[SmokeStep] = field(default_factory=list)  # the smoke test, when it ran
+    stderr_tail: str = ""
+
+
+@dataclass
+class Snapshot:
+    schema_version: int = SNAPSHOT_SCHEMA_VERSION
+    tool_version: str = ""
+    collected_at: str = ""  # ISO 8601 UTC
+    origin: str = "probe"  # "probe", "report", "collect_env"
+    host: Host = field(default_factory=Host)
+    nvidia: Nvidia = field(default_factory=Nvidia)
+    interpreter: Interpreter = field(default_factory=Interpreter)
+    install: TorchInstall = field(default_factory=TorchInstall)
+    runtime: TorchRuntime = field(default_factory=TorchRuntime)
+    environment: dict[str, Any] = field(default_factory=dict)  # hazard facts (containers, shm, ...)
+    unknowns: list[str] = field(default_factory=list)  # what this snapshot cannot know (re-diagnosis)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        return _build(cls, data)
+
+
+# --- generic dict -> dataclass (for reports read back from JSON) -------------------------------
+
+
+class SnapshotFormatError(ValueError):
+    """A dict does not have the shape of a snapshot; the message names the field."""
+
+
+def _build(tp: Any, data: Any, where: str = "snapshot") -> Any:
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = _build(hints[f.name], data[f.name], f"{where}.{f.name}")
+        return tp(**kwargs)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _build(arg, data, where)
+            except SnapshotFormatError as exc:
+                errors.append(str(exc))
+        raise SnapshotFormatError(errors[0] if errors else f"{where}: unexpected null")
+    if origin is list:
+        if not isinstance(data, list):
+            raise SnapshotFormatError(f"{where}: expected a list, got {type(data).__name__}")
+        return [_build(args[0], item, f"{where}[{i}]") for i, item in enumerate(data)]
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        return dict(data)
+    if tp is Any:
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise SnapshotFormatError(f"{where}: expected a number, got {type(data).__name__}")
+        return float(data)
+    if tp in (int, str, bool):
+        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
+            raise SnapshotFormatError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
+        return data
+    return data
