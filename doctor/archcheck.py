@@ -1,0 +1,57 @@
+"""Can a build compiled for these SM architectures run on a GPU of this compute capability? (pure)
+
+CUDA runs a cubin (SASS) for ``sm_XY`` on any GPU of the same major whose minor is not below
+Y; it JIT-compiles embedded PTX (``compute_XY``) for any GPU at or above XY. Arch-specific
+cubins (``sm_90a``) run on exactly that capability. Integrated Tegra parts (5.3, 6.2, 7.2,
+8.7) cannot run the discrete-GPU cubins of the same major (torch's DEVICE_REQUIREMENT table).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+_TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7)}
+
+
+@dataclass(frozen=True)
+class ArchVerdict:
+    supported: bool
+    via: str  # "sm_86 cubin", "compute_90 PTX (JIT, slow first start)", "" when unsupported
+
+
+def parse_arch(arch: str) -> tuple[str, tuple[int, int], str] | None:
+    """'sm_90a' -> ('sm', (9, 0), 'a'); 'compute_120' -> ('compute', (12, 0), '')."""
+    m = _ARCH_RE.match(arch.strip())
+    if not m:
+        return None
+    number = int(m.group(2))
+    return m.group(1), (number // 10, number % 10), m.group(3)
+
+
+def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=()) -> ArchVerdict:
+    for arch in sm:
+        parsed = parse_arch(arch)
+        if not parsed or parsed[0] != "sm":
+            continue
+        _, code, suffix = parsed
+        if suffix == "a" or cc in _TEGRA or code in _TEGRA:
+            if code == cc:
+                return ArchVerdict(True, f"{arch} cubin")
+            continue
+        if code[0] == cc[0] and code[1] <= cc[1]:
+            return ArchVerdict(True, f"{arch} cubin")
+    for arch in list(ptx or ()) + [a for a in sm if a.startswith("compute_")]:
+        parsed = parse_arch(arch)
+        if parsed and parsed[0] == "compute" and parsed[1] <= cc:
+            return ArchVerdict(True, f"{arch} PTX (JIT-compiled at first use: slow first start)")
+    return ArchVerdict(False, "")
+
+
+def format_cc(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def sm_name(cc: tuple[int, int]) -> str:
+    return f"sm_{cc[0]}{cc[1]}"

@@ -1,0 +1,50 @@
+"""Snapshot + table -> findings, checks and fix plan (pure). Used by `check`, `fix` and `--from`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.findings import CheckResult, Finding
+from doctor.plan import Plan, attach_commands, build_plan
+from doctor.snapshot import Fact, Snapshot
+
+
+@dataclass
+class Diagnosis:
+    snapshot: Snapshot
+    findings: list[Finding]
+    checks: list[CheckResult]
+    plan: Plan
+
+
+def enrich(snap: Snapshot, table) -> None:
+    """Fill facts nothing reported from the table: GPU capability by name, driver's max CUDA by branch."""
+    for gpu in snap.nvidia.gpus:
+        if not gpu.compute_capability.known and gpu.name:
+            model = table.gpu(gpu.name)
+            if model is not None:
+                gpu.compute_capability = Fact(model.compute_capability, f"table: {model.name}", None)
+    nv = snap.nvidia
+    if not nv.cuda_driver_version.known and nv.driver_version.known:
+        branch = table.max_cuda_for_driver(str(nv.driver_version.value))
+        if branch is not None:
+            nv.cuda_driver_version = Fact(branch.max_cuda, f"table: driver branch R{branch.branch}", None)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """When the smoke test saw a problem for itself, its finding replaces the static one with the same id:
+    the static rules work from the table, the smoke test from what the device really did."""
+    runtime_ids = {f.id for f in findings if f.evidence.get("source") == "smoke-test"}
+    return [f for f in findings if f.evidence.get("source") == "smoke-test" or f.id not in runtime_ids]
+
+
+def diagnose(snap: Snapshot, table, index_base: str | None = None, rules=None) -> Diagnosis:
+    from doctor.rules import run_rules
+    from doctor.wheels import DEFAULT_INDEX
+
+    enrich(snap, table)
+    findings, checks = run_rules(snap, table, rules)
+    findings = _dedupe(findings)
+    plan = build_plan(snap, table, findings, index_base or DEFAULT_INDEX)
+    attach_commands(findings, plan)
+    return Diagnosis(snap, findings, checks, plan)

@@ -1,0 +1,174 @@
+"""The fix plan: from the findings, one ordered list of exact commands (pure).
+
+Driver steps come before wheel steps. Wheel pins carry the local version tag
+(``torch==2.7.1+cu128``) so that pip cannot answer "Requirement already satisfied" when only
+the build changes; torch, torchvision and torchaudio always move together.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from doctor.findings import Finding
+from doctor.snapshot import Snapshot
+from doctor.torchbuild import torch_build
+from doctor.wheels import DEFAULT_INDEX, Fit, choose, index_url, machine_from_snapshot
+
+# Findings whose remedy is a different torch wheel.
+WHEEL_FINDINGS = {
+    "torch-not-installed", "torch-cpu-build", "torch-wrong-vendor-build", "driver-too-old",
+    "gpu-arch-unsupported", "gpus-need-different-wheels", "torchvision-mismatch", "torchaudio-mismatch",
+}
+
+HEALTHY = "healthy"  # nothing to change
+INSTALL = "install"  # run the wheel command
+DRIVER_FIRST = "driver-first"  # update the driver, then run the wheel command
+MANUAL = "manual"  # no command can fix it (e.g. no wheel for this Python): see the findings
+NONE = "none"  # problems exist but none is fixed by changing wheels
+
+
+@dataclass
+class Step:
+    kind: str  # "driver", "install", "note"
+    description: str
+    command: str | None = None
+    argv: list[str] | None = None
+
+
+@dataclass
+class Plan:
+    status: str
+    reason: str = ""
+    python: str = ""
+    target: dict | None = None
+    alternative: dict | None = None
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    addresses: list[str] = field(default_factory=list)  # the finding ids this plan resolves
+    unverified: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def commands(self) -> list[str]:
+        return [s.command for s in self.steps if s.command]
+
+
+def quote(arg: str) -> str:
+    return shlex.quote(arg)
+
+
+def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
+    w = fit.wheel
+    tagged = snap.host.os != "darwin"  # macOS wheels come from PyPI without local tags
+    versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
+    pins = []
+    for name in packages:
+        version = versions.get(name)
+        if version is None:
+            continue
+        pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
+    return pins
+
+
+def install_argv(python: str, pins: list[str], variant: str, snap: Snapshot, index_base: str) -> list[str]:
+    argv = [python, "-m", "pip", "install", *pins]
+    if snap.host.os != "darwin":
+        argv += ["--index-url", index_url(variant, index_base)]
+    return argv
+
+
+def render_argv(argv: list[str]) -> str:
+    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed."""
+    out = []
+    for arg in argv:
+        if "==" in arg and "'" not in arg and '"' not in arg:
+            out.append(f'"{arg}"')
+        else:
+            out.append(quote(arg))
+    return " ".join(out)
+
+
+def _packages(snap: Snapshot) -> list[str]:
+    inst = snap.install
+    if inst.torch is None:
+        return ["torch", "torchvision", "torchaudio"]
+    return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
+
+
+def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
+    if fit is None:
+        return None
+    w = fit.wheel
+    return {
+        "torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio, "variant": w.variant,
+        "cuda": w.cuda, "index_url": index_url(w.variant, index_base) if snap.host.os != "darwin" else None,
+        "driver": fit.driver.level, "label": w.label,
+    }
+
+
+def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str = DEFAULT_INDEX) -> Plan:
+    python = snap.interpreter.path or "python3"
+    wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
+    if not wheel_ids:
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            return Plan(NONE, "the problems found are not fixed by a different torch wheel; see each finding's fix",
+                        python)
+        return Plan(HEALTHY, "nothing to change", python)
+
+    if any(f.id == "gpus-need-different-wheels" for f in findings):
+        # No wheel serves every GPU: one environment per group, spelled out in that finding's fix.
+        return Plan(MANUAL, "no single wheel serves every GPU", python,
+                    notes=["Use one environment per GPU group: see the commands under gpus-need-different-wheels."])
+    machine = machine_from_snapshot(snap)
+    build = torch_build(snap)
+    installed = build.version if build else None
+    choice = choose(table, machine, installed)
+    packages = _packages(snap)
+    plan = Plan(INSTALL, choice.reason, python, addresses=wheel_ids)
+
+    fit = choice.target
+    if fit is None and choice.needs_driver is not None:
+        fit = choice.needs_driver
+        needed = fit.driver.needed or fit.driver.floor
+        plan.status = DRIVER_FIRST
+        plan.steps.append(Step(
+            "driver",
+            f"Install NVIDIA driver {needed or 'a newer release'} or later (supports CUDA {fit.wheel.cuda}); "
+            "no published torch wheel runs on the installed driver. Reboot afterwards.",
+        ))
+    if fit is None:
+        plan.status = MANUAL
+        plan.notes.append(choice.reason)
+        return plan
+
+    plan.target = _describe(fit, snap, index_base)
+    plan.alternative = _describe(choice.alternative, snap, index_base)
+    plan.unverified = list(fit.wheel.unverified)
+    pins = wheel_pins(fit, snap, packages)
+    argv = install_argv(python, pins, fit.wheel.variant, snap, index_base)
+    after = " after the driver update" if plan.status == DRIVER_FIRST else ""
+    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
+                           render_argv(argv), argv))
+    if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
+        plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
+                          "using an older torch if you need it.")
+    if choice.alternative is not None:
+        plan.notes.append(f"Newest release that also fits: torch {choice.alternative.wheel.label}.")
+    if fit.driver.level == "minor-compat":
+        plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {machine.driver_max_cuda}; it "
+                          "runs through minor-version compatibility.")
+    return plan
+
+
+def attach_commands(findings: list[Finding], plan: Plan) -> None:
+    """Give each wheel finding the plan's exact command, so JSON consumers see it per finding too."""
+    commands = plan.commands
+    if not commands:
+        return
+    for f in findings:
+        if f.id in WHEEL_FINDINGS and f.fix is not None and not f.fix.commands:
+            f.fix.commands = list(commands)

@@ -1,0 +1,107 @@
+"""Run every probe and assemble the snapshot.
+
+The probes are independent, so they run concurrently (NVML, the target-interpreter inspector,
+the import probe / smoke test, host and environment facts); the slowest one sets the time.
+None of them raises: a probe that crashes anyway becomes a fact saying so.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from doctor import __version__
+from doctor.runner import run
+from doctor.snapshot import Interpreter, Nvidia, Snapshot, TorchInstall, TorchRuntime
+
+
+@dataclass
+class ProbeOptions:
+    python: str | None = None  # --python
+    smoke: bool = True  # False with --no-smoke: torch is never imported
+    smoke_timeout: float = 60.0
+    device: str = "all"
+    inspect_timeout: float = 20.0
+    nvidia_timeout: float = 5.0
+
+
+def _guard(what: str, fn, fallback):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - a probe bug must not kill the check
+        return fallback(f"internal error in the {what} probe: {type(exc).__name__}: {exc}")
+
+
+def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run) -> Snapshot:
+    from doctor.probes.environment import probe_environment
+    from doctor.probes.host import probe_host
+    from doctor.probes.interpreter import choose_interpreter, inspect_interpreter_full
+    from doctor.probes.nvidia import probe_nvidia
+
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or os.getcwd()
+    python, reason = choose_interpreter(opts.python, env, cwd)
+
+    def nvidia():
+        return _guard("nvidia", lambda: probe_nvidia(runner=runner, env=env, timeout=opts.nvidia_timeout),
+                      lambda why: Nvidia(status="unknown", detail=why, attempts=[why]))
+
+    def inspect():
+        if python is None:
+            return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), {}
+        return _guard("interpreter", lambda: inspect_interpreter_full(python, reason, runner=runner,
+                                                                     timeout=opts.inspect_timeout),
+                      lambda why: (Interpreter(path=python, reason=reason, error=why),
+                                   TorchInstall(status="error", detail=why), {}))
+
+    def runtime():
+        if not opts.smoke:
+            return TorchRuntime(status="skipped", detail="--no-smoke: torch was not imported")
+        if python is None:
+            return TorchRuntime(status="skipped", detail="no interpreter to run")
+        from doctor.probes.runtime import probe_runtime
+
+        return _guard("runtime", lambda: probe_runtime(python, mode="smoke", device=opts.device,
+                                                       timeout=opts.smoke_timeout, runner=runner, env=env),
+                      lambda why: TorchRuntime(status="error", detail=why))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        f_nvidia = pool.submit(nvidia)
+        f_inspect = pool.submit(inspect)
+        f_runtime = pool.submit(runtime)
+        host = _guard("host", lambda: probe_host(env=env), lambda why: _host_fallback())
+        environment = _guard("environment", lambda: probe_environment(env=env, host=host),
+                             lambda why: {"error": why})
+        interpreter, install, python_facts = f_inspect.result()
+        snap = Snapshot(
+            tool_version=__version__,
+            collected_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            origin="probe",
+            host=host,
+            nvidia=f_nvidia.result(),
+            interpreter=interpreter,
+            install=install,
+            runtime=f_runtime.result(),
+            environment=dict(environment),
+        )
+    if python_facts:
+        snap.environment["python"] = python_facts
+    snap.environment["hostname"] = _hostname()
+    return snap
+
+
+def _host_fallback():
+    from doctor.snapshot import Host
+
+    return Host()
+
+
+def _hostname() -> str:
+    import socket
+
+    try:
+        return socket.gethostname()
+    except OSError:
+        return ""

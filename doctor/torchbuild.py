@@ -1,0 +1,133 @@
+"""What build of torch is installed, derived from the snapshot (pure).
+
+The same answer can come from several places, in order of trust: ``torch/version.py``
+(``cuda``/``hip``, always right, also on PyPI wheels whose metadata has no local tag), the
+local version tag (``+cu126``), the wheel's CUDA pins (``nvidia-cuda-runtime-cu12==12.4.127``,
+``cuda-toolkit==13.0.3``), and finally whether ``libtorch_cuda`` exists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from doctor.snapshot import Dist, Snapshot
+
+_VARIANT_RE = re.compile(r"^(cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
+
+
+@dataclass(frozen=True)
+class Build:
+    version: str  # base version without local tag, "2.6.0"
+    local: str | None  # "cu126", "cpu", "rocm6.3", None (PyPI wheel)
+    kind: str  # "cuda", "rocm", "xpu", "cpu", "unknown"
+    cuda: str | None  # "12.6"
+    hip: str | None
+    variant: str | None  # index variant it corresponds to: "cu126", "cpu", "rocm6.3", None if unknown
+    evidence: str  # where kind/cuda came from
+
+    @property
+    def label(self) -> str:
+        return f"{self.version}+{self.variant}" if self.variant else self.version
+
+
+def split_local(version: str) -> tuple[str, str | None]:
+    base, _, local = (version or "").partition("+")
+    return base, (local or None)
+
+
+def cuda_to_variant(cuda: str | None) -> str | None:
+    if not cuda:
+        return None
+    parts = cuda.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return f"cu{parts[0]}{parts[1]}"
+
+
+def variant_to_cuda(variant: str | None) -> str | None:
+    """'cu128' -> '12.8', 'cu118' -> '11.8', 'cu130' -> '13.0'; None for other variants."""
+    if not variant or not re.fullmatch(r"cu\d{3}", variant):
+        return None
+    digits = variant[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _cuda_from_requires(requires: list[str]) -> str | None:
+    for line in requires:
+        req = line.split(";")[0].strip()
+        m = re.match(r"cuda-toolkit(?:\[[^\]]*\])?\s*\(?\s*==\s*(\d+)\.(\d+)", req)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+        m = re.match(r"nvidia-cuda-runtime(?:-cu\d+)?\s*\(?\s*==\s*(\d+)\.(\d+)", req)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+    return None
+
+
+def dist_build(dist: Dist, cuda_from_requires: str | None = None) -> Build:
+    """The build of torch (or of a companion: torchvision/torchaudio record their own CUDA)."""
+    version_for_tag = dist.build_version or dist.version
+    base, local = split_local(version_for_tag)
+    if local is None:
+        base, local = split_local(dist.version)
+    if local and not _VARIANT_RE.match(local):
+        local_variant = None  # a custom local tag ("+git1234"): not an index variant
+    else:
+        local_variant = local
+
+    if dist.hip:
+        return Build(base, local, "rocm", None, dist.hip, local_variant, "version.py hip")
+    if dist.cuda:
+        return Build(base, local, "cuda", dist.cuda, None, local_variant or cuda_to_variant(dist.cuda), "version.py cuda")
+    if dist.build_version is not None or dist.cuda is not None:
+        # version.py was read and says no CUDA / no HIP
+        if local_variant == "xpu" or dist.xpu:
+            return Build(base, local, "xpu", None, None, "xpu", "version.py xpu")
+        if local_variant and local_variant.startswith("cu"):
+            # tag says CUDA but version.py says none: trust version.py, keep the tag as evidence
+            return Build(base, local, "cpu", None, None, "cpu", "version.py cuda=None (tag disagrees)")
+        return Build(base, local, "cpu", None, None, local_variant or "cpu", "version.py cuda=None")
+    # version.py unreadable: fall back to the tag, the pins, the libraries
+    if local_variant:
+        if local_variant.startswith("cu"):
+            return Build(base, local, "cuda", variant_to_cuda(local_variant), None, local_variant, "local tag")
+        if local_variant.startswith("rocm"):
+            return Build(base, local, "rocm", None, local_variant[4:], local_variant, "local tag")
+        kind = "xpu" if local_variant == "xpu" else "cpu"
+        return Build(base, local, kind, None, None, local_variant, "local tag")
+    cuda = cuda_from_requires or _cuda_from_requires(dist.requires)
+    if cuda:
+        return Build(base, None, "cuda", cuda, None, cuda_to_variant(cuda), "CUDA pins in Requires-Dist")
+    if dist.has_libtorch_cuda:
+        return Build(base, None, "cuda", None, None, None, "libtorch_cuda present")
+    if dist.has_libtorch_hip:
+        return Build(base, None, "rocm", None, None, None, "libtorch_hip present")
+    if dist.has_libtorch_cuda is False:
+        return Build(base, None, "cpu", None, None, "cpu", "no libtorch_cuda")
+    return Build(base, None, "unknown", None, None, None, "no build information")
+
+
+def torch_build(snapshot: Snapshot) -> Build | None:
+    dist = snapshot.install.torch
+    if dist is None:
+        return None
+    return dist_build(dist, snapshot.install.cuda_from_requires)
+
+
+def parse_cc(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    major, _, minor = str(value).partition(".")
+    try:
+        return int(major), int(minor or 0)
+    except ValueError:
+        return None
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """'570.124.04' -> (570, 124, 4); '12.8' -> (12, 8); None when it does not parse."""
+    if not version:
+        return None
+    parts = re.findall(r"\d+", str(version).split("+")[0])
+    return tuple(int(p) for p in parts) if parts else None
