@@ -107,8 +107,9 @@ def list_rules() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=args, prog_name="torchdoctor", standalone_mode=False)
-        return exitcodes.OK
+        # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
+        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        return result if isinstance(result, int) else exitcodes.OK
     except typer.Exit as exc:  # includes click.exceptions.Exit
         return exc.exit_code
     except typer.Abort:

@@ -42,10 +42,15 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run) ->
 
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
+    # Escape hatches for users (a hung NVML, host /sys mounted elsewhere) that double as test seams.
+    root = env.get("TORCHDOCTOR_SYSROOT") or "/"
+    use_nvml = env.get("TORCHDOCTOR_NVML", "1") != "0"
+    nvidia_timeout = _float(env.get("TORCHDOCTOR_NVIDIA_TIMEOUT"), opts.nvidia_timeout)
     python, reason = choose_interpreter(opts.python, env, cwd)
 
     def nvidia():
-        return _guard("nvidia", lambda: probe_nvidia(runner=runner, env=env, timeout=opts.nvidia_timeout),
+        return _guard("nvidia", lambda: probe_nvidia(runner=runner, root=root, env=env, timeout=nvidia_timeout,
+                                                        nvml=None if use_nvml else False),
                       lambda why: Nvidia(status="unknown", detail=why, attempts=[why]))
 
     def inspect():
@@ -71,8 +76,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run) ->
         f_nvidia = pool.submit(nvidia)
         f_inspect = pool.submit(inspect)
         f_runtime = pool.submit(runtime)
-        host = _guard("host", lambda: probe_host(env=env), lambda why: _host_fallback())
-        environment = _guard("environment", lambda: probe_environment(env=env, host=host),
+        host = _guard("host", lambda: probe_host(root=root, env=env), lambda why: _host_fallback())
+        environment = _guard("environment", lambda: probe_environment(root=root, env=env, host=host),
                              lambda why: {"error": why})
         interpreter, install, python_facts = f_inspect.result()
         snap = Snapshot(
@@ -90,6 +95,13 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run) ->
         snap.environment["python"] = python_facts
     snap.environment["hostname"] = _hostname()
     return snap
+
+
+def _float(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text else default
+    except ValueError:
+        return default
 
 
 def _host_fallback():

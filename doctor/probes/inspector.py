@@ -1,0 +1,427 @@
+"""Describe this interpreter and its installed torch as one JSON object, WITHOUT importing torch.
+
+torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is
+stdlib-only and must run on Python 3.8 to 3.14. The whole file also stays *parsable* by Python
+2.7 and 3.6 (no f-strings, annotations, keyword-only arguments) so that a too-old target prints
+a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
+package without executing it, ``version.py`` is parsed with ``ast``, dist-info is read as text.
+"""
+
+from __future__ import print_function
+
+import os  # already loaded by the interpreter's start-up, so nothing can shadow it
+import sys
+
+# Running a file puts its folder (doctor/probes) first on sys.path. Drop it before any other
+# import so nothing in torchdoctor's own folder can shadow a stdlib module or ``torch``.
+try:
+    if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.realpath(__file__)):
+        del sys.path[0]
+except Exception:
+    pass
+
+import json  # noqa: E402
+import re  # noqa: E402
+
+SCHEMA = 1
+MIN_PYTHON = (3, 8)
+PACKAGES = ("torch", "torchvision", "torchaudio")
+# Distributions worth listing besides the three packages (duplicates, CUDA wheels, NVML bindings).
+EXTRA_DISTS = ("pynvml", "nvidia-ml-py", "cuda-toolkit", "cuda-bindings", "triton", "pytorch-triton")
+CONDA_NAMES = (
+    "pytorch",
+    "pytorch-gpu",
+    "pytorch-cuda",
+    "cudatoolkit",
+    "cpuonly",
+    "libtorch",
+    "torchvision",
+    "torchaudio",
+)
+VERSION_PY_FIELDS = ("__version__", "cuda", "hip", "rocm", "xpu", "git_version", "debug")
+# Shared libraries whose presence tells the build kind (RECORD first, then the file system).
+BUILD_LIBS = {
+    "cuda": ("torch/lib/libtorch_cuda.so", "torch/lib/torch_cuda.dll"),
+    "hip": ("torch/lib/libtorch_hip.so", "torch/lib/torch_hip.dll"),
+}
+
+
+def _version_string():
+    return sys.version.split()[0]
+
+
+def _too_old():
+    """The JSON for an interpreter torch (and this script) cannot serve."""
+    version = _version_string()
+    impl = getattr(getattr(sys, "implementation", None), "name", "cpython")
+    return {
+        "inspector": SCHEMA,
+        "error": "too-old",
+        "detail": "Python %s is too old: torch needs 3.8+ (current releases need 3.10+)" % version,
+        "interpreter": {"version": version, "implementation": impl, "executable": sys.executable},
+    }
+
+
+# --- the interpreter ----------------------------------------------------------------------------
+
+
+def _read_text(path, limit=None):
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit) if limit else handle.read()
+    except (IOError, OSError):
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _parse_pyvenv_cfg(text):
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _env_kind(prefix, base_prefix, pyvenv_cfg):
+    if pyvenv_cfg is not None or prefix != base_prefix:
+        return "uv-venv" if pyvenv_cfg and "uv" in pyvenv_cfg else "venv"
+    if os.path.isdir(os.path.join(prefix, "conda-meta")):
+        return "conda-base" if _is_conda_base(prefix) else "conda"
+    return "system"
+
+
+def _is_conda_base(prefix):
+    # Named environments live in <base>/envs/<name>; the base one holds conda itself.
+    if os.path.basename(os.path.dirname(prefix.rstrip("/\\"))) == "envs":
+        return False
+    return os.path.isdir(os.path.join(prefix, "condabin")) or os.path.isdir(os.path.join(prefix, "envs"))
+
+
+def describe_interpreter():
+    import struct
+    import sysconfig
+
+    prefix = sys.prefix
+    base_prefix = getattr(sys, "base_prefix", prefix)
+    cfg_text = _read_text(os.path.join(prefix, "pyvenv.cfg"))
+    pyvenv_cfg = _parse_pyvenv_cfg(cfg_text) if cfg_text is not None else None
+    is_venv = pyvenv_cfg is not None or prefix != base_prefix
+
+    marker_text = None
+    stdlib = sysconfig.get_path("stdlib")
+    if stdlib and not is_venv:
+        marker_text = _read_text(os.path.join(stdlib, "EXTERNALLY-MANAGED"), 8192)
+
+    user_site = {"enabled": False, "path": None}
+    try:
+        import site
+
+        user_site = {"enabled": bool(site.ENABLE_USER_SITE), "path": site.getusersitepackages()}
+    except Exception:
+        pass
+
+    return {
+        "version": _version_string(),
+        "implementation": sys.implementation.name,
+        "bits": struct.calcsize("P") * 8,
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "prefix": prefix,
+        "base_prefix": base_prefix,
+        "executable": sys.executable,
+        "env_kind": _env_kind(prefix, base_prefix, pyvenv_cfg),
+        "externally_managed": marker_text is not None,
+        "externally_managed_text": marker_text,
+        "pyvenv_cfg": pyvenv_cfg,
+        "sys_path": list(sys.path),
+        "user_site": user_site,
+    }
+
+
+# --- distributions ------------------------------------------------------------------------------
+
+
+def _normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _wanted(name):
+    return (
+        name in PACKAGES
+        or name in EXTRA_DISTS
+        or name.startswith("nvidia-")
+        or name.startswith("pytorch-triton")
+    )
+
+
+def _name_from_dir(path):
+    """'torch-2.6.0+cu126.dist-info' -> 'torch' without reading METADATA (cheap filter)."""
+    base = os.path.basename(str(path))
+    for suffix in (".dist-info", ".egg-info"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return _normalize(base.split("-")[0])
+
+
+def _dist_path(dist):
+    return getattr(dist, "_path", None)  # PathDistribution: the dist-info folder (3.8 to 3.14)
+
+
+def _dist_record(dist, name):
+    path = _dist_path(dist)
+    location = None
+    try:
+        location = str(dist.locate_file(""))
+    except Exception:
+        if path is not None:
+            location = os.path.dirname(str(path))
+    installer = None
+    try:
+        text = dist.read_text("INSTALLER")
+        if text is not None:
+            installer = text.strip() or None
+    except Exception:
+        pass
+    try:
+        version = dist.version
+    except Exception:
+        version = None
+    return {
+        "name": name,
+        "version": version,
+        "location": location,
+        "installer": installer,
+        "path": str(path) if path is not None else None,
+    }
+
+
+def list_dists():
+    """Every interesting distribution on sys.path, in sys.path order, duplicates kept.
+
+    Returns (records, dist objects keyed by record index) so the package details can reuse them.
+    """
+    import importlib.metadata as metadata
+
+    records = []
+    objects = []
+    for dist in metadata.distributions():
+        path = _dist_path(dist)
+        if path is not None:
+            name = _name_from_dir(path)
+        else:
+            try:
+                name = _normalize(dist.metadata["Name"] or "")
+            except Exception:
+                continue
+        if not _wanted(name):
+            continue
+        record = _dist_record(dist, name)
+        if path is not None and record["version"] is not None:
+            # The folder-name prefix can lie (e.g. 'torch_nightly'); trust METADATA's Name.
+            try:
+                real = _normalize(dist.metadata["Name"] or name)
+            except Exception:
+                real = name
+            if real != name:
+                record["name"] = real
+                if not _wanted(real):
+                    continue
+        records.append(record)
+        objects.append(dist)
+    # sys.path order across folders; within one folder listdir order is arbitrary, so sort by name.
+    first_seen = {}
+    for record in records:
+        first_seen.setdefault(record["location"], len(first_seen))
+    order = sorted(
+        range(len(records)), key=lambda i: (first_seen[records[i]["location"]], records[i]["path"] or "")
+    )
+    return [records[i] for i in order], [objects[i] for i in order]
+
+
+def parse_version_py(text):
+    """The literal top-level assignments of a torch-style version.py (never executed)."""
+    import ast
+
+    values = {}
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return values
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in VERSION_PY_FIELDS:
+                try:
+                    values[target.id] = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError):
+                    pass
+    return values
+
+
+def _find_package(name):
+    """(package folder or None, origin or None) from find_spec: locates without executing."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        return None, None
+    if spec is None:
+        return None, None
+    locations = list(spec.submodule_search_locations or [])
+    origin = spec.origin if spec.origin not in (None, "namespace") else None
+    folder = locations[0] if locations else None
+    return folder, origin
+
+
+def _build_libs(dist, location):
+    """{"cuda": bool|None, "hip": bool|None}: RECORD lists every file (one read), else look on disk."""
+    record = None
+    try:
+        record = dist.read_text("RECORD") if dist is not None else None
+    except Exception:
+        pass
+    found = {}
+    for kind, candidates in BUILD_LIBS.items():
+        if record:
+            text = "\n" + record
+            found[kind] = any(("\n" + c + ",") in text for c in candidates)
+        elif location:
+            found[kind] = any(os.path.exists(os.path.join(location, c)) for c in candidates)
+        else:
+            found[kind] = None
+    return found
+
+
+def describe_package(name, records, objects):
+    folder, origin = _find_package(name)
+    chosen = None
+    # Prefer the dist-info next to the package that `import` would load; else the first one.
+    for record, dist in zip(records, objects):  # noqa: B905 (strict= needs 3.10)
+        if record["name"] != name:
+            continue
+        if chosen is None:
+            chosen = (record, dist)
+        if (
+            folder
+            and record["location"]
+            and os.path.normcase(os.path.dirname(folder)) == os.path.normcase(record["location"])
+        ):
+            chosen = (record, dist)
+            break
+    if chosen is None and folder is None:
+        return None
+
+    record, dist = chosen if chosen else ({}, None)
+    requires = []
+    if dist is not None:
+        try:
+            requires = list(dist.requires or [])
+        except Exception:
+            requires = []
+    version_py = {}
+    if folder:
+        text = _read_text(os.path.join(folder, "version.py"), 65536)
+        if text is not None:
+            version_py = parse_version_py(text)
+    location = record.get("location") or (os.path.dirname(folder) if folder else None)
+    info = {
+        "name": name,
+        "version": record.get("version"),
+        "dist_path": record.get("path"),
+        "installer": record.get("installer"),
+        "location": location,
+        "folder": folder,
+        "origin": origin,
+        "requires": requires,
+        "version_py": version_py,
+    }
+    if name == "torch":
+        libs = _build_libs(dist, location)
+        info["has_libtorch_cuda"] = libs["cuda"]
+        info["has_libtorch_hip"] = libs["hip"]
+    return info
+
+
+# --- conda --------------------------------------------------------------------------------------
+
+
+def describe_conda(prefix):
+    meta = os.path.join(prefix, "conda-meta")
+    if not os.path.isdir(meta):
+        return None
+    records = []
+    try:
+        names = sorted(os.listdir(meta))
+    except OSError:
+        names = []
+    for filename in names:
+        if not filename.endswith(".json"):
+            continue
+        parts = filename[: -len(".json")].rsplit("-", 2)
+        if len(parts) != 3 or parts[0] not in CONDA_NAMES:
+            continue
+        # conda writes keys sorted, so "channel" sits near the top: no need to parse the file list.
+        head = _read_text(os.path.join(meta, filename), 65536) or ""
+        match = re.search(r'"channel"\s*:\s*"([^"]*)"', head)
+        records.append(
+            {
+                "name": parts[0],
+                "version": parts[1],
+                "build": parts[2],
+                "channel": match.group(1) if match else None,
+            }
+        )
+    return {"prefix": prefix, "is_base": _is_conda_base(prefix), "records": records}
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def inspect():
+    out = {"inspector": SCHEMA, "problems": []}
+    out["interpreter"] = describe_interpreter()
+    try:
+        records, objects = list_dists()
+    except Exception as exc:
+        records, objects = [], []
+        out["problems"].append("listing distributions failed: %s: %s" % (type(exc).__name__, exc))
+    out["dists"] = records
+    out["packages"] = {}
+    for name in PACKAGES:
+        try:
+            out["packages"][name] = describe_package(name, records, objects)
+        except Exception as exc:
+            out["packages"][name] = None
+            out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
+    torch = out["packages"].get("torch")
+    out["torch_origin"] = torch["origin"] if torch else None
+    try:
+        out["conda"] = describe_conda(sys.prefix)
+    except Exception as exc:
+        out["conda"] = None
+        out["problems"].append("reading conda-meta failed: %s: %s" % (type(exc).__name__, exc))
+    return out
+
+
+def main():
+    if sys.version_info[:2] < MIN_PYTHON:
+        result = _too_old()
+    else:
+        try:
+            result = inspect()
+        except Exception as exc:
+            result = {"inspector": SCHEMA, "error": "crashed", "detail": "%s: %s" % (type(exc).__name__, exc)}
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

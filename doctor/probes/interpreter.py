@@ -1,0 +1,319 @@
+"""Which Python to diagnose, and what torch it has installed, read without importing torch.
+
+Layers: ``choose_interpreter`` (documented precedence) → ``inspect_interpreter_full`` runs
+``inspector.py`` in that interpreter through the runner → ``parse_inspector_output`` (pure)
+turns its JSON into ``Interpreter`` + ``TorchInstall`` + the ``environment["python"]`` dict.
+Every failure (not found, hang, crash, garbage, too-old Python) becomes data, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from doctor.runner import RunResult, run
+from doctor.snapshot import Dist, Interpreter, TorchInstall
+
+INSPECTOR = Path(__file__).with_name("inspector.py")
+
+# Where an environment folder keeps its python: venv/conda on POSIX, venv on Windows, conda on Windows.
+_PYTHON_IN_ENV = ("bin/python", "bin/python3", "Scripts/python.exe", "python.exe")
+
+
+# --- choosing the interpreter ----------------------------------------------------------------------
+
+
+def python_in_env(folder: str) -> str | None:
+    """The python executable inside a venv or conda folder, or None."""
+    for relative in _PYTHON_IN_ENV:
+        candidate = os.path.join(folder, *relative.split("/"))
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def choose_interpreter(
+    python: str | None,
+    env: Mapping[str, str],
+    cwd: str,
+    which: Callable[..., str | None] = shutil.which,
+) -> tuple[str | None, str]:
+    """Pick the interpreter whose torch the user runs, and say why.
+
+    Order: ``--python`` (a file, an env folder, or a command on PATH), ``VIRTUAL_ENV``,
+    ``CONDA_PREFIX``, ``./.venv`` under cwd, then ``python3`` and ``python`` on PATH. An active
+    venv beats conda because its python comes first on PATH. Returns (None, why) if none is found.
+    """
+    if python:
+        return _explicit_python(python, env, cwd, which)
+
+    skipped: list[str] = []
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        folder = env.get(variable)
+        if not folder:
+            continue
+        found = python_in_env(folder)
+        if found:
+            return found, f"{variable}={folder}"
+        skipped.append(f"{variable}={folder} has no python")
+
+    dot_venv = os.path.join(cwd, ".venv")
+    if os.path.isdir(dot_venv):
+        found = python_in_env(dot_venv)
+        if found:
+            return found, "./.venv in the working directory"
+        skipped.append("./.venv has no python")
+
+    for name in ("python3", "python"):
+        found = which(name, path=env.get("PATH"))
+        if found:
+            reason = f"{name} on PATH"
+            return found, f"{reason} ({'; '.join(skipped)})" if skipped else reason
+    why = (
+        "no Python found: no --python, VIRTUAL_ENV, CONDA_PREFIX or ./.venv, and no python3 or python on PATH"
+    )
+    return None, f"{why} ({'; '.join(skipped)})" if skipped else why
+
+
+def _explicit_python(
+    python: str, env: Mapping[str, str], cwd: str, which: Callable[..., str | None]
+) -> tuple[str | None, str]:
+    path = python if os.path.isabs(python) else os.path.join(cwd, python)
+    if os.path.isdir(path):
+        found = python_in_env(path)
+        if found:
+            return found, "--python"
+        return None, f"--python {python}: no bin/python, Scripts\\python.exe or python.exe in that folder"
+    if os.path.exists(path):
+        return path, "--python"
+    if os.sep not in python and "/" not in python:
+        found = which(python, path=env.get("PATH"))
+        if found:
+            return found, "--python"
+    return None, f"--python {python}: not found"
+
+
+# --- running the inspector -------------------------------------------------------------------------
+
+
+def inspect_interpreter(
+    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0
+) -> tuple[Interpreter, TorchInstall]:
+    """The interpreter and its torch install; see ``inspect_interpreter_full``."""
+    interpreter, install, _ = inspect_interpreter_full(path, reason, runner=runner, timeout=timeout)
+    return interpreter, install
+
+
+def inspect_interpreter_full(
+    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0
+) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+    """Run ``inspector.py`` in the target interpreter and map its JSON. Never raises.
+
+    The file runs by path with the environment unchanged (PYTHONPATH, user site and .pth files
+    count, as they do for the user's ``import torch``); the script drops its own folder from
+    sys.path first. The third value is what the lead stores as ``snapshot.environment["python"]``.
+    """
+    result = runner([path, str(INSPECTOR)], timeout=timeout)
+    return parse_inspector_output(path, reason, result)
+
+
+def parse_inspector_output(
+    path: str, reason: str, result: RunResult
+) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+    """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure."""
+    data = _find_json(result.stdout)
+    if data is None:
+        return _failed(path, reason, _failure_text(path, result))
+    if data.get("error"):
+        raw = data.get("interpreter") or {}
+        interpreter = Interpreter(
+            path=path,
+            reason=reason,
+            version=str(raw.get("version") or ""),
+            implementation=str(raw.get("implementation") or ""),
+            error=str(data.get("detail") or data["error"]),
+        )
+        install = TorchInstall(status="error", detail=interpreter.error or "")
+        return interpreter, install, _python_environment(path, {}, error=interpreter.error)
+
+    raw = data.get("interpreter") or {}
+    interpreter = Interpreter(
+        path=path,
+        reason=reason,
+        version=str(raw.get("version") or ""),
+        implementation=str(raw.get("implementation") or ""),
+        bits=raw.get("bits") if isinstance(raw.get("bits"), int) else None,
+        free_threaded=bool(raw.get("free_threaded")),
+        prefix=str(raw.get("prefix") or ""),
+        env_kind=str(raw.get("env_kind") or ""),
+        externally_managed=bool(raw.get("externally_managed")),
+    )
+    return interpreter, _torch_install(data), _python_environment(path, data)
+
+
+def _find_json(stdout: str) -> dict[str, Any] | None:
+    """The inspector's object; tolerates junk lines before it (a chatty sitecustomize or .pth)."""
+    text = stdout.strip()
+    candidates = [text] + [line.strip() for line in reversed(text.splitlines())]
+    for candidate in candidates:
+        if not candidate.startswith("{"):
+            continue
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "inspector" in data:
+            return data
+    return None
+
+
+def _failure_text(path: str, result: RunResult) -> str:
+    if result.not_found:
+        return f"the interpreter {path} was not found"
+    if result.timed_out:
+        return f"the interpreter {path} did not answer within {result.seconds:.0f}s (it hung while starting)"
+    if result.error:
+        return f"the interpreter {path} could not start: {result.error}"
+    last_err = _last_line(result.stderr)
+    if result.signal or result.returncode not in (0, None):
+        how = result.describe().split(" ", 1)[1]  # "exited with 1", "killed by SIGSEGV"
+        how = "was " + how if how.startswith("killed") else how
+        return f"the inspector {how} in {path}" + (f": {last_err}" if last_err else "")
+    shown = _last_line(result.stdout) or "nothing"
+    return f"the inspector printed no JSON in {path} (got: {shown[:120]!r})" + (
+        f"; stderr: {last_err}" if last_err else ""
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _failed(path: str, reason: str, why: str) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+    return (
+        Interpreter(path=path, reason=reason, error=why),
+        TorchInstall(status="error", detail=why),
+        _python_environment(path, {}, error=why),
+    )
+
+
+# --- mapping the inspector's JSON ----------------------------------------------------------------
+
+
+def _torch_install(data: dict[str, Any]) -> TorchInstall:
+    packages = data.get("packages") or {}
+    torch = packages.get("torch")
+    install = TorchInstall(
+        torchvision=_dist(packages.get("torchvision")),
+        torchaudio=_dist(packages.get("torchaudio")),
+    )
+    stale = [d for d in data.get("dists") or [] if d.get("name") == "torch"]
+    if torch and torch.get("origin"):
+        install.status = "ok"
+        install.torch = _dist(torch)
+        install.cuda_from_requires = parse_cuda_from_requires(install.torch.requires if install.torch else [])
+        if not torch.get("version"):
+            install.detail = f"torch at {torch.get('folder')} has no dist-info (source tree or copied in?)"
+        return install
+    install.status = "absent"
+    if torch and torch.get("folder"):
+        install.detail = (
+            f"a torch folder without __init__.py (left over from an uninstall?) at {torch['folder']}"
+        )
+    elif stale:
+        install.detail = f"torch metadata but no torch package (stale dist-info) at {stale[0].get('path')}"
+    else:
+        install.detail = "torch is not installed in this interpreter"
+    return install
+
+
+def _dist(raw: dict[str, Any] | None) -> Dist | None:
+    if not raw:
+        return None
+    version_py = raw.get("version_py") or {}
+    build_version = _str_or_none(version_py.get("__version__"))
+    cuda = _str_or_none(version_py.get("cuda"))
+    if cuda is None and "cuda" not in version_py:
+        # torchvision/torchaudio compute `cuda` at import time; their local tag says it instead.
+        cuda = cuda_from_local_tag(build_version or raw.get("version") or "")
+    return Dist(
+        name=str(raw.get("name") or ""),
+        version=str(raw.get("version") or ""),
+        build_version=build_version,
+        cuda=cuda,
+        hip=_str_or_none(version_py.get("hip")),
+        xpu=_str_or_none(version_py.get("xpu")),
+        git_version=_str_or_none(version_py.get("git_version")),
+        requires=[str(r) for r in raw.get("requires") or []],
+        installer=_str_or_none(raw.get("installer")),
+        location=str(raw.get("location") or ""),
+        has_libtorch_cuda=raw.get("has_libtorch_cuda"),
+        has_libtorch_hip=raw.get("has_libtorch_hip"),
+    )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _python_environment(path: str, data: dict[str, Any], error: str | None = None) -> dict[str, Any]:
+    raw = data.get("interpreter") or {}
+    user_site = raw.get("user_site") or {}
+    return {
+        "executable": str(raw.get("executable") or path),
+        "sys_path": list(raw.get("sys_path") or []),
+        "user_site": {"enabled": bool(user_site.get("enabled")), "path": user_site.get("path")},
+        "dists": [
+            {k: d.get(k) for k in ("name", "version", "location", "installer", "path")}
+            for d in data.get("dists") or []
+        ],
+        "torch_origin": data.get("torch_origin"),
+        "conda": data.get("conda"),
+        "pyvenv_cfg": raw.get("pyvenv_cfg"),
+        "externally_managed_text": raw.get("externally_managed_text"),
+        "problems": list(data.get("problems") or []),
+        "error": error,
+    }
+
+
+# --- pure parsers ----------------------------------------------------------------------------------
+
+# "nvidia-cuda-runtime-cu12==12.4.127; ..." (old style), "cuda-toolkit[cublas,...]==13.0.3; ..." (CUDA 13+),
+# "nvidia-cuda-runtime==13.0.96.*" (what cuda-toolkit's extras pull). Names are compared normalised.
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*(?:===?|~=)\s*(?P<version>\d+\.\d+)"
+)
+_CUDA_PINS = (
+    "cuda-toolkit",
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu11",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu13",
+)
+
+
+def parse_cuda_from_requires(requires: list[str]) -> str | None:
+    """The CUDA major.minor torch's ``Requires-Dist`` pins, or None (CPU, Windows, ROCm wheels)."""
+    for line in requires:
+        match = _REQUIREMENT.match(line)
+        if not match:
+            continue
+        name = re.sub(r"[-_.]+", "-", match["name"]).lower()
+        if name in _CUDA_PINS:
+            major, minor = match["version"].split(".")
+            return f"{int(major)}.{int(minor)}"
+    return None
+
+
+def cuda_from_local_tag(version: str) -> str | None:
+    """'0.21.0+cu124' -> '12.4', '2.5.1+cu118' -> '11.8', '2.14.1+cu130' -> '13.0'; else None."""
+    match = re.search(r"\+cu(\d+)(\d)$", version)
+    if not match:
+        return None
+    return f"{int(match[1])}.{match[2]}"

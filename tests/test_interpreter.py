@@ -1,0 +1,306 @@
+"""choose_interpreter's precedence, the pure parsers, and every way running the inspector can fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakeenv import find_python
+
+from doctor.probes.interpreter import (
+    choose_interpreter,
+    cuda_from_local_tag,
+    inspect_interpreter,
+    inspect_interpreter_full,
+    parse_cuda_from_requires,
+    parse_inspector_output,
+)
+from doctor.runner import RunResult
+
+FIXTURES = Path(__file__).parent / "fixtures" / "inspector"
+
+
+def _env_folder(root: Path, name: str, layout: str = "bin/python") -> str:
+    exe = root / name / layout
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text("")
+    return str(root / name)
+
+
+def _which(found: dict[str, str]):
+    def which(name, path=None):
+        return found.get(name)
+
+    return which
+
+
+# --- choose_interpreter ------------------------------------------------------------------------------
+
+# (what exists: venv / conda / .venv / PATH entries, expected python (relative to root), expected reason)
+PRECEDENCE = [
+    ({"venv", "conda", "dotvenv", "python3"}, "venv/bin/python", "VIRTUAL_ENV={root}/venv"),
+    ({"conda", "dotvenv", "python3"}, "conda/bin/python", "CONDA_PREFIX={root}/conda"),
+    ({"dotvenv", "python3"}, "work/.venv/bin/python", "./.venv in the working directory"),
+    ({"python3", "python"}, "/usr/bin/python3", "python3 on PATH"),
+    ({"python"}, "/usr/bin/python", "python on PATH"),
+]
+
+
+@pytest.mark.parametrize(("present", "expected", "reason"), PRECEDENCE)
+def test_choose_interpreter_precedence(tmp_path, present, expected, reason):
+    env = {}
+    if "venv" in present:
+        env["VIRTUAL_ENV"] = _env_folder(tmp_path, "venv")
+    if "conda" in present:
+        env["CONDA_PREFIX"] = _env_folder(tmp_path, "conda")
+    (tmp_path / "work").mkdir()
+    if "dotvenv" in present:
+        _env_folder(tmp_path / "work", ".venv")
+    on_path = {n: f"/usr/bin/{n}" for n in ("python3", "python") if n in present}
+    path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which(on_path))
+    assert path == (expected if expected.startswith("/") else str(tmp_path / expected))
+    assert why == reason.format(root=tmp_path)
+
+
+def test_explicit_python_file_folder_and_command(tmp_path):
+    exe = tmp_path / "env" / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("")
+    env = {"VIRTUAL_ENV": "/ignored"}
+    assert choose_interpreter(str(exe), env, "/", which=_which({})) == (str(exe), "--python")
+    assert choose_interpreter(str(tmp_path / "env"), env, "/", which=_which({})) == (str(exe), "--python")
+    # relative to cwd
+    assert choose_interpreter("env/bin/python", env, str(tmp_path), which=_which({}))[0] == str(exe)
+    # a bare command name is looked up on PATH
+    found = choose_interpreter("python3.11", env, "/", which=_which({"python3.11": "/opt/py311"}))
+    assert found == ("/opt/py311", "--python")
+
+
+def test_explicit_python_windows_and_conda_layouts(tmp_path):
+    venv = _env_folder(tmp_path, "winvenv", "Scripts/python.exe")
+    conda = _env_folder(tmp_path, "winconda", "python.exe")
+    assert choose_interpreter(venv, {}, "/", which=_which({}))[0] == os.path.join(
+        venv, "Scripts", "python.exe"
+    )
+    assert choose_interpreter(conda, {}, "/", which=_which({}))[0] == os.path.join(conda, "python.exe")
+
+
+def test_explicit_python_missing_says_why(tmp_path):
+    (tmp_path / "empty").mkdir()
+    path, why = choose_interpreter(str(tmp_path / "empty"), {}, "/", which=_which({}))
+    assert path is None and "no bin/python" in why
+    path, why = choose_interpreter(
+        str(tmp_path / "nope"), {}, "/", which=_which({"python3": "/usr/bin/python3"})
+    )
+    assert path is None and why == f"--python {tmp_path / 'nope'}: not found"
+
+
+def test_stale_virtual_env_falls_through_and_says_so(tmp_path):
+    env = {"VIRTUAL_ENV": str(tmp_path / "deleted-venv")}
+    path, why = choose_interpreter(None, env, str(tmp_path), which=_which({"python3": "/usr/bin/python3"}))
+    assert path == "/usr/bin/python3"
+    assert why == f"python3 on PATH (VIRTUAL_ENV={tmp_path / 'deleted-venv'} has no python)"
+
+
+def test_nothing_found(tmp_path):
+    path, why = choose_interpreter(None, {}, str(tmp_path), which=_which({}))
+    assert path is None
+    assert why.startswith("no Python found")
+
+
+def test_which_gets_the_given_path(tmp_path):
+    seen = []
+
+    def which(name, path=None):
+        seen.append((name, path))
+        return None
+
+    choose_interpreter(None, {"PATH": "/only/here"}, str(tmp_path), which=which)
+    assert seen == [("python3", "/only/here"), ("python", "/only/here")]
+
+
+# --- pure parsers ------------------------------------------------------------------------------------
+
+
+def _lines(name: str) -> list[str]:
+    return (FIXTURES / name).read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "cuda"),
+    [
+        ("torch-2.14.1-pypi-cu130.requires.txt", "13.0"),  # new style: cuda-toolkit[...]==13.0.3
+        ("torch-2.6.0-pypi-cu124.requires.txt", "12.4"),  # old style: nvidia-cuda-runtime-cu12==12.4.127
+        ("torch-2.13.0+cpu.requires.txt", None),  # CPU wheel: no CUDA pins
+    ],
+)
+def test_parse_cuda_from_recorded_requires(fixture, cuda):
+    assert parse_cuda_from_requires(_lines(fixture)) == cuda
+
+
+@pytest.mark.parametrize(
+    ("line", "cuda"),
+    [
+        ("nvidia-cuda-runtime-cu11==11.7.99", "11.7"),
+        ("nvidia_cuda_runtime_cu12 (==12.1.105)", "12.1"),
+        ("nvidia-cuda-runtime==13.0.96.*", "13.0"),
+        ("Cuda-Toolkit[cudart] === 13.2.0", "13.2"),
+        ("nvidia-cudnn-cu12==9.1.0.70", None),  # cuDNN's version is not CUDA's
+        ("nvidia-cuda-runtime-cu12>=12.0", None),  # a range says no exact build
+        ("cuda-bindings<14,>=13.0.3", None),
+    ],
+)
+def test_parse_cuda_from_requires_lines(line, cuda):
+    assert parse_cuda_from_requires([line]) == cuda
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda"),
+    [
+        ("0.21.0+cu124", "12.4"),
+        ("2.5.1+cu118", "11.8"),
+        ("0.29.1+cu130", "13.0"),
+        ("2.6.0+cpu", None),
+        ("2.6.0", None),
+    ],
+)
+def test_cuda_from_local_tag(version, cuda):
+    assert cuda_from_local_tag(version) == cuda
+
+
+# --- mapping recorded inspector output ----------------------------------------------------------------
+
+
+def _result(stdout="", stderr="", returncode=0, **kw) -> RunResult:
+    return RunResult(["/x/python", "inspector.py"], returncode, stdout, stderr, **kw)
+
+
+def test_recorded_real_cpu_torch_output_maps():
+    recorded = (FIXTURES / "real-cpu-torch-2.13.0.inspector.json").read_text()
+    interpreter, install, env = parse_inspector_output("/v/bin/python", "--python", _result(recorded))
+    assert interpreter.error is None
+    assert (interpreter.version, interpreter.env_kind, interpreter.bits) == ("3.11.7", "venv", 64)
+    assert install.status == "ok"
+    assert install.torch.version == install.torch.build_version == "2.13.0+cpu"
+    assert install.torch.cuda is None and install.torch.has_libtorch_cuda is False
+    assert install.torch.git_version == "cf30153c4c131c8164ee7798e5022d810682e2cb"
+    assert install.cuda_from_requires is None
+    assert env["torch_origin"].endswith("site-packages/torch/__init__.py")
+    assert [d["name"] for d in env["dists"]] == ["torch"]
+
+
+def test_junk_before_the_json_is_tolerated():
+    payload = json.dumps({"inspector": 1, "interpreter": {"version": "3.12.1"}, "packages": {}, "dists": []})
+    interpreter, install, _ = parse_inspector_output(
+        "/x/python", "r", _result("hello from sitecustomize\n" + payload)
+    )
+    assert interpreter.version == "3.12.1" and interpreter.error is None
+    assert install.status == "absent" and install.detail == "torch is not installed in this interpreter"
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (_result(returncode=None, not_found=True), "the interpreter /x/python was not found"),
+        (_result(returncode=None, timed_out=True, seconds=20.0), "did not answer within 20s"),
+        (_result(returncode=None, error="Permission denied"), "could not start: Permission denied"),
+        (_result(returncode=-11, stderr=""), "the inspector was killed by SIGSEGV in /x/python"),
+        (
+            _result(returncode=1, stderr="Traceback...\nImportError: bad magic number"),
+            "the inspector exited with 1 in /x/python: ImportError: bad magic number",
+        ),
+        (
+            _result("<html>garbage</html>"),
+            "the inspector printed no JSON in /x/python (got: '<html>garbage</html>')",
+        ),
+        (_result(""), "the inspector printed no JSON in /x/python (got: 'nothing')"),
+    ],
+)
+def test_failures_become_data(result, expected):
+    interpreter, install, env = parse_inspector_output("/x/python", "--python", result)
+    assert expected in interpreter.error
+    assert "\n" not in interpreter.error
+    assert install.status == "error" and install.detail == interpreter.error
+    assert env["error"] == interpreter.error and env["dists"] == [] and env["executable"] == "/x/python"
+
+
+def test_stale_dist_info_and_leftover_folder_are_absent_with_reason():
+    stale = {
+        "inspector": 1,
+        "packages": {"torch": None},
+        "dists": [{"name": "torch", "version": "2.6.0", "path": "/sp/torch-2.6.0.dist-info"}],
+    }
+    _, install, _ = parse_inspector_output("/x/python", "r", _result(json.dumps(stale)))
+    assert install.status == "absent" and "stale dist-info" in install.detail and install.torch is None
+    leftover = {"inspector": 1, "packages": {"torch": {"folder": "/sp/torch", "origin": None}}, "dists": []}
+    _, install, _ = parse_inspector_output("/x/python", "r", _result(json.dumps(leftover)))
+    assert install.status == "absent" and "without __init__.py" in install.detail
+
+
+# --- real processes -----------------------------------------------------------------------------------
+
+
+def _script(path: Path, body: str) -> str:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_hanging_interpreter_times_out_within_the_limit(tmp_path):
+    fake = _script(tmp_path / "python", "sleep 30")
+    start = time.monotonic()
+    interpreter, install = inspect_interpreter(fake, "--python", timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert elapsed < 5, f"took {elapsed:.1f}s"
+    assert "did not answer within 1s" in interpreter.error and install.status == "error"
+
+
+def test_garbage_printing_interpreter(tmp_path):
+    fake = _script(tmp_path / "python", "echo 'Welcome to FakePython'; echo '{not json'")
+    interpreter, install = inspect_interpreter(fake, "--python")
+    assert interpreter.error == "the inspector printed no JSON in " + fake + " (got: '{not json')"
+    assert install.status == "error"
+
+
+def test_missing_interpreter(tmp_path):
+    interpreter, install = inspect_interpreter(str(tmp_path / "no-python"), "--python")
+    assert interpreter.error == f"the interpreter {tmp_path / 'no-python'} was not found"
+    assert install.status == "error"
+
+
+def test_crashing_interpreter(tmp_path):
+    fake = _script(tmp_path / "python", "echo 'Fatal Python error: init_fs_encoding' >&2; exit 1")
+    interpreter, _ = inspect_interpreter(fake, "--python")
+    assert interpreter.error == f"the inspector exited with 1 in {fake}: Fatal Python error: init_fs_encoding"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["2.7", "3.6", "3.7"])
+def test_too_old_python_gives_a_clean_error(version):
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} interpreter (pyenv or python{version} on PATH)")
+    interpreter, install, env = inspect_interpreter_full(python, "--python")
+    assert interpreter.version.startswith(version + ".")
+    assert (
+        interpreter.error
+        == f"Python {interpreter.version} is too old: torch needs 3.8+ (current releases need 3.10+)"
+    )
+    assert install.status == "error" and install.detail == interpreter.error
+    assert env["error"] == interpreter.error
+
+
+def test_running_interpreter_itself_is_inspected():
+    interpreter, install, env = inspect_interpreter_full(sys.executable, "test")
+    assert interpreter.error is None
+    assert interpreter.version == sys.version.split()[0]
+    assert interpreter.prefix == sys.prefix
+    assert install.status in ("ok", "absent")
+    # the inspector's own folder (doctor/probes) must not be on the sys.path it reports
+    probes = str(Path(__file__).parent.parent / "doctor" / "probes")
+    assert all(os.path.realpath(p) != os.path.realpath(probes) for p in env["sys_path"])

@@ -1,0 +1,551 @@
+"""The compatibility table: the bundled data holds the reference facts, the loader validates and indexes."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from doctor import exitcodes
+from doctor.errors import TableError
+from doctor.table import (
+    CONFIDENCES,
+    CompatTable,
+    default_table_path,
+    index_url,
+    load_table,
+    variant_cuda,
+)
+
+TINY = Path(__file__).parent / "fixtures" / "tables" / "tiny.json"
+
+
+@pytest.fixture(scope="module")
+def table() -> CompatTable:
+    return load_table()
+
+
+@pytest.fixture(scope="module")
+def tiny() -> CompatTable:
+    return load_table(TINY)
+
+
+# --- the bundled table -------------------------------------------------------------------------
+
+
+def test_bundled_table_loads_with_its_versions(table):
+    assert table.schema_version == 1
+    assert table.table_version == "2026.11.29"
+    assert table.verified_on == "2026-11-29"
+    assert Path(table.path) == default_table_path().resolve()
+    assert [r.minor for r in table.releases] == [f"2.{n}" for n in range(16)]
+
+
+def test_default_table_path_is_the_shipped_file():
+    path = default_table_path()
+    assert path.is_file()
+    assert path.name == "pytorch.json"
+    assert path.parent.name == "compat_tables"
+
+
+def test_load_table_is_cached_per_path(table):
+    assert load_table() is table
+    assert load_table(default_table_path()) is table
+
+
+@pytest.mark.parametrize(
+    "version, minor",
+    [
+        ("2.7", "2.7"),
+        ("2.7.1", "2.7"),
+        ("2.7.1+cu128", "2.7"),
+        ("2.8.0a0+gitabc123", "2.8"),
+        ("2.10.0", "2.10"),
+    ],
+)
+def test_release_accepts_any_form_of_a_version(table, version, minor):
+    assert table.release(version).minor == minor
+
+
+@pytest.mark.parametrize("version", ["1.13.1", "2.16.0", "3.0", "garbage", ""])
+def test_release_unknown_or_garbage_is_none(table, version):
+    assert table.release(version) is None
+
+
+def test_torch_27_has_cu128_on_linux_x86_64_but_pypi_gives_cu126(table):
+    release = table.release("2.7.1")
+    assert "cu128" in release.variants_for("linux-x86_64")
+    assert release.pypi_default["linux-x86_64"] == "cu126"
+    assert release.latest.torch == "2.7.1"
+    assert release.patch("2.7.0").torchvision == "0.22.0"
+    assert release.patch("2.7.1+cu128").torchaudio == "2.7.1"
+    assert release.patch("2.7.9") is None
+
+
+# Fact 1 of the reference SOURCES.md: which build plain `pip install torch` gives.
+PYPI_LINUX_X86 = {
+    "2.0": "cu117", **dict.fromkeys(["2.1", "2.2", "2.3", "2.4"], "cu121"), **dict.fromkeys(["2.5", "2.6"], "cu124"),
+    "2.7": "cu126", **dict.fromkeys(["2.8", "2.9", "2.10"], "cu128"),
+    **dict.fromkeys(["2.11", "2.12", "2.13", "2.14"], "cu130"), "2.15": "cu132",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("minor", sorted(PYPI_LINUX_X86, key=Version))
+def test_pypi_default_per_release_and_platform(table, minor):
+    release = table.release(minor)
+    assert release.pypi_default["linux-x86_64"] == PYPI_LINUX_X86[minor]
+    assert release.pypi_default["windows-x86_64"] == "cpu"
+    assert release.pypi_default["darwin-arm64"] == "cpu"
+    aarch64 = release.pypi_default.get("linux-aarch64")
+    if Version(minor) <= Version("2.10"):
+        assert aarch64 == "cpu"
+    elif minor != "2.15":  # not observed for 2.15: left out, and flagged
+        assert aarch64 == "cu130"
+    if aarch64 is None:
+        assert "pypi_default.linux-aarch64" in release.unverified_fields
+
+
+# Fact 10: Python windows.
+@pytest.mark.parametrize(
+    "minor, lowest, highest",
+    [("2.0", "3.8", "3.11"), ("2.2", "3.8", "3.12"), ("2.5", "3.9", "3.12"), ("2.6", "3.9", "3.13"),
+     ("2.9", "3.10", "3.14"), ("2.14", "3.10", "3.14"), ("2.15", "3.11", "3.15")],
+)  # fmt: skip
+def test_python_windows(table, minor, lowest, highest):
+    release = table.release(minor)
+    assert (release.python_min, release.python_max) == (lowest, highest)
+    low = Version(lowest)
+    assert release.supports_python(f"{lowest}.0")
+    assert release.supports_python(f"{highest}.1")
+    assert not release.supports_python(f"{low.major}.{low.minor - 1}.18")
+    assert not release.supports_python("4.0")
+    assert not release.supports_python("not-a-python")
+
+
+def test_free_threaded_builds(table):
+    assert table.release("2.7").free_threaded == ("3.13t",)
+    assert table.release("2.10").free_threaded == ("3.13t", "3.14t")
+    assert table.release("2.5").free_threaded == ()
+
+
+def test_patches_ascending_and_companions_follow_the_pattern(table):
+    for release in table.releases:
+        versions = [Version(p.torch) for p in release.patches]
+        assert versions == sorted(versions), release.minor
+        assert release.latest == release.patches[-1]
+        minor = Version(release.minor).minor
+        for patch in release.patches:
+            assert Version(patch.torch).release[:2] == (2, minor)
+            if release.minor != "2.15":  # no torchvision 0.30: 2.15 pairs with 0.29.2
+                assert Version(patch.torchvision).release[:2] == (0, minor + 15), patch
+            if minor >= 12:
+                assert patch.torchaudio is None, patch  # torchaudio stopped at 2.11
+            else:
+                assert Version(patch.torchaudio).release[:2] == (2, minor), patch
+    assert table.release("2.15").latest.torchvision == "0.29.2"
+    assert "patches" in table.release("2.15").unverified_fields
+
+
+def test_torch_214_has_no_torchaudio(table):
+    release = table.release("2.14")
+    assert [p.torch for p in release.patches] == ["2.14.0", "2.14.1"]
+    assert all(p.torchaudio is None for p in release.patches)
+
+
+def test_variants_by_platform(table):
+    assert table.release("2.2").variants_for("darwin-x86_64") == ("cpu",)
+    assert table.release("2.3").variants_for("darwin-x86_64") == ()
+    assert table.release("2.14").variants_for("darwin-arm64") == ("cpu",)
+    assert "cu134" in table.release("2.14").variants_for("linux-x86_64")
+    assert "cu134" not in table.release("2.14").variants_for("windows-x86_64")
+    assert "rocm6.3" in table.release("2.7").variants_for("linux-x86_64")
+    assert "cu118" not in table.release("2.8").variants_for("linux-x86_64")
+    assert "cu128" not in table.release("2.12").variants_for("linux-x86_64")
+    assert table.release("2.7").variants_for("sunos-sparc") == ()
+    for release in table.releases:
+        for platform, variants in release.variants.items():
+            assert "cpu" in variants, (release.minor, platform)
+            assert not any(v.startswith("rocm") for v in variants) or platform == "linux-x86_64"
+
+
+def test_every_row_has_source_and_known_confidence(table):
+    rows = [
+        *table.releases, *table.arch_lists, *table.cuda_drivers, *table.major_floors, *table.driver_branches,
+        *table.gpu_models,
+    ]  # fmt: skip
+    for row in rows:
+        assert row.source.strip(), row
+        assert row.confidence in CONFIDENCES, row
+
+
+def test_every_arch_row_variant_is_published_for_its_release(table):
+    assert len(table.arch_lists) >= 60
+    for row in table.arch_lists:
+        release = table.release(row.torch_minor)
+        assert release is not None, row
+        assert row.variant in release.variants_for(row.platform), row
+
+
+def test_blackwell_arch_lists(table):
+    cu128 = table.arch_list("2.7.1+cu128", "cu128", "linux-x86_64")
+    assert cu128.torch_minor == "2.7"
+    assert "sm_120" in cu128.sm
+    assert "sm_70" not in cu128.sm  # Volta missing from 2.7 cu128, re-added in 2.8
+    assert "sm_70" in table.arch_list("2.8.0", "cu128", "linux-x86_64").sm
+    assert "sm_70" not in table.arch_list("2.11.0", "cu128", "linux-x86_64").sm
+    cu126 = table.arch_list("2.7.1", "cu126", "linux-x86_64")
+    assert "sm_120" not in cu126.sm
+    assert "sm_60" in cu126.sm
+
+
+def test_ptx_none_means_unknown_and_empty_means_none(table):
+    assert table.arch_list("2.14.1", "cu130", "linux-x86_64").ptx == ()  # cuobjdump: no PTX at all
+    assert table.arch_list("2.13.0", "cu130", "linux-x86_64").ptx is None  # not observed
+    assert table.arch_list("2.9.0", "cu130", "linux-x86_64").ptx == ("compute_120",)
+
+
+def test_arch_list_falls_back_to_older_row_of_same_build(table):
+    # 2.15 publishes cu132 for aarch64 but the reference has no 2.15 aarch64 row: 2.14's is used.
+    row = table.arch_list("2.15.0", "cu132", "linux-aarch64")
+    assert row.torch_minor == "2.14"
+    assert "sm_110" in row.sm
+    assert table.arch_list("2.7.1", "cu126", "windows-x86_64") is None  # no Windows arch rows
+    assert table.arch_list("2.12.0", "cu128", "linux-x86_64") is None  # cu128 not built for 2.12
+
+
+def test_driver_branches(table):
+    assert table.max_cuda_for_driver("570.124.04").max_cuda == "12.8"
+    assert table.max_cuda_for_driver("535.183.01").max_cuda == "12.2"
+    assert table.max_cuda_for_driver("565.57.01").max_cuda == "12.7"
+    assert table.max_cuda_for_driver("610.43.02").max_cuda == "13.3"
+    assert table.max_cuda_for_driver("580.95.05").max_cuda == "13.0"
+    windows = table.max_cuda_for_driver("572.61")  # Windows R570 driver
+    assert (windows.branch, windows.max_cuda) == (570, "12.8")
+    assert table.max_cuda_for_driver("617.14").branch == 615
+    assert table.max_cuda_for_driver("440.33.01") is None
+    assert table.max_cuda_for_driver("") is None
+    assert table.max_cuda_for_driver("N/A") is None
+
+
+def test_cuda_driver_minimums(table):
+    assert table.cuda_driver("12.8").min_linux == "570.26"
+    assert table.cuda_driver("12.8.1").min_linux == "570.26"
+    assert table.cuda_driver("cu128").min_windows == "570.65"
+    assert table.cuda_driver("13.0").min_linux == "580.65.06"
+    assert table.cuda_driver("11.8").min_linux == "520.61.05"
+    assert table.cuda_driver("12.7") is None
+    assert table.cuda_driver("x") is None
+    assert table.cuda_driver("13.4").min_linux is None  # only the branch is known
+    assert table.cuda_driver("13.4").confidence == "unverified"
+
+
+def test_cuda_major_floors(table):
+    floors = {m: (table.major_floor(m).min_linux, table.major_floor(m).min_windows) for m in (11, 12, 13)}
+    assert floors == {11: ("450.80.02", "452.39"), 12: ("525.60.13", "528.33"), 13: ("580.65.06", "580")}
+    assert table.major_floor(10) is None
+
+
+def test_every_cuda_variant_has_driver_rows(table):
+    for release in table.releases:
+        for variant in itertools.chain.from_iterable(release.variants.values()):
+            cuda = variant_cuda(variant)
+            if cuda is None:
+                continue
+            assert table.cuda_driver(cuda) is not None, (release.minor, variant)
+            assert table.major_floor(int(cuda.split(".")[0])) is not None, (release.minor, variant)
+
+
+@pytest.mark.parametrize(
+    "name, cc",
+    [
+        ("NVIDIA GeForce RTX 5090", "12.0"),
+        ("GeForce GTX 1080 Ti", "6.1"),
+        ("Tesla V100-SXM2-32GB", "7.0"),
+        ("NVIDIA H200", "9.0"),
+        ("NVIDIA GeForce RTX 2050", "8.6"),  # the trap: Ampere despite the name
+        ("NVIDIA B300 SXM6 AC", "10.3"),
+        ("NVIDIA GB10", "12.1"),
+        ("Tesla T4", "7.5"),
+        ("NVIDIA T4", "7.5"),
+        ("A100-SXM4-40GB", "8.0"),  # pre-R470 drivers: no "NVIDIA " prefix
+        ("nvidia  geforce rtx 4090", "8.9"),  # case and spacing
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", "8.9"),
+        ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "8.0"),  # MIG device name
+        ("NVIDIA H100 SXM5 80GB", "9.0"),  # unknown form factor of a known model
+        ("NVIDIA GeForce GTX 1060 5GB", "6.1"),
+    ],
+)
+def test_gpu_lookup(table, name, cc):
+    model = table.gpu(name)
+    assert model is not None, name
+    assert model.compute_capability == cc
+
+
+def test_gpu_lookup_prefers_exact_and_rejects_unknown(table):
+    assert table.gpu("NVIDIA GeForce GTX 1060 3GB").name == "NVIDIA GeForce GTX 1060 3GB"
+    assert table.gpu("NVIDIA RTX A2000 12GB").name == "NVIDIA RTX A2000 12GB"
+    assert table.gpu("NVIDIA GeForce RTX 5090").confidence == "verified"
+    assert table.gpu("NVIDIA Thor").confidence == "unverified"  # name spelling unknown
+    assert table.gpu("NVIDIA Foo 9000") is None
+    assert table.gpu("") is None
+
+
+# --- logic on the tiny fixture -----------------------------------------------------------------
+
+
+def test_tiny_releases_and_patches_are_sorted(tiny):
+    assert [r.minor for r in tiny.releases] == ["2.6", "2.7"]
+    assert [p.torch for p in tiny.release("2.7").patches] == ["2.7.0", "2.7.1"]
+    assert tiny.release("2.7").latest.torch == "2.7.1"
+    assert tiny.release("2.7").unverified_fields == ("patches",)
+    assert tiny.release("2.6").unverified_fields == ()
+
+
+def test_tiny_arch_list_exact_and_fallback(tiny):
+    assert tiny.arch_list("2.7.1", "cu128", "linux-x86_64").torch_minor == "2.7"
+    fallback = tiny.arch_list("2.7.0+cu126", "cu126", "linux-x86_64")
+    assert fallback.torch_minor == "2.6"  # the row keeps its own minor
+    assert fallback.ptx == ()
+    assert tiny.arch_list("2.7.0", "CU118", "linux-x86_64").ptx is None
+    assert tiny.arch_list("2.7.0", "cu124", "linux-x86_64") is None  # not published for 2.7
+    assert tiny.arch_list("2.6.0", "cu128", "linux-x86_64") is None  # no older-or-equal row
+    assert tiny.arch_list("2.8.0", "cu128", "linux-x86_64") is None  # unknown release
+    assert tiny.arch_list("2.7.1", "cu126", "windows-x86_64") is None
+    assert tiny.arch_list("nonsense", "cu126", "linux-x86_64") is None
+
+
+def test_lookups_use_indexes_not_scans(tmp_path):
+    """After loading, the row tuples may vanish: every lookup still answers from its index."""
+
+    class NoScan(tuple):
+        def __iter__(self):
+            raise AssertionError("lookup scanned the rows")
+
+        def __len__(self):
+            raise AssertionError("lookup scanned the rows")
+
+    table = load_table(_write(tmp_path, json.loads(TINY.read_text())))
+    for name in ("releases", "arch_lists", "cuda_drivers", "major_floors", "driver_branches", "gpu_models"):
+        setattr(table, name, NoScan())
+    assert table.release("2.7.1").minor == "2.7"
+    assert table.arch_list("2.7.1", "cu126", "linux-x86_64").torch_minor == "2.6"
+    assert table.cuda_driver("12.8").min_linux == "570.26"
+    assert table.major_floor(12).min_linux == "525.60.13"
+    assert table.max_cuda_for_driver("575.1").max_cuda == "12.8"
+    assert table.gpu("GeForce RTX 4090").compute_capability == "8.9"
+    assert table.gpu("V100-SXM2-16GB").compute_capability == "7.0"
+
+
+def test_release_rows_are_hashable_values(tiny):
+    release = tiny.release("2.7")
+    assert {release, tiny.release("2.7.1")} == {release}
+    assert release == load_table(TINY).release("2.7")
+
+
+def test_changed_file_is_read_again(tmp_path):
+    data = json.loads(TINY.read_text())
+    path = _write(tmp_path, data)
+    first = load_table(path)
+    assert load_table(path) is first
+    data["table_version"] = "2000.01.02-longer"
+    path.write_text(json.dumps(data))
+    later = path.stat().st_mtime_ns + 10**9  # a distinct mtime even on coarse-clock filesystems
+    os.utime(path, ns=(later, later))
+    assert load_table(path).table_version == "2000.01.02-longer"
+
+
+@pytest.mark.parametrize(
+    "variant, cuda",
+    [("cu128", "12.8"), ("cu118", "11.8"), ("cu130", "13.0"), ("cu126", "12.6"), ("cu134", "13.4"),
+     ("cpu", None), ("rocm6.3", None), ("xpu", None), ("cuda", None), ("", None)],
+)  # fmt: skip
+def test_variant_cuda(variant, cuda):
+    assert variant_cuda(variant) == cuda
+
+
+def test_index_url():
+    assert index_url("cu128") == "https://download.pytorch.org/whl/cu128"
+    assert index_url("cpu", base="https://mirror.example/whl/") == "https://mirror.example/whl/cpu"
+
+
+# --- broken tables -----------------------------------------------------------------------------
+
+
+def _write(tmp_path: Path, data, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _set(path: str, value):
+    """A mutation that sets a dotted path ("releases.0.minor") in the tiny table; DELETE removes it."""
+
+    def mutate(data):
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        key = int(last) if isinstance(node, list) else last
+        if value is DELETE:
+            del node[key]
+        else:
+            node[key] = value
+
+    return mutate
+
+
+def _append(path: str, index: int):
+    """Append a copy of item ``index`` of a list (a duplicate row)."""
+
+    def mutate(data):
+        data[path].append(copy.deepcopy(data[path][index]))
+
+    return mutate
+
+
+DELETE = object()
+
+BROKEN = {
+    "schema missing": (_set("schema_version", DELETE), "schema_version: missing"),
+    "schema 2": (_set("schema_version", 2), "schema_version: 2 is not supported"),
+    "schema string": (_set("schema_version", "1"), "schema_version: expected an integer, got a string"),
+    "schema bool": (_set("schema_version", True), "schema_version: expected an integer, got a boolean"),
+    "no table_version": (_set("table_version", DELETE), "table_version: missing"),
+    "no verified_on": (_set("verified_on", DELETE), "verified_on: missing"),
+    "empty table_version": (_set("table_version", " "), "table_version: is empty"),
+    "minor not a version": (_set("releases.1.minor", "2.x"), "releases[1].minor: '2.x' is not a version"),
+    "minor with patch": (_set("releases.1.minor", "2.6.0"), "releases[1].minor: '2.6.0' is not a version"),
+    "duplicate minor": (_append("releases", 0), "releases[2]: duplicate release minor '2.7' (first at releases[0])"),
+    "releases not list": (_set("releases", {}), "releases: expected a list, got an object"),
+    "release not object": (_set("releases.0", "2.7"), "releases[0]: expected an object, got a string"),
+    "patch bad": (_set("releases.0.patches.0.torch", "2.7.x"), "releases[0].patches[0].torch: '2.7.x' is not a version"),
+    "patch other minor": (_set("releases.0.patches.0.torch", "2.8.1"), "releases[0].patches[0].torch: '2.8.1' is not a 2.7.x"),
+    "patch duplicate": (_set("releases.0.patches.1.torch", "2.7.1"), "releases[0].patches[1].torch: duplicate"),
+    "patch vision bad": (_set("releases.0.patches.0.torchvision", "x"), "releases[0].patches[0].torchvision: 'x' is not"),
+    "no patches": (_set("releases.0.patches", []), "releases[0].patches: is empty"),
+    "patch confidence": (_set("releases.0.patches.0.confidence", "sure"), "releases[0].patches[0].confidence: 'sure'"),
+    "python min": (_set("releases.0.python.min", "three"), "releases[0].python.min: 'three' is not a version"),
+    "python missing": (_set("releases.0.python", DELETE), "releases[0].python: missing"),
+    "bad variant": (_set("releases.0.variants.linux-x86_64.1", "cuda118"), "releases[0].variants.linux-x86_64[1]: 'cuda118' is not a variant"),
+    "rocm variant": (_set("releases.0.variants.linux-x86_64.1", "rocm6"), "releases[0].variants.linux-x86_64[1]: 'rocm6' is not a variant"),
+    "variant twice": (_set("releases.0.variants.linux-x86_64.1", "cpu"), "releases[0].variants.linux-x86_64: lists a variant twice"),
+    "unknown platform": (_set("releases.0.variants.linux-riscv", ["cpu"]), "releases[0].variants.linux-riscv: unknown platform"),
+    "pypi default unlisted": (_set("releases.0.pypi_default.linux-x86_64", "cu130"), "releases[0].pypi_default.linux-x86_64: 'cu130' is not among"),
+    "release confidence": (_set("releases.0.confidence", "unknown"), "releases[0].confidence: 'unknown' is not one of"),
+    "release no source": (_set("releases.0.source", DELETE), "releases[0].source: missing"),
+    "release empty source": (_set("releases.0.source", ""), "releases[0].source: is empty"),
+    "duplicate arch row": (_append("arch_lists", 2), "arch_lists[3]: duplicate arch list row ('2.7', 'cu128', 'linux-x86_64')"),
+    "arch bad variant": (_set("arch_lists.0.variant", "cu12x"), "arch_lists[0].variant: 'cu12x' is not a variant"),
+    "arch bad sm": (_set("arch_lists.0.sm.0", "50"), "arch_lists[0].sm[0]: '50' is not a cubin target"),
+    "arch bad ptx": (_set("arch_lists.2.ptx", ["sm_120"]), "arch_lists[2].ptx[0]: 'sm_120' is not a PTX target"),
+    "arch no ptx": (_set("arch_lists.2.ptx", DELETE), "arch_lists[2].ptx: missing"),
+    "arch unknown release": (_set("arch_lists.0.torch_minor", "2.5"), "arch_lists[0].torch_minor: '2.5' has no row in releases"),
+    "arch unpublished": (_set("arch_lists.0.variant", "cu128"), "arch_lists[0].variant: 'cu128' is not a linux-x86_64 variant of torch 2.6"),
+    "arch platform": (_set("arch_lists.0.platform", "linux"), "arch_lists[0].platform: 'linux' is not one of"),
+    "arch confidence": (_set("arch_lists.1.confidence", "high"), "arch_lists[1].confidence: 'high' is not one of"),
+    "cuda no source": (_set("cuda.0.source", DELETE), "cuda[0].source: missing"),
+    "cuda version": (_set("cuda.0.cuda", "12"), "cuda[0].cuda: '12' is not a CUDA version"),
+    "cuda driver": (_set("cuda.0.min_linux", "r560"), "cuda[0].min_linux: 'r560' is not a driver version"),
+    "cuda duplicate": (_set("cuda.1.cuda", "12.6"), "cuda[1]: duplicate CUDA version '12.6'"),
+    "major string": (_set("cuda_majors.0.major", "12"), "cuda_majors[0].major: expected an integer, got a string"),
+    "branch string": (_set("driver_branches.0.branch", "560"), "driver_branches[0].branch: expected an integer"),
+    "branch duplicate": (_set("driver_branches.1.branch", 560), "driver_branches[1]: duplicate driver branch 560"),
+    "branch max_cuda": (_set("driver_branches.0.max_cuda", None), "driver_branches[0].max_cuda: expected a string, got null"),
+    "gpu cc": (_set("gpus.0.compute_capability", "8"), "gpus[0].compute_capability: '8' is not a compute capability"),
+    "gpu confidence": (_set("gpus.1.confidence", "Verified"), "gpus[1].confidence: 'Verified' is not one of"),
+    "gpu duplicate": (_set("gpus.1.name", "NVIDIA GeForce RTX 4090"), "gpus[1]: duplicate GPU name"),
+    "gpu alias not string": (_set("gpus.0.aliases", [1]), "gpus[0].aliases[0]: expected a string, got an integer"),
+    "gpus missing": (_set("gpus", DELETE), "gpus: missing"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_table_names_file_and_field(tmp_path, case):
+    mutate, expected = BROKEN[case]
+    data = json.loads(TINY.read_text())
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(TableError) as caught:
+        load_table(path)
+    message = str(caught.value)
+    assert message.startswith(f"compat table {path.resolve()}: "), message
+    assert expected in message
+    assert "\n" not in message
+    assert caught.value.exit_code == exitcodes.USAGE
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{not json", "invalid JSON at line 1 column 2"),
+        ("[]", "(top level): expected an object, got a list"),
+        ("", "invalid JSON at line 1 column 1"),
+    ],
+)
+def test_unparsable_table(tmp_path, content, expected):
+    path = _write(tmp_path, content)
+    with pytest.raises(TableError, match=f"compat table {path.resolve()}: ") as caught:
+        load_table(path)
+    assert expected in str(caught.value)
+
+
+def test_missing_and_unreadable_files(tmp_path):
+    with pytest.raises(TableError, match=r"compat table .*nope\.json: cannot read: No such file"):
+        load_table(tmp_path / "nope.json")
+    with pytest.raises(TableError, match="cannot read"):
+        load_table(tmp_path)  # a directory
+    binary = tmp_path / "latin1.json"
+    binary.write_bytes(b'{"schema_version": 1, "table_version": "\xe9"}')
+    with pytest.raises(TableError, match="cannot read"):
+        load_table(binary)
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=8)
+    | st.sampled_from(["2.7", "cu128", "sm_80", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _leaf_paths(node, prefix=()):
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    yield prefix
+    for key, child in items:
+        yield from _leaf_paths(child, (*prefix, key))
+
+
+_TINY_PATHS = [p for p in _leaf_paths(json.loads(TINY.read_text())) if p]
+_counter = itertools.count()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(_TINY_PATHS), value=_json_values)
+def test_any_corruption_is_a_table_error_or_loads(tmp_path, where, value):
+    """Whatever value lands in whatever field, loading gives a table or one TableError line, never a crash."""
+    data = json.loads(TINY.read_text())
+    node = data
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    path = _write(tmp_path, data, name=f"fuzz{next(_counter)}.json")
+    try:
+        loaded = load_table(path)
+    except TableError as exc:
+        assert str(exc).startswith(f"compat table {path.resolve()}: ")
+        assert "\n" not in str(exc)
+    else:
+        assert isinstance(loaded, CompatTable)
+        loaded.release("2.7.1")
+        loaded.arch_list("2.7.1", "cu126", "linux-x86_64")
+        loaded.gpu("GeForce RTX 4090")
