@@ -20,7 +20,9 @@ from doctor.probes import inspector
 from doctor.probes.interpreter import INSPECTOR, inspect_interpreter_full
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inspector"
-TARGET_VERSIONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+# The interpreters this project's machines have (pyenv); 3.14 is covered by the inspector's code
+# but not run here, since no 3.14 interpreter is installed.
+TARGET_VERSIONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 
 
 def _python_or_skip(version: str) -> str:
