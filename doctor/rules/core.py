@@ -36,6 +36,8 @@ def _gpu_list(snap: S.Snapshot) -> str:
 def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
     nv = snap.nvidia
     ev = {"nvidia.status": nv.status, "nvidia.detail": nv.detail, "attempts": list(nv.attempts)}
+    if nv.status == S.NVIDIA_NO_DRIVER and snap.host.container:
+        return []  # inside a container the remedy is GPU access, not a driver: hazards' container-no-gpu-access
     if nv.status == S.NVIDIA_NO_DRIVER:
         devices = ", ".join(nv.pci_devices) or "an NVIDIA device"
         return [Finding(
