@@ -171,12 +171,6 @@ def test_version_and_help():
     assert "Exit codes" in res.stdout and "check" in res.stdout
 
 
-def test_fix_without_dry_run_says_it_only_prints(tmp_path, sysroot):
-    python = make_fake_env(tmp_path / "venv", torch=None, cuda=None)
-    res = run_cli(["fix", "--no-smoke", "--python", str(python)], sysroot)
-    assert "only prints" in res.stderr
-
-
 @pytest.mark.slow
 def test_real_cpu_torch_check_runs_the_import_probe_and_reports_the_cpu_build(tmp_path_factory, sysroot):
     from realtorch import real_cpu_torch_python

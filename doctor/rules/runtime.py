@@ -1,0 +1,591 @@
+"""What importing torch and computing on the device showed (``snapshot.runtime``), as findings.
+
+Pure: reads the smoke-test steps, the warnings torch issued and the stderr tail, and matches
+torch's real messages (PROBES.md §3.3) to stable finding ids. Runtime evidence is what actually
+happened on this machine, so it wins over the static diagnosis: every finding here carries
+``evidence["source"] = "smoke-test"`` and the engine prefers it when a static rule emits the
+same id. One finding per id; later matches add their messages to its evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from doctor import snapshot as S
+from doctor.findings import ERROR, WARNING, Finding, Fix
+from doctor.rules import Rule
+
+DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
+GET_STARTED = "https://pytorch.org/get-started/locally/"
+WHL_INDEX = "https://download.pytorch.org/whl"
+SOURCE = "smoke-test"
+MAX_EVIDENCE_TEXT = 600
+
+QUERY_APPS = "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+QUERY_MODE = "nvidia-smi --query-gpu=index,name,compute_mode --format=csv"
+SHOW_LD_PATH = 'echo "$LD_LIBRARY_PATH"'
+UNSET_LD_PATH = "unset LD_LIBRARY_PATH"
+
+# torch's own texts (PROBES.md §3.3, §4); matched as substrings, never whole messages.
+_ARCH = re.compile(
+    r"no kernel image is available for execution on the device"
+    r"|is not compatible with the current PyTorch installation"
+    r"|does not include kernels for this GPU"
+    r"|No published PyTorch CUDA builds for release"
+    r"|invalid device function"  # ROCm: "HIP error: invalid device function"; CUDA error 98
+)
+_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
+_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system")
+_CPU_BUILD = re.compile(r"Torch not compiled with CUDA enabled")
+_BUSY = re.compile(r"busy or unavailable")
+_CUDNN = re.compile(
+    r"CUDNN_STATUS_\w+|cuDNN version incompatibility|cuDNN error|is not compatible with devices with SM < 7\.5"
+    r"|Could not load library libcudnn\w*|Unable to load any of \{libcudnn",
+    re.IGNORECASE,
+)
+_OOM = re.compile(r"out of memory", re.IGNORECASE)
+_OOM_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ [KMGT]?i?B) memory in use")
+_ARCH_GPU_OLD = re.compile(r"(?m)^(?:\w+: )?(.+?) with CUDA capability (sm_\d+\w?) is not compatible")
+_ARCH_GPU_NEW = re.compile(r"Found GPU(\d+) (.+?) which is of compute capability \(CC\) (\d+\.\d+)")
+_LIBRARY_SHADOW = re.compile(r"undefined symbol|version `[^']*' not found|LD_LIBRARY_PATH", re.IGNORECASE)
+_MISSING_LIB = re.compile(r"lib[\w.+-]+\.so[.\d]*: cannot open shared object file")
+_KERNEL_STEPS = ("alloc", "matmul", "conv", "autocast-fp16", "autocast-bf16")
+
+
+@dataclass
+class _Seen:
+    """One piece of runtime text: a failed step's message, a warning, or the stderr tail."""
+
+    text: str
+    kind: str  # "step", "warning", "stderr"
+    step: S.SmokeStep | None = None
+
+
+def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
+    rt = snapshot.runtime
+    if rt.status == "skipped":
+        return []
+    found: dict[str, Finding] = {}
+
+    def add(finding: Finding | None, seen: _Seen | None = None) -> None:
+        if finding is None:
+            return
+        finding.evidence.setdefault("source", SOURCE)
+        first = found.setdefault(finding.id, finding)
+        if first is not finding:  # the same cause seen again: keep the first, add what this one knows
+            for key, value in finding.evidence.items():
+                if value is not None:
+                    first.evidence.setdefault(key, value)
+            if finding.severity == ERROR:
+                first.severity = ERROR
+        if seen is not None:
+            messages = found[finding.id].evidence.setdefault("messages", [])
+            text = _clip(seen.text)
+            if text not in messages:
+                messages.append(text)
+
+    failed = [s for s in rt.steps if s.status == "failed"]
+    import_step = next((s for s in failed if s.name == "import"), None)
+    # Dying inside `import torch` (signal, hang) is the crash / timeout finding's to explain.
+    if rt.status == "import-error" or (import_step is not None and not import_step.data.get("unfinished")):
+        add(_import_error(snapshot, import_step))
+    seen = [_Seen(s.message, "step", s) for s in failed if s.name != "import"]
+    seen += [_Seen(w, "warning") for w in rt.warnings]
+    if rt.status in ("crashed", "error", "timeout") and rt.stderr_tail:
+        seen.append(_Seen(rt.stderr_tail, "stderr"))
+
+    unexplained = []
+    for item in seen:
+        matched = False
+        if item.step is not None and item.step.data.get("wrong_result"):
+            add(_wrong_result(snapshot, item.step), item)
+            continue
+        for pattern, build in _MATCHERS:
+            match = pattern.search(item.text)
+            if match:
+                matched = True
+                add(build(snapshot, item, match), item)
+                break
+        # A step the child died in is explained by the crash / timeout / early-exit finding below.
+        if not matched and item.kind == "step" and not item.step.data.get("unfinished"):
+            unexplained.append(item.step)
+
+    if rt.status == "crashed":
+        add(_crashed(snapshot))
+    elif rt.status == "timeout":
+        add(_timeout(snapshot))
+    elif rt.status == "garbage":
+        add(_garbage(snapshot))
+    elif rt.status == "error" and not found:
+        add(_stopped(snapshot))
+    if unexplained:
+        add(_unexplained(snapshot, unexplained))
+    return list(found.values())
+
+
+# --- building each finding ------------------------------------------------------------------------
+
+
+def _clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_EVIDENCE_TEXT else text[:MAX_EVIDENCE_TEXT] + "…"
+
+
+def _where(step: S.SmokeStep | None) -> str:
+    if step is None:
+        return ""
+    return f"step {step.name!r}" + (f" on device {step.device}" if step.device is not None else "")
+
+
+def _base_evidence(snapshot: S.Snapshot, seen: _Seen | None = None) -> dict:
+    rt = snapshot.runtime
+    ev = {"source": SOURCE, "runtime.status": rt.status, "torch": rt.torch_version, "backend": rt.backend}
+    if seen is not None:
+        ev["seen_in"] = seen.kind
+        if seen.step is not None:
+            ev["step"] = seen.step.name
+            ev["device"] = seen.step.device
+    return ev
+
+
+def _python(snapshot: S.Snapshot) -> str:
+    path = snapshot.interpreter.path or "python"
+    return f'"{path}"' if " " in path else path
+
+
+def _kernels_ran(snapshot: S.Snapshot) -> bool:
+    """True when the smoke test ran device kernels successfully and none failed."""
+    steps = [s for s in snapshot.runtime.steps if s.name in _KERNEL_STEPS and s.device is not None]
+    return any(s.status == "ok" for s in steps) and not any(s.status == "failed" for s in steps)
+
+
+def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    rt = snapshot.runtime
+    ev = _base_evidence(snapshot, seen)
+    ev["arch_list"] = list(rt.arch_list)
+    gpu = None
+    old, new = _ARCH_GPU_OLD.search(seen.text), _ARCH_GPU_NEW.search(seen.text)
+    if old:
+        gpu, ev["gpu"], ev["sm"] = f"{old.group(1)} ({old.group(2)})", old.group(1), old.group(2)
+    elif new:
+        gpu, ev["gpu"], ev["compute_capability"] = (
+            f"{new.group(2)} (CC {new.group(3)})",
+            new.group(2),
+            new.group(3),
+        )
+        ev["gpu.index"] = int(new.group(1))
+    elif seen.step is not None and seen.step.device is not None:
+        device = next((d for d in rt.devices if d.index == seen.step.device), None)
+        if device is not None:
+            gpu = f"{device.name} (CC {device.capability})" if device.capability else device.name
+            ev["gpu"], ev["compute_capability"], ev["gpu.index"] = (
+                device.name,
+                device.capability,
+                device.index,
+            )
+    rocm = bool(rt.hip_version) or rt.backend == "rocm"
+    subject = gpu or "this GPU"
+    detail = (
+        f'torch {rt.torch_version or "?"} has no kernels for {subject}: torch said "{match.group(0)}". '
+        "This was seen running torch on the device, so it holds even where the compatibility table says "
+        "the build supports this GPU (a custom build, or a wheel from another index, can lack the kernels)."
+    )
+    severity = ERROR
+    if seen.kind == "warning" and _kernels_ran(snapshot):
+        severity = WARNING
+        detail += (
+            " Yet the smoke test's kernels ran and gave correct results on the device (PTX compiled at run "
+            "time, perhaps), so this is torch's warning rather than a failure; a build for this GPU is faster."
+        )
+    if rocm:
+        fix = Fix(
+            "Install a ROCm build of torch whose gfx list covers this GPU (see the fix plan). For a consumer "
+            "RDNA card close to a supported one, HSA_OVERRIDE_GFX_VERSION (e.g. 10.3.0 or 11.0.0) makes it "
+            "pose as that one.",
+            links=[GET_STARTED],
+        )
+    else:
+        fix = Fix(
+            "Install a torch build whose architecture list covers this GPU (see the fix plan).",
+            links=[GET_STARTED],
+        )
+    return Finding(
+        "gpu-arch-unsupported",
+        severity,
+        f"torch has no kernels for {subject} (seen on the device)",
+        detail,
+        ev,
+        fix,
+    )
+
+
+def _cuda_int(value: int) -> str:
+    """cudaDriverGetVersion's int as major.minor: 12040 -> "12.4"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _driver_old(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    rt = snapshot.runtime
+    found = int(match.group(1))
+    driver_cuda = _cuda_int(found)
+    ev = _base_evidence(snapshot, seen)
+    ev.update(
+        {
+            "found_version": found,
+            "driver.max_cuda": driver_cuda,
+            "torch.cuda": rt.cuda_version,
+            "driver": snapshot.nvidia.driver_version.value,
+        }
+    )
+    detail = (
+        f"torch {rt.torch_version or '?'} was built with CUDA {rt.cuda_version or '?'}; torch reports the driver "
+        f"supports CUDA {driver_cuda} (found version {found}), too old for it, and CUDA cannot start."
+    )
+    return Finding(
+        "driver-too-old",
+        ERROR,
+        f"the NVIDIA driver (CUDA {driver_cuda}) is too old for torch {rt.torch_version or ''}".rstrip(),
+        detail,
+        ev,
+        Fix(
+            f"Install a torch build made for CUDA {driver_cuda} or older (see the fix plan), or update the driver.",
+            links=[DRIVER_URL],
+        ),
+    )
+
+
+def _no_driver(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding | None:
+    if snapshot.nvidia.status == S.NVIDIA_NO_GPU:
+        return None  # a CUDA build on a machine without an NVIDIA GPU: nothing for a driver to drive
+    ev = _base_evidence(snapshot, seen)
+    ev["nvidia.status"] = snapshot.nvidia.status
+    return Finding(
+        "nvidia-driver-missing",
+        ERROR,
+        "torch found no NVIDIA driver",
+        f'torch {snapshot.runtime.torch_version or "?"} is a CUDA build, but CUDA initialisation said "Found no '
+        'NVIDIA driver on your system": the kernel module is not loaded, or this process (a container?) '
+        "cannot see the device files.",
+        ev,
+        Fix(
+            "Install the NVIDIA driver (or, in a container, start it with GPU access: --gpus all).",
+            ["nvidia-smi", "ls -l /dev/nvidia*"],
+            [DRIVER_URL],
+        ),
+    )
+
+
+def _cpu_build(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    return Finding(
+        "torch-cpu-build",
+        ERROR,
+        f"torch {snapshot.runtime.torch_version or '(unknown version)'} is a CPU-only build",
+        'Asked for a CUDA device, torch said "Torch not compiled with CUDA enabled": this build has no CUDA '
+        "support at all, whatever the driver and GPU.",
+        _base_evidence(snapshot, seen),
+        Fix("Install a CUDA build of torch (see the fix plan).", links=[GET_STARTED]),
+    )
+
+
+def _busy(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    ev = _base_evidence(snapshot, seen)
+    modes = {g.index: g.compute_mode for g in snapshot.nvidia.gpus if g.compute_mode}
+    strict = [i for i, mode in modes.items() if mode and mode.lower() != "default"]
+    if modes:
+        ev["compute_mode"] = modes
+    commands = [QUERY_MODE, QUERY_APPS]
+    commands += [f"sudo nvidia-smi -i {i} -c DEFAULT" for i in strict] or ["sudo nvidia-smi -c DEFAULT"]
+    why = (
+        f"GPU {', '.join(map(str, strict))} is in {modes[strict[0]]} compute mode"
+        if strict
+        else "the GPU is in an exclusive or prohibited compute mode, or another process holds it"
+    )
+    return Finding(
+        "gpu-busy-or-exclusive",
+        ERROR,
+        "the GPU is busy or unavailable to this process",
+        f'CUDA said "CUDA-capable device(s) is/are busy or unavailable" at {_where(seen.step) or "start"}: {why}.',
+        ev,
+        Fix(
+            "Find the process holding the GPU and stop it, or set the compute mode back to Default.", commands
+        ),
+    )
+
+
+def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    ev = _base_evidence(snapshot, seen)
+    ev["cudnn_version"] = snapshot.runtime.cudnn_version
+    text = seen.text
+    if "SM < 7.5" in text:
+        return Finding(
+            "cudnn-error",
+            ERROR,
+            "this torch's cuDNN does not support a GPU older than Turing (SM 7.5)",
+            f'torch said: "{_clip(match.group(0))}". cuDNN 9.11 and later dropped GPUs below compute capability 7.5.',
+            ev,
+            Fix(
+                "Install a torch build with an older cuDNN: the cu126 builds (see the fix plan).",
+                links=[GET_STARTED],
+            ),
+        )
+    commands = [SHOW_LD_PATH, UNSET_LD_PATH]
+    detail = f'cuDNN failed at {_where(seen.step) or "start"}: "{_clip(match.group(0))}".'
+    if "incompatibility" in text or "LD_LIBRARY_PATH" in text:
+        detail += (
+            " torch loaded a cuDNN other than the one it was built against, usually from LD_LIBRARY_PATH."
+        )
+    elif "NOT_INITIALIZED" in text or "ALLOC_FAILED" in text:
+        detail += (
+            " cuDNN could not create its handle: most often the GPU's memory is full, or a second, "
+            "mismatched cuDNN was loaded (LD_LIBRARY_PATH)."
+        )
+        commands = [QUERY_APPS, SHOW_LD_PATH, UNSET_LD_PATH]
+    return Finding(
+        "cudnn-error",
+        ERROR,
+        "cuDNN failed",
+        detail,
+        ev,
+        Fix(
+            "Let torch use the cuDNN it ships with: remove other cuDNN folders from LD_LIBRARY_PATH (then "
+            "retry); if it persists, reinstall torch.",
+            commands,
+        ),
+    )
+
+
+def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
+    ev = _base_evidence(snapshot, seen)
+    processes = [{"pid": int(pid), "memory": mem} for pid, mem in _OOM_PROCESS.findall(seen.text)]
+    if processes:
+        ev["processes"] = processes
+    held = "; ".join(f"process {p['pid']} holds {p['memory']}" for p in processes)
+    device = next((d for d in snapshot.runtime.devices if seen.step and d.index == seen.step.device), None)
+    if device is not None and device.free_memory_mib is not None:
+        ev["free_memory_mib"], ev["total_memory_mib"] = device.free_memory_mib, device.total_memory_mib
+    return Finding(
+        "gpu-out-of-memory-at-start",
+        ERROR,
+        "the GPU is out of memory before any real work",
+        f"A small allocation (the smoke test uses megabytes) failed at {_where(seen.step) or 'start'}: "
+        f'"{_clip(match.group(0))}". Another process is holding the GPU\'s memory'
+        + (f": {held}." if held else "."),
+        ev,
+        Fix(
+            "Stop the process holding the GPU memory (the command lists them), or choose another GPU with "
+            "CUDA_VISIBLE_DEVICES.",
+            [QUERY_APPS],
+        ),
+    )
+
+
+_MATCHERS: list[tuple[re.Pattern, Callable[[S.Snapshot, _Seen, re.Match], Finding | None]]] = [
+    (_DRIVER_OLD, _driver_old),
+    (_NO_DRIVER, _no_driver),
+    (_CPU_BUILD, _cpu_build),
+    (_BUSY, _busy),
+    (_CUDNN, _cudnn),
+    (_OOM, _oom),
+    (_ARCH, _arch),
+]
+
+
+def _wrong_result(snapshot: S.Snapshot, step: S.SmokeStep) -> Finding:
+    ev = _base_evidence(snapshot, _Seen(step.message, "step", step))
+    ev.update({k: step.data[k] for k in ("max_rel_err", "tolerance", "n", "dtype") if k in step.data})
+    where = f"GPU {step.device}" if step.device is not None else "the device"
+    return Finding(
+        "gpu-wrong-result",
+        ERROR,
+        f"{where} computed a wrong result ({step.name})",
+        f"{step.message}. Working hardware and drivers do not do this: the device or its driver is broken "
+        "(faulty memory, overheating, overclocking, a driver bug). Do not trust results from this device.",
+        ev,
+        Fix(
+            "Check the GPU's health (ECC errors, Xid events in the kernel log), reset any overclock, reinstall "
+            "the driver; if it persists, the GPU is faulty.",
+            ["nvidia-smi -q -d ECC,TEMPERATURE,CLOCK", "sudo dmesg | grep -i xid"],
+        ),
+    )
+
+
+def _running_step(snapshot: S.Snapshot) -> S.SmokeStep | None:
+    """The step the child was in when it died (the probe records it last, as failed)."""
+    steps = snapshot.runtime.steps
+    last = steps[-1] if steps else None
+    return last if last is not None and last.status == "failed" else None
+
+
+def _crashed(snapshot: S.Snapshot) -> Finding:
+    rt = snapshot.runtime
+    step = _running_step(snapshot)
+    libraries = list(step.data.get("libraries") or []) if step else []
+    ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
+    ev.update({"signal": rt.signal, "libraries": libraries, "stderr_tail": rt.stderr_tail[-1500:]})
+    how = rt.detail or "torch crashed"
+    commands = []
+    summary = (
+        "Rerun the failing call by hand to see the full error; report it with the JSON report if it persists."
+    )
+    if libraries:
+        summary = (
+            f"The crash involves {', '.join(libraries)}: make sure torch loads the copy it ships with "
+            "(remove other CUDA folders from LD_LIBRARY_PATH), or reinstall torch."
+        )
+        commands = [SHOW_LD_PATH, UNSET_LD_PATH]
+    title = f"torch crashed during {_where(step)}" if step else "torch crashed"
+    if libraries:
+        title += f" in {libraries[0]}"
+    return Finding("torch-crashed", ERROR, title, how + ".", ev, Fix(summary, commands))
+
+
+def _timeout(snapshot: S.Snapshot) -> Finding:
+    rt = snapshot.runtime
+    step = _running_step(snapshot)
+    limit = step.data.get("limit_s") if step else None
+    ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
+    ev.update({"limit_s": limit, "steps_done": [s.name for s in rt.steps if s.status == "ok"]})
+    return Finding(
+        "smoke-timeout",
+        ERROR,
+        "the smoke test hung" + (f" in {_where(step)}" if step else ""),
+        f"{rt.detail}. A hang at import or initialisation usually means a stuck driver or device (check "
+        "nvidia-smi for a GPU at 100% with no process), or a very slow file system.",
+        ev,
+        Fix(
+            "See whether the GPU is stuck, then retry with a longer limit.",
+            ["nvidia-smi", "torchdoctor check --smoke-timeout 180"],
+        ),
+    )
+
+
+def _garbage(snapshot: S.Snapshot) -> Finding:
+    rt = snapshot.runtime
+    python = _python(snapshot)
+    ev = _base_evidence(snapshot)
+    ev["stderr_tail"] = rt.stderr_tail[-1500:]
+    return Finding(
+        "smoke-garbage",
+        ERROR,
+        "the target interpreter did not run the smoke test",
+        f"{rt.detail}. Something else answered: a start-up hook (sitecustomize, a .pth file), a wrapper "
+        "script in place of python, or an interpreter too old for torchdoctor's child (Python 3.8+).",
+        ev,
+        Fix(
+            "Run the interpreter by hand and see what it prints.",
+            [
+                f'{python} -c "import sys; print(sys.version)"',
+                f'{python} -c "import torch; print(torch.__version__)"',
+            ],
+        ),
+    )
+
+
+def _stopped(snapshot: S.Snapshot) -> Finding:
+    rt = snapshot.runtime
+    ev = _base_evidence(snapshot)
+    ev["stderr_tail"] = rt.stderr_tail[-1500:]
+    started = bool(rt.steps)
+    return Finding(
+        "smoke-failed",
+        ERROR if started else WARNING,
+        "the smoke test stopped early" if started else "the smoke test could not run",
+        f"{rt.detail}.",
+        ev,
+        Fix(
+            "Run torch by hand in that interpreter to see the error.",
+            [f'{_python(snapshot)} -c "import torch; print(torch.__version__)"'],
+        ),
+    )
+
+
+def _unexplained(snapshot: S.Snapshot, steps: list[S.SmokeStep]) -> Finding:
+    ev = _base_evidence(snapshot, _Seen(steps[0].message, "step", steps[0]))
+    ev["failed_steps"] = [{"step": s.name, "device": s.device, "message": _clip(s.message)} for s in steps]
+    first = steps[0]
+    return Finding(
+        "smoke-failed",
+        ERROR,
+        f"the smoke test failed at {_where(first)}",
+        f"torch said: {_clip(first.message)}"
+        + (f" ({len(steps) - 1} more step(s) failed)" if len(steps) > 1 else ""),
+        ev,
+        Fix(
+            "torchdoctor does not recognise this failure; the message is torch's own. Search for it, or report "
+            "it with the JSON report (torchdoctor check --json)."
+        ),
+    )
+
+
+def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | None:
+    rt = snapshot.runtime
+    message = step.message if step else rt.detail
+    if "No module named 'torch'" in message and snapshot.install.status == "absent":
+        return None  # not installed at all: the install rule says so
+    ev = _base_evidence(snapshot, _Seen(message, "step", step) if step else None)
+    ev["message"] = _clip(message)
+    python = _python(snapshot)
+    retry = f'{python} -c "import torch; print(torch.__version__)"'
+    if _LIBRARY_SHADOW.search(message):
+        hint = (
+            ' A CUDA library from outside torch\'s install was loaded first ("undefined symbol" is the '
+            "sign, e.g. __nvJitLinkComplete_12_4 from an older libnvJitLink): LD_LIBRARY_PATH points at "
+            "another CUDA."
+        )
+        fix = Fix(
+            "Stop LD_LIBRARY_PATH from overriding torch's own CUDA libraries, then retry the import.",
+            [SHOW_LD_PATH, UNSET_LD_PATH, retry],
+        )
+    elif _MISSING_LIB.search(message):
+        hint = " A shared library torch needs is missing: its CUDA dependency wheels are absent or broken."
+        fix = Fix("Reinstall torch with its dependencies.", [_reinstall(snapshot)])
+    else:
+        hint = ""
+        fix = Fix("Reinstall torch; if that does not help, search for the message.", [_reinstall(snapshot)])
+    return Finding(
+        "torch-import-error",
+        ERROR,
+        "import torch fails",
+        f"`import torch` raised {_clip(message)}.{hint}",
+        ev,
+        fix,
+    )
+
+
+def _reinstall(snapshot: S.Snapshot) -> str:
+    """The same torch again, from where it came: the local tag names the download.pytorch.org index."""
+    dist = snapshot.install.torch
+    version = (dist.version if dist else None) or snapshot.runtime.torch_version
+    python = _python(snapshot)
+    if not version:
+        return f"{python} -m pip install --force-reinstall torch"
+    _, _, local = version.partition("+")
+    if local:
+        return f'{python} -m pip install --force-reinstall "torch=={version}" --index-url {WHL_INDEX}/{local}'
+    return f'{python} -m pip install --force-reinstall "torch=={version}"'
+
+
+RULES = [
+    Rule(
+        id="runtime",
+        summary="torch imports and the device computes correctly",
+        func=check_runtime,
+        ids=(
+            "torch-import-error",
+            "gpu-arch-unsupported",
+            "driver-too-old",
+            "nvidia-driver-missing",
+            "torch-cpu-build",
+            "gpu-busy-or-exclusive",
+            "cudnn-error",
+            "gpu-out-of-memory-at-start",
+            "gpu-wrong-result",
+            "torch-crashed",
+            "smoke-timeout",
+            "smoke-garbage",
+            "smoke-failed",
+        ),
+    )
+]
