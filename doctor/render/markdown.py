@@ -1,0 +1,223 @@
+"""Markdown for a GitHub issue: a short summary table, the findings, the fix, the full JSON folded away.
+
+Pure: takes the report dict (already redacted by the caller unless --no-redact) and returns text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+ICONS = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
+
+
+def render_markdown(report: dict) -> str:
+    snap = as_object(report.get("snapshot"))
+    summary = as_object(report.get("summary"))
+    findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
+    parts = [f"### torchdoctor: {_headline(summary, findings)}", ""]
+
+    parts += ["| | |", "| --- | --- |"]
+    for label, value in summary_rows(snap):
+        parts.append(f"| {label} | {_cell(value)} |")
+    parts.append("")
+
+    if findings:
+        parts += ["| | id | finding |", "| --- | --- | --- |"]
+        for f in findings:
+            icon = ICONS.get(str(f.get("severity")), "•")
+            parts.append(f"| {icon} | `{_cell(f.get('id'), code=True)}` | {_cell(f.get('title'))} |")
+        parts.append("")
+    else:
+        parts += ["No problems found.", ""]
+
+    notes, commands = fix_lines(report)
+    if notes or commands:
+        parts += ["**Fix**", ""]
+        parts += [f"- {_cell(n)}" for n in notes]
+        if notes:
+            parts.append("")
+        if commands:
+            parts += [*_fenced("\n".join(commands), "bash"), ""]
+
+    full = json.dumps(report, indent=2, ensure_ascii=False, default=str)
+    parts += [
+        "<details><summary>Full report (JSON)</summary>",
+        "",
+        *_fenced(full, "json"),
+        "",
+        "</details>",
+        "",
+    ]
+    parts.append(f"<sub>{_cell(_footer(report))}</sub>")
+    return "\n".join(parts) + "\n"
+
+
+def summary_rows(snap: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs for the summary table; shared with other renderers."""
+    install, runtime, nvidia = (
+        as_object(snap.get("install")),
+        as_object(snap.get("runtime")),
+        as_object(snap.get("nvidia")),
+    )
+    interp, host = as_object(snap.get("interpreter")), as_object(snap.get("host"))
+    torch = as_object(install.get("torch"))
+
+    if torch:
+        build = torch.get("build_version") or torch.get("version") or "?"
+        kind = _build_kind(torch)
+        torch_text = f"{build} ({kind})"
+        if torch.get("build_version") and torch.get("version") and torch["version"] != torch["build_version"]:
+            torch_text += f", dist {torch['version']}"
+    elif runtime.get("torch_version"):
+        torch_text = str(runtime["torch_version"])
+    else:
+        torch_text = f"not installed ({install.get('status', 'unknown')})"
+    for name in ("torchvision", "torchaudio"):
+        dist = as_object(install.get(name))
+        if dist:
+            torch_text += f"; {name} {dist.get('build_version') or dist.get('version')}"
+
+    driver = _fact(nvidia.get("driver_version"))
+    max_cuda = _fact(nvidia.get("cuda_driver_version"))
+    driver_text = (
+        f"{driver} (max CUDA {max_cuda or 'unknown'})"
+        if driver
+        else f"unknown: {_why(nvidia.get('driver_version'))}"
+    )
+    if nvidia.get("status") and nvidia.get("status") != "ok":
+        driver_text += f"; NVIDIA status {nvidia['status']}"
+
+    gpus = []
+    for gpu in as_list(nvidia.get("gpus")):
+        gpu = as_object(gpu)
+        cc = _fact(gpu.get("compute_capability"))
+        extra = [f"CC {cc}" if cc else "CC ?"]
+        if gpu.get("memory_total_mib"):
+            extra.append(f"{gpu['memory_total_mib']} MiB")
+        gpus.append(f"{gpu.get('index', '?')}: {gpu.get('name') or '?'} ({', '.join(extra)})")
+    if not gpus:
+        for dev in as_list(runtime.get("devices")):
+            dev = as_object(dev)
+            gpus.append(
+                f"{dev.get('index', '?')}: {dev.get('name') or '?'} (CC {dev.get('capability') or '?'})"
+            )
+
+    python = " ".join(str(x) for x in (interp.get("version"), interp.get("implementation")) if x) or "?"
+    if interp.get("free_threaded"):
+        python += " (free-threaded)"
+    kind = str(interp.get("env_kind") or "?")
+    if interp.get("externally_managed"):
+        kind += ", externally managed"
+
+    platform = f"{host.get('os') or '?'}-{host.get('machine') or '?'}"
+    extras = [host.get("libc"), "WSL" if host.get("wsl") else None, host.get("container")]
+    platform += "".join(f", {x}" for x in extras if x)
+
+    status = runtime.get("status") or "?"
+    import_text = str(status)
+    if status == "ok":
+        backend = runtime.get("backend") or "?"
+        available = runtime.get("cuda_available")
+        import_text = f"ok, backend {backend}" + (
+            f", cuda available {available}" if available is not None else ""
+        )
+    elif runtime.get("detail"):
+        import_text += f": {runtime['detail']}"
+
+    return [
+        ("torch", torch_text),
+        ("NVIDIA driver", driver_text),
+        ("GPUs", "<br>".join(gpus) if gpus else "none found"),
+        ("Python", python),
+        ("Environment", kind),
+        ("Platform", platform),
+        ("torch import", import_text),
+    ]  # every value is a str, whatever types a hand-edited report holds
+
+
+def fix_lines(report: dict) -> tuple[list[str], list[str]]:
+    """(notes, commands): the plan's steps when it has any, else the findings' own fix commands."""
+    plan = as_object(report.get("plan"))
+    notes: list[str] = []
+    commands: list[str] = []
+    steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
+    for step in steps:
+        if step.get("command"):
+            commands.append(str(step["command"]))
+        elif step.get("description"):
+            notes.append(str(step["description"]))
+    if not steps:
+        for f in as_list(report.get("findings")):
+            fix = as_object(as_object(f).get("fix"))
+            for cmd in as_list(fix.get("commands")):
+                if cmd not in commands:
+                    commands.append(str(cmd))
+    return notes, commands
+
+
+def _headline(summary: dict, findings: list[dict]) -> str:
+    counts = {s: summary.get(f"{s}s") for s in ("error", "warning", "info")}
+    for sev in counts:
+        if not isinstance(counts[sev], int):
+            counts[sev] = sum(1 for f in findings if f.get("severity") == sev)
+    if not any(counts.values()):
+        return "no problems found"
+    words = [f"{n} {sev}{'' if n == 1 else 's'}" for sev, n in counts.items() if n]
+    return ", ".join(words)
+
+
+def _build_kind(torch: dict) -> str:
+    if torch.get("cuda"):
+        return f"CUDA {torch['cuda']}"
+    if torch.get("hip"):
+        return f"ROCm/HIP {torch['hip']}"
+    if torch.get("xpu"):
+        return f"XPU {torch['xpu']}"
+    return "CPU build"
+
+
+def _footer(report: dict) -> str:
+    tool, table = as_object(report.get("tool")), as_object(report.get("table"))
+    text = f"torchdoctor {tool.get('version', '?')}, report format {report.get('report_schema_version', '?')}"
+    if table.get("version"):
+        text += f", compatibility table {table['version']}"
+        if table.get("verified_on"):
+            text += f" (verified {table['verified_on']})"
+    return text
+
+
+def _fenced(text: str, lang: str) -> list[str]:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{lang}", text, fence]
+
+
+def _cell(value: Any, code: bool = False) -> str:
+    text = " ".join(str(value if value is not None else "").split())
+    if not code:
+        # "<redacted>" would vanish as an unknown HTML tag; keep our own <br> line breaks.
+        text = (
+            text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("&lt;br&gt;", "<br>")
+        )
+    return text.replace("|", "\\|").replace("`", "'" if code else "`")
+
+
+def _fact(value: Any) -> str | None:
+    if isinstance(value, dict):
+        v = value.get("value")
+        return None if v is None else str(v)
+    return None
+
+
+def _why(value: Any) -> str:
+    return str(value.get("why") or "not reported") if isinstance(value, dict) else "not reported"
+
+
+def as_object(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list:
+    return value if isinstance(value, list) else []

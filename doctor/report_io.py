@@ -1,0 +1,353 @@
+"""Reading reports back (`check --from FILE`): size and encoding guards, format detection, validation.
+
+Every way an input can be wrong becomes one ``ReportError`` line that says what the file is and
+what torchdoctor expected; nothing else escapes ``read_report`` (tests/test_fuzz_inputs.py holds that).
+A report from an older torchdoctor is read anyway: fields it lacks take their defaults and are listed
+in ``snapshot.unknowns`` so the rules and the reader know they were not observed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+from doctor import __version__
+from doctor.collect_env import looks_like_collect_env, parse_collect_env
+from doctor.errors import ReportError
+from doctor.findings import SEVERITIES
+from doctor.report import REPORT_SCHEMA_VERSION
+from doctor.snapshot import Snapshot, SnapshotFormatError
+
+MAX_INPUT_BYTES = 20 * 1024 * 1024  # a report is ~20 KB; anything this big is not one
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "report.schema.json"  # source checkouts
+
+REPORT = "report"
+COLLECT_ENV = "collect_env"
+UNKNOWN = "unknown"
+
+_TOP_KEYS = ("report_schema_version", "tool", "table", "snapshot", "checks", "findings", "plan", "summary")
+_SUMMARY_KEYS = ("errors", "warnings", "infos", "exit_code")
+
+
+# --- raw input ----------------------------------------------------------------------------------
+
+
+def read_input_file(path: str) -> str:
+    """The text of a --from file, refusing huge or binary files before parsing anything."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size > MAX_INPUT_BYTES:
+        raise ReportError(f"{path}: {_mb(size)} is too large for a report (limit {_mb(MAX_INPUT_BYTES)})")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return decode_input(data, path)
+
+
+def decode_input(data: bytes, source: str) -> str:
+    if len(data) > MAX_INPUT_BYTES:
+        raise ReportError(
+            f"{source}: {_mb(len(data))} is too large for a report (limit {_mb(MAX_INPUT_BYTES)})"
+        )
+    if b"\x00" in data[:65536]:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # PowerShell `>` writes UTF-16
+            try:
+                return data.decode("utf-16")
+            except UnicodeDecodeError:
+                pass
+        raise ReportError(f"{source}: binary file (NUL bytes): expected a JSON report or collect_env text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReportError(
+            f"{source}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+            "expected a JSON report or collect_env text"
+        ) from None
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+# --- what kind of input ------------------------------------------------------------------------
+
+
+def detect_input_kind(text: str) -> str:
+    """ "report" for a JSON object, "collect_env" for torch's environment text, else "unknown"."""
+    if not isinstance(text, str):
+        return UNKNOWN
+    if text.lstrip("\ufeff \t\r\n").startswith("{") or _fenced_report(text) is not None:
+        return REPORT
+    if looks_like_collect_env(text):
+        return COLLECT_ENV
+    return UNKNOWN
+
+
+# The <details> block of our own Markdown (render/markdown.py), pasted back from a GitHub issue.
+_FENCED_JSON = re.compile(r"^(`{3,})json[ \t]*\r?\n(\{.*?)\r?\n\1[ \t]*\r?$", re.MULTILINE | re.DOTALL)
+
+
+def _fenced_report(text: str) -> str | None:
+    if "report_schema_version" not in text[:MAX_INPUT_BYTES]:
+        return None
+    for match in _FENCED_JSON.finditer(text):
+        if '"report_schema_version"' in match.group(2):
+            return match.group(2)
+    return None
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+def validate_report(data: Any) -> list[str]:
+    """Problems with a report dict, one line each; [] when it is valid.
+
+    Always runs a light structural check (no dependencies). When jsonschema is importable and the
+    schema file is present (a source checkout, the tests) it also checks against
+    schema/report.schema.json; jsonschema is a test dependency, never a runtime one.
+    """
+    errors = _light_check(data)
+    errors.extend(e for e in _schema_check(data) if e not in errors)
+    return errors
+
+
+def _light_check(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return [f"report: expected an object, got {_json_type(data)}"]
+    errors = [f"report: missing key {key!r}" for key in _TOP_KEYS if key not in data]
+    version = data.get("report_schema_version")
+    if "report_schema_version" in data and (not isinstance(version, int) or isinstance(version, bool)):
+        errors.append(f"report_schema_version: expected an integer, got {_json_type(version)}")
+    elif isinstance(version, int) and version != REPORT_SCHEMA_VERSION:
+        errors.append(f"report_schema_version: {version}, this torchdoctor reads {REPORT_SCHEMA_VERSION}")
+    for key in ("tool", "table", "plan", "summary", "snapshot"):
+        if key in data and not isinstance(data[key], dict):
+            errors.append(f"{key}: expected an object, got {_json_type(data[key])}")
+    if isinstance(data.get("tool"), dict) and not isinstance(data["tool"].get("version"), str):
+        errors.append("tool.version: expected a string")
+    if isinstance(data.get("snapshot"), dict):
+        try:
+            Snapshot.from_dict(data["snapshot"])
+        except (SnapshotFormatError, TypeError) as exc:
+            errors.append(str(exc))
+    for key, required in (("checks", ("rule", "status")), ("findings", ("id", "severity", "title"))):
+        items = data.get(key)
+        if key not in data:
+            continue
+        if not isinstance(items, list):
+            errors.append(f"{key}: expected a list, got {_json_type(items)}")
+            continue
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                errors.append(f"{key}[{i}]: expected an object, got {_json_type(item)}")
+                continue
+            for name in required:
+                if not isinstance(item.get(name), str):
+                    errors.append(f"{key}[{i}].{name}: expected a string")
+            if (
+                key == "findings"
+                and isinstance(item.get("severity"), str)
+                and item["severity"] not in SEVERITIES
+            ):
+                errors.append(
+                    f"findings[{i}].severity: {item['severity']!r} is not one of {', '.join(SEVERITIES)}"
+                )
+    if isinstance(data.get("summary"), dict):
+        for name in _SUMMARY_KEYS:
+            value = data["summary"].get(name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                errors.append(f"summary.{name}: expected an integer, got {_json_type(value)}")
+    return errors
+
+
+def _schema_check(data: Any) -> list[str]:
+    try:
+        import jsonschema
+    except ImportError:
+        return []
+    try:
+        schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    validator = jsonschema.Draft202012Validator(schema)
+    out = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        where = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in error.absolute_path)
+        out.append(f"{where.replace('.[', '[') or 'report'}: {error.message}")
+    return out
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def read_report(text: str, source: str = "report") -> tuple[Snapshot, dict[str, Any]]:
+    """Parse a --from input: a torchdoctor JSON report (bare, or the JSON block of our Markdown as
+    pasted in an issue) or `python -m torch.utils.collect_env` text.
+
+    Returns the snapshot (origin "report" or "collect_env") and meta: {"kind", "source",
+    "tool_version", "report_schema_version", "table", "missing_fields", "original_origin"}.
+    Raises ReportError (one line naming ``source``) for anything it cannot read.
+    """
+    if not isinstance(text, str):
+        raise ReportError(f"{source}: expected text, got {type(text).__name__}")
+    if len(text) > MAX_INPUT_BYTES:
+        raise ReportError(
+            f"{source}: {_mb(len(text))} is too large for a report (limit {_mb(MAX_INPUT_BYTES)})"
+        )
+    if "\x00" in text:
+        raise ReportError(f"{source}: binary file (NUL bytes): expected a JSON report or collect_env text")
+    kind = detect_input_kind(text)
+    if kind == COLLECT_ENV:
+        snapshot = parse_collect_env(text)
+        meta = {
+            "kind": COLLECT_ENV,
+            "source": source,
+            "tool_version": None,
+            "report_schema_version": None,
+            "table": None,
+            "missing_fields": [],
+            "original_origin": COLLECT_ENV,
+        }
+        return snapshot, meta
+    if kind == UNKNOWN:
+        stripped = text.strip()
+        if not stripped:
+            raise ReportError(f"{source}: empty file: expected a JSON report or collect_env text")
+        if stripped[0] in '["0123456789-tfn':
+            data = _loads(stripped, source)
+            raise ReportError(
+                f"{source}: JSON {_json_type(data)}, not a torchdoctor report (expected an object)"
+            )
+        raise ReportError(
+            f"{source}: neither a torchdoctor JSON report nor `python -m torch.utils.collect_env` output"
+        )
+    stripped = text.lstrip("\ufeff \t\r\n")
+    data = _loads(stripped if stripped.startswith("{") else (_fenced_report(text) or stripped), source)
+    if not isinstance(data, dict):
+        raise ReportError(f"{source}: JSON {_json_type(data)}, not a torchdoctor report (expected an object)")
+    return _from_report_dict(data, source)
+
+
+def _loads(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ReportError(f"{source}: JSON nested too deeply to be a torchdoctor report") from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()):
+            raise ReportError(
+                f"{source}: truncated JSON (ends at line {exc.lineno}, column {exc.colno}): "
+                "was the file cut off while being written or copied?"
+            ) from None
+        if isinstance(exc, json.JSONDecodeError):
+            raise ReportError(
+                f"{source}: invalid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
+        raise ReportError(f"{source}: invalid JSON: {exc}") from None
+
+
+def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict[str, Any]]:
+    if "report_schema_version" not in data:
+        raise ReportError(f"{source}: JSON object without 'report_schema_version': not a torchdoctor report")
+    version = data["report_schema_version"]
+    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    tool_version = tool.get("version") if isinstance(tool.get("version"), str) else None
+    writer = f"torchdoctor {tool_version}" if tool_version else "another torchdoctor"
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ReportError(
+            f"{source}: report_schema_version is {json.dumps(version)[:40]}, expected an integer"
+        )
+    if version != REPORT_SCHEMA_VERSION:
+        hint = (
+            "upgrade torchdoctor to read it"
+            if version > REPORT_SCHEMA_VERSION
+            else "write a new report with this torchdoctor"
+        )
+        raise ReportError(
+            f"{source}: report format {version} (written by {writer}); this torchdoctor {__version__} "
+            f"reads format {REPORT_SCHEMA_VERSION} ({hint})"
+        )
+    raw = data.get("snapshot")
+    if not isinstance(raw, dict):
+        raise ReportError(f"{source}: report has no snapshot object (got {_json_type(raw)})")
+    try:
+        snapshot = Snapshot.from_dict(raw)
+    except SnapshotFormatError as exc:
+        raise ReportError(f"{source}: malformed report: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:  # from_dict on hostile input
+        raise ReportError(f"{source}: malformed report: {type(exc).__name__}: {exc}") from None
+    missing = missing_fields(Snapshot, raw)
+    if missing:
+        snapshot.unknowns = list(snapshot.unknowns) + [
+            f"{path}: not in this report (written by {writer}), assumed default" for path in missing
+        ]
+    original_origin = snapshot.origin
+    snapshot.origin = REPORT
+    table = data.get("table") if isinstance(data.get("table"), dict) else None
+    meta = {
+        "kind": REPORT,
+        "source": source,
+        "tool_version": tool_version,
+        "report_schema_version": version,
+        "table": table,
+        "missing_fields": missing,
+        "original_origin": original_origin,
+    }
+    return snapshot, meta
+
+
+def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
+    """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]"."""
+    if not dataclasses.is_dataclass(cls) or not isinstance(data, dict):
+        return []
+    hints = typing.get_type_hints(cls)
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        path = f"{where}.{f.name}"
+        if f.name not in data:
+            out.append(path)
+            continue
+        tp, value = _dataclass_in(hints[f.name]), data[f.name]
+        if tp is None:
+            continue
+        if isinstance(value, list):
+            for item in value:
+                out.extend(p for p in missing_fields(tp, item, f"{path}[]") if p not in out)
+        else:
+            out.extend(missing_fields(tp, value, path))
+    return out
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    """The dataclass inside ``X``, ``X | None`` or ``list[X]``, if any."""
+    if dataclasses.is_dataclass(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _dataclass_in(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,480 @@
+"""CI preflight: does this machine meet what the project needs? (`--require cuda --min-gpus 2 ...`)
+
+Requirements come from the command line and from ``[tool.torchdoctor]`` in pyproject.toml (the
+command line wins). Each unmet one is an error finding ``requirement-*``; the CLI exits with
+exitcodes.REQUIREMENT when any is present. "Usable" uses what the import probe saw when it ran
+(``snapshot.runtime``) and falls back to static facts (a CUDA build plus NVIDIA GPUs behind a
+working driver) when it did not. Checks are pure; only ``load_pyproject_requirements`` reads a file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from doctor.errors import DoctorError
+from doctor.findings import ERROR, Finding
+from doctor.snapshot import NVIDIA_OK, Snapshot
+
+BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
+RULE = "requirements"
+IDS = {
+    "cuda": "requirement-cuda",
+    "rocm": "requirement-rocm",
+    "mps": "requirement-mps",
+    "gpu": "requirement-gpu",
+    "cpu": "requirement-cpu",
+    "min_gpus": "requirement-min-gpus",
+    "min_compute_capability": "requirement-min-compute-capability",
+    "min_gpu_memory": "requirement-min-gpu-memory",
+    "torch": "requirement-torch",
+    "cuda_version": "requirement-cuda-version",
+}
+REQUIREMENT_IDS = tuple(IDS.values())
+
+_UNITS = {  # bytes per unit; GB is decimal as on spec sheets ("A100 40GB" has 40960 MiB)
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
+_CC_RE = re.compile(r"^\d+\.\d+$")
+_CUDA_RE = re.compile(r"^(\d+)(?:\.(\d+|x))?$")
+
+
+@dataclass
+class Requirements:
+    require: list[str] = field(default_factory=list)  # "cuda", "rocm", "mps", "gpu", "cpu"
+    min_gpus: int | None = None
+    min_compute_capability: str | None = None  # "8.0"
+    min_gpu_memory: str | None = None  # "40GB", "40GiB", "40000MiB"
+    torch: str | None = None  # PEP 440 specifier: ">=2.5,<2.8"
+    cuda: str | None = None  # "12.4" (major.minor) or "12.x" / "12" (major)
+    strict: bool = False
+    ignore: list[str] = field(default_factory=list)  # finding ids
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.require
+            or self.min_gpus is not None
+            or self.min_compute_capability
+            or self.min_gpu_memory
+            or self.torch
+            or self.cuda
+        )
+
+
+# --- reading and validating --------------------------------------------------------------------
+
+
+def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = ()) -> Requirements | None:
+    """``[tool.torchdoctor]`` of a pyproject.toml; None when the file or the table is absent.
+
+    ``other_keys`` are [tool.torchdoctor] keys owned by other features, accepted and ignored here.
+    Raises DoctorError with one line naming the file and key for anything malformed.
+    """
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DoctorError(f"{path}: invalid TOML: {exc}") from None
+    tool = data.get("tool", {})
+    table = tool.get("torchdoctor") if isinstance(tool, dict) else None
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise DoctorError(f"{path}: [tool.torchdoctor] must be a table")
+    return requirements_from_table(table, f"{path}: [tool.torchdoctor]", other_keys)
+
+
+def requirements_from_table(
+    table: dict[str, Any], where: str, other_keys: tuple[str, ...] = ()
+) -> Requirements:
+    known = {f.name for f in fields(Requirements)}
+    values: dict[str, Any] = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        if raw_key in other_keys or key in other_keys:
+            continue
+        if key not in known:
+            names = ", ".join(sorted(k.replace("_", "-") for k in known))
+            raise DoctorError(f"{where}: unknown key {raw_key!r} (known: {names})")
+        values[key] = _coerce(key, raw_key, value, where)
+    req = Requirements(**values)
+    validate_requirements(req, where)
+    return req
+
+
+def _coerce(key: str, raw_key: str, value: Any, where: str) -> Any:
+    def bad(expected: str) -> DoctorError:
+        return DoctorError(f"{where}: {raw_key} must be {expected}, got {value!r}")
+
+    if key in ("require", "ignore"):
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise bad("a string or a list of strings")
+    if key == "min_gpus":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+        return value
+    if key == "strict":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if (
+        key in ("min_compute_capability", "cuda")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
+        return str(value)  # min-compute-capability = 8.0 written as a TOML float
+    if not isinstance(value, str):
+        raise bad("a string")
+    return value
+
+
+def validate_requirements(req: Requirements, where: str = "requirements") -> None:
+    """Raise DoctorError (one line naming the setting) when a value cannot be understood."""
+    for item in req.require:
+        if item not in BACKENDS:
+            raise DoctorError(f"{where}: require {item!r} is not one of {', '.join(BACKENDS)}")
+    if req.min_gpus is not None and req.min_gpus < 0:
+        raise DoctorError(f"{where}: min-gpus must be 0 or more, got {req.min_gpus}")
+    if req.min_compute_capability is not None and not _CC_RE.match(req.min_compute_capability):
+        raise DoctorError(
+            f'{where}: min-compute-capability {req.min_compute_capability!r} is not major.minor like "8.0"'
+        )
+    if req.min_gpu_memory is not None:
+        parse_memory_mib(req.min_gpu_memory, where)
+    if req.torch is not None:
+        _specifier(req.torch, where)
+    if req.cuda is not None and not _CUDA_RE.match(req.cuda.strip()):
+        raise DoctorError(f'{where}: cuda {req.cuda!r} is not a CUDA version like "12.4" or "12.x"')
+
+
+def parse_memory_mib(text: str, where: str = "requirements") -> float:
+    """ "40GB" -> 38146.97 MiB (decimal GB, as on spec sheets); "40GiB" -> 40960; "40000MiB" -> 40000."""
+    m = _MEMORY_RE.match(text or "")
+    if not m:
+        raise DoctorError(
+            f'{where}: min-gpu-memory {text!r} is not a size like "40GB", "40GiB" or "40000MiB"'
+        )
+    return float(m.group(1)) * _UNITS[m.group(2).lower()] / 2**20
+
+
+def _specifier(text: str, where: str):
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise DoctorError(f'{where}: torch {text!r} is not a version specifier like ">=2.5,<2.8"') from None
+
+
+def merge(cli: Requirements | None, file: Requirements | None) -> Requirements:
+    """The command line wins per setting; ``ignore`` lists are combined; ``strict`` if either says so."""
+    if file is None:
+        return replace(cli) if cli else Requirements()
+    if cli is None:
+        return replace(file)
+    return Requirements(
+        require=list(cli.require) or list(file.require),
+        min_gpus=cli.min_gpus if cli.min_gpus is not None else file.min_gpus,
+        min_compute_capability=cli.min_compute_capability or file.min_compute_capability,
+        min_gpu_memory=cli.min_gpu_memory or file.min_gpu_memory,
+        torch=cli.torch or file.torch,
+        cuda=cli.cuda or file.cuda,
+        strict=cli.strict or file.strict,
+        ignore=list(dict.fromkeys([*file.ignore, *cli.ignore])),
+    )
+
+
+# --- checking ----------------------------------------------------------------------------------
+
+
+def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
+    findings: list[Finding] = []
+    for backend in dict.fromkeys(req.require):
+        ok, reason, evidence = _backend_usable(snapshot, backend)
+        if not ok:
+            findings.append(_finding(IDS[backend], f"--require {backend}: {reason}", evidence))
+    devices = _devices(snapshot)
+    if req.min_gpus is not None:
+        count, source = _gpu_count(snapshot)
+        if count < req.min_gpus:
+            names = ", ".join(d["name"] for d in devices) or "none"
+            findings.append(
+                _finding(
+                    IDS["min_gpus"],
+                    f"--min-gpus {req.min_gpus}: found {count} GPU{'' if count == 1 else 's'} ({names})",
+                    {"required": req.min_gpus, "found": count, "source": source},
+                )
+            )
+    wanted = max(1, req.min_gpus or 1)
+    if req.min_compute_capability:
+        need = _cc_tuple(req.min_compute_capability)
+        good = [d for d in devices if d["cc"] and _cc_tuple(d["cc"]) >= need]
+        if len(good) < wanted:
+            findings.append(
+                _finding(
+                    IDS["min_compute_capability"],
+                    f"--min-compute-capability {req.min_compute_capability}: "
+                    f"{_short_of(wanted, good, devices, _cc_text)}",
+                    {"required": req.min_compute_capability, "gpus": devices},
+                )
+            )
+    if req.min_gpu_memory:
+        need_mib = parse_memory_mib(req.min_gpu_memory)
+        good = [d for d in devices if d["memory_mib"] is not None and d["memory_mib"] >= need_mib]
+        if len(good) < wanted:
+            findings.append(
+                _finding(
+                    IDS["min_gpu_memory"],
+                    f"--min-gpu-memory {req.min_gpu_memory}: "
+                    f"{_short_of(wanted, good, devices, lambda d: _mib_text(d['memory_mib']))}",
+                    {"required": req.min_gpu_memory, "required_mib": round(need_mib), "gpus": devices},
+                )
+            )
+    if req.torch:
+        finding = _check_torch_version(snapshot, req.torch)
+        if finding:
+            findings.append(finding)
+    if req.cuda:
+        finding = _check_cuda_version(snapshot, req.cuda.strip())
+        if finding:
+            findings.append(finding)
+    return [f for f in findings if f.id not in req.ignore]
+
+
+def _finding(fid: str, title: str, evidence: dict) -> Finding:
+    return Finding(
+        id=fid,
+        severity=ERROR,
+        title=title,
+        evidence=evidence,
+        rule=RULE,
+        detail="A CI requirement set on the command line or in [tool.torchdoctor] is not met.",
+    )
+
+
+def _short_of(wanted: int, good: list, devices: list[dict], describe) -> str:
+    if not devices:
+        return "no GPU was found"
+    listing = ", ".join(f"{d['index']}: {d['name']} ({describe(d)})" for d in devices)
+    return f"{len(good)} of {len(devices)} GPUs qualify, {wanted} needed: {listing}"
+
+
+def _cc_text(device: dict) -> str:
+    return f"CC {device['cc']}" if device["cc"] else "CC unknown"
+
+
+def _memory_text(device: dict) -> str:
+    return _mib_text(device["memory_mib"])
+
+
+def _mib_text(mib: float | None) -> str:
+    return "memory unknown" if mib is None else f"{mib:.0f} MiB"
+
+
+def _cc_tuple(text: str) -> tuple[int, int]:
+    major, _, minor = str(text).partition(".")
+    try:
+        return int(major), int(minor or 0)
+    except ValueError:
+        return (-1, -1)
+
+
+def _torch_label(snapshot: Snapshot) -> str:
+    dist = snapshot.install.torch
+    version = (dist.build_version or dist.version) if dist else snapshot.runtime.torch_version
+    return f"torch {version}" if version else "torch"
+
+
+def _runtime_ran(snapshot: Snapshot) -> bool:
+    return snapshot.runtime.status == "ok"
+
+
+def _torch_present(snapshot: Snapshot) -> bool:
+    return snapshot.install.torch is not None or _runtime_ran(snapshot)
+
+
+def _nvidia_usable(snapshot: Snapshot) -> tuple[bool, str]:
+    nv = snapshot.nvidia
+    if nv.status == NVIDIA_OK and nv.gpus:
+        return True, ""
+    if nv.status == NVIDIA_OK:
+        return False, "the NVIDIA driver lists no GPU"
+    if nv.status == "no-gpu":
+        return False, "no NVIDIA GPU was found"
+    detail = f" ({nv.detail})" if nv.detail else ""
+    return False, f"the NVIDIA driver is not usable: {nv.status}{detail}"
+
+
+def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
+    rt, dist = snapshot.runtime, snapshot.install.torch
+    evidence = {
+        "runtime.status": rt.status,
+        "runtime.backend": rt.backend,
+        "runtime.cuda_available": rt.cuda_available,
+        "install.status": snapshot.install.status,
+        "torch.cuda": dist.cuda if dist else None,
+        "torch.hip": dist.hip if dist else None,
+        "nvidia.status": snapshot.nvidia.status,
+        "gpus": len(snapshot.nvidia.gpus),
+    }
+    label = _torch_label(snapshot)
+    if backend == "cpu":
+        if rt.status in ("import-error", "crashed", "timeout", "garbage"):
+            return False, f"{label} does not import ({rt.status}: {rt.detail or 'no detail'})", evidence
+        if not _torch_present(snapshot):
+            return False, "torch is not installed", evidence
+        return True, "", evidence
+    if not _torch_present(snapshot):
+        return (
+            False,
+            f"no {backend.upper() if backend != 'gpu' else 'GPU'} device usable: torch is not installed",
+            evidence,
+        )
+    if backend == "gpu":
+        results = [_backend_usable(snapshot, b) for b in ("cuda", "rocm", "mps")]
+        if any(ok for ok, _, _ in results) or (_runtime_ran(snapshot) and rt.backend == "xpu"):
+            return True, "", evidence
+        reason = results[0][1].split(": ", 1)[-1]
+        return False, f"no GPU usable: {reason}", evidence
+    if backend == "cuda":
+        return (*_cuda_usable(snapshot, label), evidence)
+    if backend == "rocm":
+        if _runtime_ran(snapshot):
+            if rt.hip_version and rt.cuda_available:
+                return True, "", evidence
+            if not rt.hip_version:
+                return False, f"no ROCm device usable: {label} is not a ROCm build", evidence
+            return False, f"no ROCm device usable: torch.cuda.is_available() is False on {label}", evidence
+        if dist and not dist.hip:
+            return False, f"no ROCm device usable: {label} is not a ROCm build", evidence
+        return (
+            False,
+            "no ROCm device confirmed: the torch import probe did not run, so no AMD GPU was seen",
+            evidence,
+        )
+    if backend == "mps":
+        if _runtime_ran(snapshot) and rt.backend:
+            ok = rt.backend == "mps"
+            return ok, "" if ok else f"no MPS device usable: torch reports backend {rt.backend}", evidence
+        host = snapshot.host
+        if host.os == "darwin" and host.machine == "arm64":
+            return True, "", evidence  # every macOS arm64 torch wheel has MPS
+        return (
+            False,
+            f"no MPS device usable: MPS needs Apple silicon macOS, this is {host.platform}",
+            evidence,
+        )
+    raise ValueError(backend)
+
+
+def _cuda_usable(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+    rt, dist = snapshot.runtime, snapshot.install.torch
+    if _runtime_ran(snapshot):
+        if rt.cuda_available and not rt.hip_version:
+            return True, ""
+        if rt.hip_version:
+            return False, f"no CUDA device usable: {label} is a ROCm build"
+        if not rt.cuda_version:
+            nv_ok, why = _nvidia_usable(snapshot)
+            tail = "" if nv_ok else f" and {why}"
+            return False, f"no CUDA device usable: {label} is a CPU build{tail}"
+        nv_ok, why = _nvidia_usable(snapshot)
+        tail = f": {why}" if not nv_ok else ""
+        return False, f"no CUDA device usable: torch.cuda.is_available() is False on {label}{tail}"
+    if rt.status in ("import-error", "crashed", "timeout", "garbage"):
+        return False, f"no CUDA device usable: {label} does not import ({rt.status})"
+    if dist is None:
+        return False, "no CUDA device usable: torch is not installed"
+    if dist.hip:
+        return False, f"no CUDA device usable: {label} is a ROCm build"
+    nv_ok, why = _nvidia_usable(snapshot)
+    if not dist.cuda:
+        tail = "" if nv_ok else f" and {why}"
+        return False, f"no CUDA device usable: {label} is a CPU build{tail}"
+    if not nv_ok:
+        return False, f"no CUDA device usable: {why}"
+    return True, ""
+
+
+def _devices(snapshot: Snapshot) -> list[dict]:
+    """The GPUs torch saw when the import probe ran, else the driver's list."""
+    rt = snapshot.runtime
+    if _runtime_ran(snapshot) and rt.devices:
+        return [
+            {"index": d.index, "name": d.name, "cc": d.capability, "memory_mib": d.total_memory_mib}
+            for d in rt.devices
+        ]
+    return [
+        {"index": g.index, "name": g.name, "cc": g.compute_capability.value, "memory_mib": g.memory_total_mib}
+        for g in snapshot.nvidia.gpus
+    ]
+
+
+def _gpu_count(snapshot: Snapshot) -> tuple[int, str]:
+    rt = snapshot.runtime
+    if _runtime_ran(snapshot) and rt.device_count is not None:
+        return rt.device_count, "torch.cuda.device_count()"
+    if _runtime_ran(snapshot) and rt.devices:
+        return len(rt.devices), "torch devices"
+    return len(snapshot.nvidia.gpus), "NVIDIA driver"
+
+
+def _check_torch_version(snapshot: Snapshot, spec_text: str) -> Finding | None:
+    from packaging.version import InvalidVersion, Version
+
+    spec = _specifier(spec_text, "--torch")
+    dist = snapshot.install.torch
+    raw = (dist.build_version or dist.version) if dist else snapshot.runtime.torch_version
+    evidence = {"required": spec_text, "installed": raw}
+    if not raw:
+        return _finding(IDS["torch"], f"--torch {spec_text}: torch is not installed", evidence)
+    try:
+        version = Version(raw)
+    except InvalidVersion:
+        return _finding(IDS["torch"], f"--torch {spec_text}: cannot read the torch version {raw!r}", evidence)
+    if spec.contains(version, prereleases=True):
+        return None
+    return _finding(IDS["torch"], f"--torch {spec_text}: torch {raw} is installed", evidence)
+
+
+def _check_cuda_version(snapshot: Snapshot, wanted: str) -> Finding | None:
+    dist = snapshot.install.torch
+    have = snapshot.runtime.cuda_version if _runtime_ran(snapshot) else None
+    have = have or (dist.cuda if dist else None)
+    evidence = {"required": wanted, "torch.cuda": have}
+    label = _torch_label(snapshot)
+    if not have:
+        what = "torch is not installed" if not _torch_present(snapshot) else f"{label} is not a CUDA build"
+        return _finding(IDS["cuda_version"], f"--cuda {wanted}: {what}", evidence)
+    m = _CUDA_RE.match(wanted)
+    have_mm = re.match(r"^(\d+)(?:\.(\d+))?", have)
+    if not m or not have_mm:
+        return _finding(IDS["cuda_version"], f"--cuda {wanted}: cannot compare with CUDA {have}", evidence)
+    same_major = m.group(1) == have_mm.group(1)
+    if m.group(2) in (None, "x"):
+        ok = same_major
+    else:
+        ok = same_major and m.group(2) == (have_mm.group(2) or "0")
+    if ok:
+        return None
+    return _finding(IDS["cuda_version"], f"--cuda {wanted}: {label} is built for CUDA {have}", evidence)
