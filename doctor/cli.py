@@ -6,6 +6,7 @@ expected error becomes one line on stderr and a documented exit code (doctor/exi
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +39,12 @@ StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (ex
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Ignore this finding id (repeatable).")]
 
 
+class Installer(str, Enum):
+    pip = "pip"
+    uv = "uv"
+    auto = "auto"
+
+
 def _version_callback(value: bool) -> None:
     if value:
         print(f"torchdoctor {__version__}")
@@ -52,6 +59,27 @@ def _root(
     pass
 
 
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    github = "github"
+    junit = "junit"
+
+
+FromOpt = Annotated[list[Path] | None, typer.Option(
+    "--from", help="Re-diagnose a torchdoctor JSON report, a pasted Markdown report or the output of "
+    "`python -m torch.utils.collect_env` (a file, or a folder of them; repeatable) instead of probing.")]
+FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (default), json, markdown (to paste "
+                                                  "into an issue), github (Actions annotations), junit.")]
+OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write the output to this file "
+                                                "(redacted unless --no-redact).")]
+NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep user/host names, home paths, GPU UUIDs, "
+                                           "IPs and every environment variable in shared output.")]
+RequireOpt = Annotated[list[str] | None, typer.Option("--require", help="CI: fail (exit 4) unless this is "
+                                                      "usable: cuda, rocm, mps, gpu or cpu (repeatable).")]
+
+
 @app.command()
 def check(
     python: PythonOpt = None,
@@ -63,14 +91,55 @@ def check(
     device: DeviceOpt = "all",
     strict: StrictOpt = False,
     ignore: IgnoreOpt = None,
+    from_: FromOpt = None,
+    output_format: FormatOpt = None,
+    output: OutputOpt = None,
+    no_redact: NoRedactOpt = False,
+    require: RequireOpt = None,
+    min_gpus: Annotated[int | None, typer.Option("--min-gpus", help="CI: at least N usable GPUs.")] = None,
+    min_compute_capability: Annotated[str | None, typer.Option(
+        "--min-compute-capability", help="CI: GPUs of at least this compute capability, e.g. 8.0.")] = None,
+    min_gpu_memory: Annotated[str | None, typer.Option(
+        "--min-gpu-memory", help="CI: GPUs with at least this much memory, e.g. 40GB.")] = None,
+    torch_spec: Annotated[str | None, typer.Option(
+        "--torch", help='CI: the installed torch must match this PEP 440 specifier, e.g. ">=2.5,<2.8".')] = None,
+    cuda: Annotated[str | None, typer.Option("--cuda", help="CI: the torch build's CUDA version, e.g. 12.4 "
+                                             "or 12.x.")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="pyproject.toml with [tool.torchdoctor] requirements (default: ./pyproject.toml "
+        "when it has that table).")] = None,
 ) -> None:
-    """Probe this machine and the target interpreter, judge them against the compatibility table,
-    print findings and the fix."""
+    """Probe this machine and the target interpreter (or read a report with --from), judge them against
+    the compatibility table, print findings and the fix."""
     from doctor.commands import CheckOptions, run_check
 
     raise typer.Exit(run_check(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
         smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=list(ignore or []),
+        inputs=list(from_ or []), format=output_format.value if output_format else None, output=output,
+        redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
+        min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
+        cuda=cuda, config=config,
+    )))
+
+
+@app.command()
+def report(
+    output: OutputOpt = None,
+    output_format: Annotated[Format, typer.Option("--format", help="json (default) or markdown.")] = Format.json,
+    no_redact: NoRedactOpt = False,
+    python: PythonOpt = None,
+    no_smoke: NoSmokeOpt = False,
+    table: TableOpt = None,
+    smoke_timeout: SmokeTimeoutOpt = 60.0,
+) -> None:
+    """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
+    whatever it found."""
+    from doctor.commands import CheckOptions, run_report
+
+    raise typer.Exit(run_report(CheckOptions(
+        python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
+        format=output_format.value, output=output, redact=not no_redact,
     )))
 
 
@@ -83,14 +152,65 @@ def fix(
     table: TableOpt = None,
     verbose: VerboseOpt = False,
     smoke_timeout: SmokeTimeoutOpt = 60.0,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Carry out the plan without asking (CI).")] = False,
+    installer: Annotated[Installer, typer.Option("--installer", help="pip, uv, or auto: uv for environments "
+                                                 "uv made, else pip.")] = Installer.auto,
+    index_url_base: Annotated[str | None, typer.Option(
+        "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
+        help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")] = None,
+    find_links: Annotated[str | None, typer.Option(
+        "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
+                                        "environment anyway; allow changes outside torch under --yes.")] = False,
+    restore_file: Annotated[Path | None, typer.Option(
+        "--restore-file", help="Where to record the builds before the fix "
+        "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
 ) -> None:
-    """Print the fix plan (--dry-run). Carrying it out is not implemented yet: fix only prints."""
+    """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it)."""
     from doctor.commands import CheckOptions, run_fix
+    from doctor.fixer import FixOptions
 
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
         smoke_timeout=smoke_timeout,
-    ), dry_run=dry_run))
+    ), dry_run=dry_run, fix=FixOptions(
+        dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
+        no_index=no_index, force=force, restore_file=restore_file,
+    )))
+
+
+fleet_app = typer.Typer(help="Summarise the reports of many nodes.", no_args_is_help=True, add_completion=False)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("summarize")
+def fleet_summarize(
+    reports: Annotated[list[Path], typer.Argument(help="Report files, or folders of *.json reports.")],
+    json_out: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for a ticket or a wiki page.")] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
+) -> None:
+    """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group."""
+    from doctor.fleet import main as fleet_main
+
+    args = ["summarize", *map(str, reports)] + (["--json"] if json_out else []) + (["--markdown"] if markdown else [])
+    raise typer.Exit(fleet_main(args + (["-o", str(output)] if output else [])))
+
+
+@app.command()
+def distributed(
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks to start on this node.")] = 2,
+    python: PythonOpt = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Time limit of each collective, seconds.")] = 60.0,
+    json_out: JsonOpt = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
+) -> None:
+    """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
+    For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`."""
+    from doctor.commands import run_distributed
+
+    raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))
 
 
 @app.command("rules")

@@ -23,9 +23,29 @@ class CheckOptions:
     device: str = "all"
     strict: bool = False
     ignore: list[str] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)  # --from: reports / collect_env texts / folders
+    format: str | None = None  # text, json, markdown, github, junit (None: text, or json with --json)
+    output: Path | None = None
+    redact: bool = True
+    require: list[str] = field(default_factory=list)
+    min_gpus: int | None = None
+    min_compute_capability: str | None = None
+    min_gpu_memory: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    config: Path | None = None
+
+    @property
+    def output_format(self) -> str:
+        return self.format or ("json" if self.json else "text")
 
 
 def exit_code_for(findings, strict: bool = False) -> int:
+    """1 for error findings (and warnings with --strict); 4 when a CI requirement is not met."""
+    from doctor.requirements import REQUIREMENT_IDS
+
+    if any(f.id in REQUIREMENT_IDS for f in findings):
+        return exitcodes.REQUIREMENT
     failing = {ERROR, WARNING} if strict else {ERROR}
     return exitcodes.FINDINGS if any(f.severity in failing for f in findings) else exitcodes.OK
 
@@ -40,8 +60,6 @@ def diagnose_machine(opts: CheckOptions):
     snapshot = collect(ProbeOptions(python=opts.python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device))
     diag = diagnose(snapshot, table)
-    if opts.ignore:
-        diag.findings = [f for f in diag.findings if f.id not in set(opts.ignore)]
     return table, diag
 
 
@@ -56,28 +74,193 @@ def make_report(table, diag, code: int) -> dict:
 
 
 def emit(report: dict, diag, opts: CheckOptions, mode: str = "check") -> None:
-    if opts.json:
+    deliver(render(report, diag, opts, mode), opts)
+
+
+def _requirements(opts: CheckOptions):
+    """Requirements from the command line merged over [tool.torchdoctor] (the command line wins)."""
+    from doctor.requirements import Requirements, load_pyproject_requirements, merge, validate_requirements
+
+    cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
+                       min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
+                       torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
+    validate_requirements(cli, "command line")
+    path = opts.config or Path("pyproject.toml")
+    from_file = load_pyproject_requirements(str(path)) if (opts.config or path.is_file()) else None
+    return merge(cli, from_file)
+
+
+def apply_requirements(diag, req) -> None:
+    from doctor.requirements import check_requirements
+
+    diag.findings.extend(check_requirements(diag.snapshot, req))
+    if req.ignore:
+        diag.findings = [f for f in diag.findings if f.id not in set(req.ignore)]
+
+
+def _expand_inputs(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".txt", ".md")))
+        else:
+            files.append(path)
+    if not files:
+        from doctor.errors import ReportError
+
+        raise ReportError(f"--from {', '.join(map(str, paths))}: no report files found")
+    return files
+
+
+def rediagnose(path: Path, table, req):
+    """A report or collect_env text read back and diagnosed with the current rules and table."""
+    from doctor.diagnose import diagnose
+    from doctor.report_io import read_input_file, read_report
+
+    snapshot, _meta = read_report(read_input_file(str(path)), str(path))
+    diag = diagnose(snapshot, table)
+    apply_requirements(diag, req)
+    return diag
+
+
+def render(report: dict, diag, opts: CheckOptions, mode: str = "check") -> str | None:
+    """The chosen format as text, or None for the human text renderer (which prints itself)."""
+    fmt = opts.output_format
+    if opts.redact and (opts.output is not None or fmt == "markdown"):
+        from doctor.redact import redact_report
+
+        report = redact_report(report)  # output meant to be shared
+    if fmt == "json":
         from doctor.render.json import render_json
 
-        sys.stdout.write(render_json(report))
-        return
+        return render_json(report)
+    if fmt == "markdown":
+        from doctor.render.markdown import render_markdown
+
+        return render_markdown(report)
+    if fmt == "github":
+        import os
+
+        from doctor.render.github import render_github
+
+        return render_github(report, os.environ.get("GITHUB_STEP_SUMMARY"))
+    if fmt == "junit":
+        from doctor.render.junit import render_junit
+
+        return render_junit(report, strict=opts.strict)
+    if opts.output is not None:
+        import io
+
+        from doctor.render.text import render_text
+
+        buf = io.StringIO()
+        render_text(report, diag, verbose=opts.verbose, mode=mode, file=buf, width=100)
+        return buf.getvalue()
     from doctor.render.text import render_text
 
     render_text(report, diag, verbose=opts.verbose, mode=mode)
+    return None
+
+
+def deliver(text: str | None, opts: CheckOptions) -> None:
+    if text is None:
+        return
+    if opts.output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        opts.output.parent.mkdir(parents=True, exist_ok=True)
+        opts.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        from doctor.errors import DoctorError
+
+        raise DoctorError(f"cannot write {opts.output}: {exc.strerror or exc}") from exc
+    print(f"torchdoctor: wrote {opts.output}", file=sys.stderr)
 
 
 def run_check(opts: CheckOptions) -> int:
+    from doctor.table import load_table
+
+    req = _requirements(opts)
+    strict = opts.strict or req.strict
+    if opts.inputs:
+        return _run_from(opts, load_table(opts.table), req, strict)
     table, diag = diagnose_machine(opts)
-    code = exit_code_for(diag.findings, opts.strict)
-    emit(make_report(table, diag, code), diag, opts)
+    apply_requirements(diag, req)
+    code = exit_code_for(diag.findings, strict)
+    deliver(render(make_report(table, diag, code), diag, opts), opts)
     return code
 
 
-def run_fix(opts: CheckOptions, dry_run: bool) -> int:
+def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
+    files = _expand_inputs(opts.inputs)
+    if len(files) == 1:
+        diag = rediagnose(files[0], table, req)
+        code = exit_code_for(diag.findings, strict)
+        deliver(render(make_report(table, diag, code), diag, opts), opts)
+        return code
+    # Many reports: one line each (text) or one JSON report per line; unreadable ones are listed, not fatal.
+    import json
+
+    from doctor.errors import ReportError
+
+    worst, lines = exitcodes.OK, []
+    for path in files:
+        try:
+            diag = rediagnose(path, table, req)
+        except ReportError as exc:
+            lines.append(json.dumps({"source": str(path), "error": str(exc)}) if opts.output_format == "json"
+                         else f"{path}: unreadable: {exc}")
+            worst = max(worst, exitcodes.USAGE)
+            continue
+        code = exit_code_for(diag.findings, strict)
+        worst = max(worst, code) if worst != exitcodes.REQUIREMENT else worst
+        if opts.output_format == "json":
+            report = make_report(table, diag, code)
+            report["source"] = str(path)
+            lines.append(json.dumps(report, separators=(",", ":")))
+        else:
+            ids = ", ".join(f.id for f in diag.findings if f.severity == ERROR) or "ok"
+            lines.append(f"{path}: exit {code}: {ids}")
+    deliver("\n".join(lines) + "\n", opts)
+    return worst
+
+
+def run_report(opts: CheckOptions) -> int:
+    """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written."""
     table, diag = diagnose_machine(opts)
     code = exit_code_for(diag.findings)
-    emit(make_report(table, diag, code), diag, opts, mode="fix")
-    if not dry_run:
-        print("torchdoctor fix only prints the plan in this version: run the commands above yourself "
-              "(or pass --dry-run to say so explicitly).", file=sys.stderr)
-    return code
+    deliver(render(make_report(table, diag, code), diag, opts), opts)
+    return exitcodes.OK
+
+
+def run_fix(opts: CheckOptions, dry_run: bool, fix=None) -> int:
+    """Carry out the plan (doctor/fixer.py); ``dry_run`` only prints it."""
+    from doctor.fixer import FixOptions
+    from doctor.fixer import run_fix as carry_out
+
+    fix = fix or FixOptions()
+    fix.dry_run = dry_run
+    return carry_out(opts, fix)
+
+
+def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
+    """`torchdoctor distributed`: torchrun in the target interpreter; rank 0's report rendered here."""
+    import json
+    import os
+
+    from doctor.distributed import render_text, run_local
+    from doctor.errors import DoctorError
+    from doctor.probes.interpreter import choose_interpreter
+
+    path, reason = choose_interpreter(python, os.environ, os.getcwd())
+    if path is None:
+        raise DoctorError(f"no interpreter to run torchrun with: {reason}")
+    report, result = run_local(path, nproc, timeout)
+    if report is None:
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [""]
+        raise DoctorError(f"torchrun in {path} produced no report ({result.describe()}): {tail[0]}",
+                          exitcodes.FINDINGS)
+    text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
+    deliver(text, CheckOptions(output=output))
+    return int(report.get("summary", {}).get("exit_code", exitcodes.OK))
