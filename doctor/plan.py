@@ -10,7 +10,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
+from doctor import installers
 from doctor.findings import Finding
+from doctor.installers import PIP, InstallSource
 from doctor.snapshot import Snapshot
 from doctor.torchbuild import torch_build
 from doctor.wheels import DEFAULT_INDEX, Fit, choose, index_url, machine_from_snapshot
@@ -73,11 +75,12 @@ def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
     return pins
 
 
-def install_argv(python: str, pins: list[str], variant: str, snap: Snapshot, index_base: str) -> list[str]:
-    argv = [python, "-m", "pip", "install", *pins]
-    if snap.host.os != "darwin":
-        argv += ["--index-url", index_url(variant, index_base)]
-    return argv
+def install_argv(python: str, pins: list[str], variant: str, snap: Snapshot, index_base: str,
+                 source: InstallSource | None = None, installer: str = PIP, uv: str = "uv") -> list[str]:
+    """pip (or uv) installing ``pins`` from the variant's index; macOS wheels come from the default index."""
+    source = source or InstallSource(index_base)
+    return installers.install_argv(installer, python, pins, variant if snap.host.os != "darwin" else None,
+                                   source, uv)
 
 
 def render_argv(argv: list[str]) -> str:
@@ -109,7 +112,13 @@ def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
     }
 
 
-def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str = DEFAULT_INDEX) -> Plan:
+def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str = DEFAULT_INDEX,
+               source: InstallSource | None = None, installer: str = PIP, uv: str = "uv",
+               conda: str = "conda") -> Plan:
+    """``source`` (a mirror, find-links, offline) and ``installer`` (pip or uv) only change the commands;
+    ``conda``: the conda executable for the removal steps when conda itself owns torch."""
+    if source is not None:
+        index_base = source.index_base
     python = snap.interpreter.path or "python3"
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
@@ -149,7 +158,16 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
     plan.alternative = _describe(choice.alternative, snap, index_base)
     plan.unverified = list(fit.wheel.unverified)
     pins = wheel_pins(fit, snap, packages)
-    argv = install_argv(python, pins, fit.wheel.variant, snap, index_base)
+    owned = installers.conda_torch_records(snap)
+    if owned and snap.interpreter.prefix:
+        # pip over conda's torch leaves two owners of the same files: conda's must go first.
+        names = [r["name"] for r in owned]
+        argv = installers.conda_remove_argv(conda, snap.interpreter.prefix, names)
+        plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
+                               "from this environment; pip installs the wheels next.", render_argv(argv), argv))
+        plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
+                          "packages are removed (conda will not know about them).")
+    argv = install_argv(python, pins, fit.wheel.variant, snap, index_base, source, installer, uv)
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
     plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
                            render_argv(argv), argv))

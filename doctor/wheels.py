@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.archcheck import arch_supports
-from doctor.snapshot import NVIDIA_OK, Snapshot
+from doctor.snapshot import Snapshot
 from doctor.torchbuild import parse_cc, variant_to_cuda, version_tuple
 
 DEFAULT_INDEX = "https://download.pytorch.org/whl"

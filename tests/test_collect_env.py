@@ -20,6 +20,17 @@ ALL = sorted(p.name for p in FIXTURES.glob("*.txt"))
 
 # fixture -> expected facts (dotted path on the snapshot -> value)
 EXPECTED = {
+    "composed-2.6.0-cu126-rtx5090d-issue150733.txt": {
+        "host.os": "linux",
+        "host.libc": "glibc 2.40",
+        "interpreter.version": "3.12.9",
+        "install.torch.version": "2.6.0+cu126",
+        "install.torch.cuda": "12.6",
+        "install.torchvision.version": "0.21.0+cu126",
+        "nvidia.driver_version.value": "570.124.04",
+        "gpu_names": ["NVIDIA GeForce RTX 5090 D"],
+        "runtime.cuda_available": True,
+    },
     "torch-2.13.0-cpu-linux-real.txt": {
         "host.os": "linux",
         "host.machine": "x86_64",

@@ -172,7 +172,6 @@ def test_ci_formats(fake_machine, tmp_path):
 
 def test_readme_ci_examples_exist_and_parse(tmp_path):
     import tomllib
-
     import yaml
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

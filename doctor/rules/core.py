@@ -165,7 +165,7 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
         why = (f"torch {build.label} was built with CUDA {build.cuda}; driver {have} supports CUDA up to "
                f"{have_cuda or '?'}")
         if have_cuda and version_tuple(have_cuda)[0] != int(major):
-            why += f" — a different CUDA major, which minor-version compatibility does not cover."
+            why += " — a different CUDA major, which minor-version compatibility does not cover."
         else:
             why += f", below the CUDA {major}.x minor-version-compatibility floor (driver {verdict.floor})."
         why += (" torch reports \"The NVIDIA driver on your system is too old\" and "
