@@ -8,7 +8,7 @@ wheel is the smallest change that does?".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from doctor.archcheck import arch_supports
 from doctor.snapshot import Snapshot
@@ -235,6 +235,13 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> 
         f = best_in_release(table, release, release.latest, machine, ccs, need_driver=False)
         if f:
             return Choice(None, None, f, "no wheel runs on the installed driver")
+    if machine.python is not None:
+        relaxed = choose(table, replace(machine, python=None), None, ccs)
+        fit_any = relaxed.target or relaxed.needs_driver
+        if fit_any is not None:
+            release = table.release(fit_any.wheel.torch)
+            return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
+                          f"for Python {machine.python} (it supports {release.python_min} to {release.python_max})")
     return Choice(None, None, None, "no published wheel has kernels for every GPU of this machine")
 
 

@@ -341,6 +341,17 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
             Fix("Create a virtual environment with a supported Python and install torch there.",
                 ["uv venv --python 3.12 .venv  # or: python3.12 -m venv .venv"]),
         )]
+    choice = choose(table, machine, build.version if build else None)
+    if choice.target is None and choice.needs_driver is None and "has no wheel for Python" in choice.reason:
+        return [Finding(
+            "python-unsupported", ERROR,
+            f"the torch this machine needs has no wheel for Python {py}",
+            f"{choice.reason}. pip would answer \"Could not find a version that "
+            "satisfies the requirement\" or install an older build without kernels for this GPU.",
+            {"python": py, "platform": machine.platform, "reason": choice.reason},
+            Fix("Create a virtual environment with a supported Python and install torch there.",
+                ["uv venv --python 3.12 .venv  # or: python3.12 -m venv .venv"]),
+        )]
     if build is not None:
         release = table.release(build.version)
         if release is not None and not release.supports_python(py):
