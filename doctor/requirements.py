@@ -16,6 +16,7 @@ from typing import Any
 from doctor.errors import DoctorError
 from doctor.findings import ERROR, Finding
 from doctor.snapshot import NVIDIA_OK, Snapshot
+from doctor.torchbuild import parse_cc
 
 BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
 RULE = "requirements"
@@ -292,11 +293,7 @@ def _mib_text(mib: float | None) -> str:
 
 
 def _cc_tuple(text: str) -> tuple[int, int]:
-    major, _, minor = str(text).partition(".")
-    try:
-        return int(major), int(minor or 0)
-    except ValueError:
-        return (-1, -1)
+    return parse_cc(text) or (-1, -1)
 
 
 def _torch_label(snapshot: Snapshot) -> str:

@@ -46,6 +46,7 @@ from doctor.snapshot import (
     NVIDIA_OK,
     NVIDIA_UNKNOWN,
 )
+from doctor.torchbuild import parse_cc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvidia"
 
@@ -383,7 +384,7 @@ def test_nvml_healthy_rtx_5090(tmp_path):
     assert (result.cuda_driver_version.value, result.cuda_driver_version.source) == ("12.8", "nvml")
     [gpu] = result.gpus
     assert gpu.name == "NVIDIA GeForce RTX 5090"
-    assert gpu.compute_capability.value == "12.0" and gpu.cc_tuple == (12, 0)
+    assert gpu.compute_capability.value == "12.0" and parse_cc(gpu.compute_capability.value) == (12, 0)
     assert gpu.compute_capability.source == "nvml"
     assert (gpu.memory_total_mib, gpu.uuid, gpu.pci_bus_id) == (32607, RTX_5090["uuid"], "0000:01:00.0")
     assert (gpu.mig_mode, gpu.compute_mode) == (None, "Default")
