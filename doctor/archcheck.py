@@ -8,6 +8,7 @@ cubins (``sm_90a``) run on exactly that capability. Integrated Tegra parts (5.3,
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ class ArchVerdict:
     via: str  # "sm_86 cubin", "compute_90 PTX (JIT, slow first start)", "" when unsupported
 
 
+@functools.lru_cache(maxsize=1024)  # a handful of distinct strings, parsed ~350 times per report
 def parse_arch(arch: str) -> tuple[str, tuple[int, int], str] | None:
     """'sm_90a' -> ('sm', (9, 0), 'a'); 'compute_120' -> ('compute', (12, 0), '')."""
     m = _ARCH_RE.match(arch.strip())
@@ -31,6 +33,11 @@ def parse_arch(arch: str) -> tuple[str, tuple[int, int], str] | None:
 
 
 def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=()) -> ArchVerdict:
+    return _arch_supports(tuple(cc), tuple(sm), tuple(ptx or ()))
+
+
+@functools.lru_cache(maxsize=4096)  # pure; wheel choice asks the same (cc, arch list) for every variant
+def _arch_supports(cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...]) -> ArchVerdict:
     for arch in sm:
         parsed = parse_arch(arch)
         if not parsed or parsed[0] != "sm":
@@ -42,7 +49,7 @@ def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=()) 
             continue
         if code[0] == cc[0] and code[1] <= cc[1]:
             return ArchVerdict(True, f"{arch} cubin")
-    for arch in list(ptx or ()) + [a for a in sm if a.startswith("compute_")]:
+    for arch in list(ptx) + [a for a in sm if a.startswith("compute_")]:
         parsed = parse_arch(arch)
         if parsed and parsed[0] == "compute" and parsed[1] <= cc:
             return ArchVerdict(True, f"{arch} PTX (JIT-compiled at first use: slow first start)")

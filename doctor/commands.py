@@ -52,13 +52,15 @@ def exit_code_for(findings, strict: bool = False) -> int:
 
 def diagnose_machine(opts: CheckOptions):
     """Load the table, probe, diagnose. Returns (table, diagnosis)."""
-    from doctor.diagnose import diagnose
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table import load_table
 
     table = load_table(opts.table)
     snapshot = collect(ProbeOptions(python=opts.python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device))
+    # collect() imported the diagnosis modules while the children ran: off the critical path.
+    from doctor.diagnose import diagnose
+
     diag = diagnose(snapshot, table)
     return table, diag
 
@@ -78,24 +80,32 @@ def emit(report: dict, diag, opts: CheckOptions, mode: str = "check") -> None:
 
 
 def _requirements(opts: CheckOptions):
-    """Requirements from the command line merged over [tool.torchdoctor] (the command line wins)."""
+    """Requirements from the command line merged over [tool.torchdoctor] (the command line wins);
+    None when neither states any (the common case: nothing to import or check)."""
+    path = opts.config or Path("pyproject.toml")
+    stated = (opts.require or opts.min_gpus is not None or opts.min_compute_capability or opts.min_gpu_memory
+              or opts.torch or opts.cuda)
+    if not stated and not opts.config and not path.is_file():
+        return None
     from doctor.requirements import Requirements, load_pyproject_requirements, merge, validate_requirements
 
     cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
                        torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
     validate_requirements(cli, "command line")
-    path = opts.config or Path("pyproject.toml")
     from_file = load_pyproject_requirements(str(path)) if (opts.config or path.is_file()) else None
     return merge(cli, from_file)
 
 
-def apply_requirements(diag, req) -> None:
-    from doctor.requirements import check_requirements
+def apply_requirements(diag, req, ignore: list[str] = ()) -> None:
+    """Add the unmet CI requirements as findings, then drop the ignored ids (--ignore and the config's)."""
+    if req is not None:
+        from doctor.requirements import check_requirements
 
-    diag.findings.extend(check_requirements(diag.snapshot, req))
-    if req.ignore:
-        diag.findings = [f for f in diag.findings if f.id not in set(req.ignore)]
+        diag.findings.extend(check_requirements(diag.snapshot, req))
+        ignore = [*ignore, *req.ignore]
+    if ignore:
+        diag.findings = [f for f in diag.findings if f.id not in set(ignore)]
 
 
 def _expand_inputs(paths: list[Path]) -> list[Path]:
@@ -112,14 +122,14 @@ def _expand_inputs(paths: list[Path]) -> list[Path]:
     return files
 
 
-def rediagnose(path: Path, table, req):
+def rediagnose(path: Path, table, req, ignore: list[str] = ()):
     """A report or collect_env text read back and diagnosed with the current rules and table."""
     from doctor.diagnose import diagnose
     from doctor.report_io import read_input_file, read_report
 
     snapshot, _meta = read_report(read_input_file(str(path)), str(path))
     diag = diagnose(snapshot, table)
-    apply_requirements(diag, req)
+    apply_requirements(diag, req, ignore)
     return diag
 
 
@@ -182,11 +192,11 @@ def run_check(opts: CheckOptions) -> int:
     from doctor.table import load_table
 
     req = _requirements(opts)
-    strict = opts.strict or req.strict
+    strict = opts.strict or (req is not None and req.strict)
     if opts.inputs:
         return _run_from(opts, load_table(opts.table), req, strict)
     table, diag = diagnose_machine(opts)
-    apply_requirements(diag, req)
+    apply_requirements(diag, req, opts.ignore)
     code = exit_code_for(diag.findings, strict)
     deliver(render(make_report(table, diag, code), diag, opts), opts)
     return code
@@ -195,7 +205,7 @@ def run_check(opts: CheckOptions) -> int:
 def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
     files = _expand_inputs(opts.inputs)
     if len(files) == 1:
-        diag = rediagnose(files[0], table, req)
+        diag = rediagnose(files[0], table, req, opts.ignore)
         code = exit_code_for(diag.findings, strict)
         deliver(render(make_report(table, diag, code), diag, opts), opts)
         return code
@@ -207,7 +217,7 @@ def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
     worst, lines = exitcodes.OK, []
     for path in files:
         try:
-            diag = rediagnose(path, table, req)
+            diag = rediagnose(path, table, req, opts.ignore)
         except ReportError as exc:
             lines.append(json.dumps({"source": str(path), "error": str(exc)}) if opts.output_format == "json"
                          else f"{path}: unreadable: {exc}")

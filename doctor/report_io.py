@@ -20,7 +20,7 @@ from doctor.collect_env import looks_like_collect_env, parse_collect_env
 from doctor.errors import ReportError
 from doctor.findings import SEVERITIES
 from doctor.report import REPORT_SCHEMA_VERSION
-from doctor.snapshot import Snapshot, SnapshotFormatError
+from doctor.snapshot import Snapshot, SnapshotFormatError, field_types
 
 MAX_INPUT_BYTES = 20 * 1024 * 1024  # a report is ~20 KB; anything this big is not one
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "report.schema.json"  # source checkouts
@@ -324,14 +324,13 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
     """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]"."""
     if not dataclasses.is_dataclass(cls) or not isinstance(data, dict):
         return []
-    hints = typing.get_type_hints(cls)
     out: list[str] = []
-    for f in dataclasses.fields(cls):
-        path = f"{where}.{f.name}"
-        if f.name not in data:
+    for name, field_type in field_types(cls):  # resolved once per class, not per report
+        path = f"{where}.{name}"
+        if name not in data:
             out.append(path)
             continue
-        tp, value = _dataclass_in(hints[f.name]), data[f.name]
+        tp, value = _dataclass_in(field_type), data[name]
         if tp is None:
             continue
         if isinstance(value, list):

@@ -562,17 +562,20 @@ def _json_kind(value: Any) -> str:
 # --- small pure helpers ------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
 def _minor_key(version: str) -> str | None:
     """ "2.7.1+cu128" -> "2.7" (also "2.8.0a0+git1234", "v2.7"); None when there is no major.minor."""
     match = _LEADING_MINOR_RE.match(version or "")
     return f"{int(match.group(1))}.{int(match.group(2))}" if match else None
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
 def _major_minor(version: str) -> tuple[int, int] | None:
     match = _LEADING_MINOR_RE.match(version or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
 def _public(version: str) -> str:
     """ "2.7.1+cu128" -> "2.7.1" in packaging's normal form ("2.7" and "2.7.0" stay distinct strings)."""
     base = (version or "").split("+", 1)[0].strip()

@@ -8,6 +8,7 @@ wheel is the smallest change that does?".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from doctor.archcheck import arch_supports
@@ -201,6 +202,7 @@ class Choice:
     reason: str
 
 
+@functools.lru_cache(maxsize=512)  # pure: the rules and the plan ask it the same questions, and so do fleets
 def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> Choice:
     releases = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not releases:

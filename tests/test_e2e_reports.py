@@ -191,3 +191,16 @@ def test_readme_ci_examples_exist_and_parse(tmp_path):
         path = tmp_path / f"pyproject{i}.toml"
         path.write_text(block, encoding="utf-8")
         assert load_pyproject_requirements(str(path)).require  # the README example is a valid config
+
+
+def test_ignore_drops_a_finding_and_its_exit_code(tmp_path):
+    python = make_fake_env(tmp_path / "venv", torch=None, cuda=None)
+    sysroot = tmp_path / "sysroot"
+    sysroot.mkdir()
+    env = {"TORCHDOCTOR_SYSROOT": str(sysroot)}
+    res = run_cli(["check", "--no-smoke", "--json", "--python", str(python)], env, cwd=tmp_path)
+    assert res.returncode == 1 and "torch-not-installed" in _ids(json.loads(res.stdout))
+    res = run_cli(["check", "--no-smoke", "--json", "--ignore", "torch-not-installed", "--python", str(python)],
+                  env, cwd=tmp_path)
+    assert "torch-not-installed" not in _ids(json.loads(res.stdout))
+    assert res.returncode == 0

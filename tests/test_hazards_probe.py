@@ -174,6 +174,28 @@ def test_memory_failure_becomes_why():
     assert "no /proc/meminfo" in E.probe_memory(boom, boom)["why"]
 
 
+def test_memory_from_proc_meminfo(tmp_path):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text(
+        "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n"
+        "SwapTotal:             0 kB\n"
+    )
+    facts = E.probe_memory(root=str(tmp_path))
+    assert facts == {"source": "/proc/meminfo", "total_bytes": 24576000 * 1024,
+                     "available_bytes": 20000000 * 1024, "swap_total_bytes": 0}
+    # unreadable or incomplete: psutil answers instead
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal: 1 kB\n")
+    assert E.probe_memory(root=str(tmp_path))["source"] == "psutil"
+
+
+def test_memory_real_proc_meminfo_agrees_with_psutil():
+    import psutil
+
+    facts = E.probe_memory(root="/")
+    assert facts["source"] == "/proc/meminfo"
+    assert facts["total_bytes"] == psutil.virtual_memory().total
+
+
 def test_memory_real_psutil():
     facts = E.probe_memory()
     assert facts["total_bytes"] > 0 and 0 <= facts["available_bytes"] <= facts["total_bytes"]

@@ -322,9 +322,32 @@ def probe_cpu(root: str, cpu_count: int | None = None, affinity: int | None = No
 # --- memory -------------------------------------------------------------------------------------
 
 
+def parse_meminfo(text: str) -> dict[str, int] | None:
+    """/proc/meminfo -> total, available and swap bytes; None when the fields are not all there."""
+    values = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if name in ("MemTotal", "MemAvailable", "SwapTotal") and parts and parts[0].isdigit():
+            values[name] = int(parts[0]) * 1024  # the file says kB and means KiB
+    if len(values) < 3:
+        return None
+    return {"total_bytes": values["MemTotal"], "available_bytes": values["MemAvailable"],
+            "swap_total_bytes": values["SwapTotal"]}
+
+
 def probe_memory(
-    virtual_memory: Callable[[], Any] | None = None, swap_memory: Callable[[], Any] | None = None
+    virtual_memory: Callable[[], Any] | None = None,
+    swap_memory: Callable[[], Any] | None = None,
+    root: str | None = None,
 ) -> dict:
+    """RAM and swap. On Linux from ``<root>/proc/meminfo`` (psutil's own source, without psutil's ~10 ms
+    import on every check); elsewhere, or when that file is unreadable, from psutil."""
+    if root is not None and virtual_memory is None and swap_memory is None:
+        text = read_text(root, "/proc/meminfo")
+        parsed = parse_meminfo(text) if text else None
+        if parsed is not None:
+            return {"source": "/proc/meminfo", **parsed}
     if virtual_memory is None or swap_memory is None:
         try:
             import psutil  # lazily: keeps `torchdoctor --help` and the rules free of it
@@ -556,7 +579,7 @@ def probe_environment(
         "container": lambda: probe_container(root, env, host),
         "shm": lambda: probe_shm(root, host_os),
         "cpu": lambda: probe_cpu(root),
-        "memory": probe_memory,
+        "memory": lambda: probe_memory(root=root if host_os == "linux" else None),
         "visible_devices": lambda: probe_visible_devices(env),
         "libraries": lambda: probe_libraries(env, host_os),
         "cuda_home": lambda: probe_cuda_home(root, env),

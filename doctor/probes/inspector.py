@@ -196,16 +196,124 @@ def _dist_record(dist, name):
     }
 
 
+class _DistInfo(object):
+    """The part of ``importlib.metadata.PathDistribution`` this script uses, for a *.dist-info folder.
+
+    Importing importlib.metadata (email, pathlib, zipfile, csv) costs ~30 ms of every check, most of
+    the inspector's time; a dist-info folder is simple enough to read directly (PEP 376/566).
+    """
+
+    def __init__(self, path):
+        self._path = path
+        self._headers = None
+
+    def locate_file(self, name):
+        return os.path.join(os.path.dirname(self._path), name) if name else os.path.dirname(self._path)
+
+    def read_text(self, filename):
+        try:
+            with open(os.path.join(self._path, filename), encoding="utf-8") as handle:
+                return handle.read()
+        except (IOError, OSError, ValueError):
+            return None
+
+    def _all_headers(self):
+        """METADATA's header block as [(lowercased name, value)], like email's parser keeps it."""
+        if self._headers is None:
+            text = self.read_text("METADATA") or self.read_text("PKG-INFO") or ""
+            headers = []
+            for line in text.split("\n\n", 1)[0].split("\n"):
+                line = line.rstrip("\r")
+                if not line:
+                    break  # the body (the long description) starts after the first empty line
+                if line[0] in " \t" and headers:
+                    headers[-1] = (headers[-1][0], headers[-1][1] + "\n" + line)
+                    continue
+                key, sep, value = line.partition(":")
+                if sep:
+                    headers.append((key.strip().lower(), value.lstrip(" \t")))
+            self._headers = headers
+        return self._headers
+
+    def _get_all(self, key):
+        return [value for name, value in self._all_headers() if name == key]
+
+    @property
+    def metadata(self):
+        first = {}
+        for name, value in self._all_headers():
+            first.setdefault(name, value)
+        return _Headers(first)
+
+    @property
+    def version(self):
+        found = self._get_all("version")
+        return found[0] if found else None
+
+    @property
+    def requires(self):
+        found = self._get_all("requires-dist")
+        return found if found else None
+
+
+class _Headers(dict):
+    """``metadata["Name"]`` like email.message.Message: case-insensitive, None when absent."""
+
+    def __getitem__(self, key):
+        return self.get(key.lower())
+
+
+def _fast_distributions():
+    """The *.dist-info folders in the sys.path folders, in order, or None when only
+    importlib.metadata can be trusted: a zip on sys.path, a finder that adds distributions of its
+    own, an interesting *.egg-info (its requires.txt has another format), or a non-POSIX system.
+    """
+    import importlib.machinery
+
+    if os.sep != "/":
+        return None
+    for finder in sys.meta_path:
+        if getattr(finder, "find_distributions", None) and finder is not importlib.machinery.PathFinder:
+            return None
+    found = []
+    for entry in sys.path:
+        folder = entry or "."
+        if os.path.isfile(folder):
+            return None  # a zip archive: importlib.metadata reads inside it
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg-info"):
+                if _wanted(_normalize(low[: -len(".egg-info")].partition("-")[0])):
+                    return None
+            elif low.endswith(".dist-info"):
+                found.append(_DistInfo(os.path.join(folder.rstrip("/") or "/", name)))
+    return found
+
+
+def _distributions():
+    try:
+        fast = _fast_distributions()
+    except Exception:
+        fast = None
+    if fast is not None:
+        return fast
+    import importlib.metadata as metadata
+
+    return list(metadata.distributions())
+
+
 def list_dists():
     """Every interesting distribution on sys.path, in sys.path order, duplicates kept.
 
     Returns (records, dist objects keyed by record index) so the package details can reuse them.
     """
-    import importlib.metadata as metadata
-
     records = []
     objects = []
-    for dist in metadata.distributions():
+    for dist in _distributions():
         path = _dist_path(dist)
         if path is not None:
             name = _name_from_dir(path)
@@ -239,8 +347,50 @@ def list_dists():
     return [records[i] for i in order], [objects[i] for i in order]
 
 
+# torch's generated version.py is a few lines of `name[: type] = literal`; reading those with a regex
+# saves importing ast (several ms of every check). Any other line sends the whole file to ast.
+_SIMPLE_LINE = re.compile(
+    r"""^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][A-Za-z0-9_.\[\], ]*)?\s*=\s*"""
+    r"""(?P<value>'[^'\\\n]*'|"[^"\\\n]*"|None|True|False|-?[0-9]+)"""
+    r"""|__all__\s*=\s*\[[A-Za-z0-9_'", ]*\]|from [A-Za-z0-9_.]+ import [A-Za-z0-9_, ]+|import [A-Za-z0-9_.]+)\s*$"""
+)
+_LITERALS = {"None": None, "True": True, "False": False}
+# Also read by the line parser without ast: torchvision's `if _check_cuda_version() > 0:` block (its
+# indented body is not top-level, so ast's reading skips it too) and assignments to other names.
+_BLOCK_HEADER = re.compile(r"^if [^#]*:\s*$")
+_OTHER_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]*)?=[^=]")
+
+
+def _parse_simple_version_py(text):
+    """The values of a version.py made only of simple lines, or None if any line is not simple."""
+    values = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line[0] in " \t" or _BLOCK_HEADER.match(line):
+            continue
+        match = _SIMPLE_LINE.match(line)
+        if match is None:
+            other = _OTHER_ASSIGNMENT.match(line)
+            if other is not None and other.group("name") not in VERSION_PY_FIELDS:
+                continue
+            return None
+        name, value = match.group("name"), match.group("value")
+        if name in VERSION_PY_FIELDS:
+            if value in _LITERALS:
+                values[name] = _LITERALS[value]
+            elif value[0] in "'\"":
+                values[name] = value[1:-1]
+            else:
+                values[name] = int(value)
+    return values
+
+
 def parse_version_py(text):
     """The literal top-level assignments of a torch-style version.py (never executed)."""
+    simple = _parse_simple_version_py(text)
+    if simple is not None:
+        return simple
     import ast
 
     values = {}
@@ -282,21 +432,37 @@ def _find_package(name):
 
 def _build_libs(dist, location):
     """{"cuda": bool|None, "hip": bool|None}: RECORD lists every file (one read), else look on disk."""
-    record = None
-    try:
-        record = dist.read_text("RECORD") if dist is not None else None
-    except Exception:
-        pass
+    record = _read_record(dist)
     found = {}
     for kind, candidates in BUILD_LIBS.items():
         if record:
-            text = "\n" + record
-            found[kind] = any(("\n" + c + ",") in text for c in candidates)
+            found[kind] = any(
+                record.startswith(c.encode() + b",") or (b"\n" + c.encode() + b",") in record
+                for c in candidates
+            )
         elif location:
             found[kind] = any(os.path.exists(os.path.join(location, c)) for c in candidates)
         else:
             found[kind] = None
     return found
+
+
+def _read_record(dist):
+    """torch's RECORD as bytes (1.4 MB: decoding it as text cost more than the search), or None."""
+    if dist is None:
+        return None
+    path = _dist_path(dist)
+    if path is not None:
+        try:
+            with open(os.path.join(str(path), "RECORD"), "rb") as handle:
+                return handle.read()
+        except (IOError, OSError):
+            return None
+    try:
+        text = dist.read_text("RECORD")
+    except Exception:
+        return None
+    return text.encode("utf-8", "replace") if text else None
 
 
 def describe_package(name, records, objects):

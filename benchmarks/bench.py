@@ -1,0 +1,455 @@
+"""How fast torchdoctor is next to what users run today, measured side by side in one run.
+
+    python benchmarks/bench.py [--quick] [--runs N] [--reports N] [--target PYTHON] [--keep DIR]
+
+Every command runs as a whole process (time.perf_counter around spawn + wait), after a warm-up
+round that is thrown away; the rounds are interleaved (one run of each command per round) so
+that background load hits every command alike and the ratios stay fair. Prints per command the
+median and min-max wall time and the peak RSS (os.wait4: the largest process of the tree), then
+the ratios the "Speed" issue asks for. The target environment is a venv with the real CPU torch
+wheel, built like tests/realtorch.py does (and reused from the same cache folder).
+
+--quick (CI) runs fewer rounds and fewer reports. The script exits 0 whatever the numbers are:
+it fails (exit 1) only when a command itself fails, never on noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WHEEL_DIR = Path("/opt/wheels")
+WHEEL_GLOB = "torch-2.13.0+cpu-cp311-cp311-*.whl"
+CACHE = Path("/tmp/torchdoctor-realtorch-cache")  # shared with tests/realtorch.py
+COMPLETE = ".torchdoctor-complete"
+CHILD = REPO / "doctor" / "probes" / "torch_child.py"
+OK_CODES = (0, 1)  # torchdoctor: healthy, or error findings; both are a finished run
+
+
+# --- the target environment -----------------------------------------------------------------------
+
+
+def find_python311() -> str | None:
+    """A CPython 3.11 for the cp311 wheel: pyenv's, else python3.11 on PATH."""
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        try:
+            root = subprocess.run([pyenv, "root"], capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            root = ""
+        for folder in sorted(Path(root, "versions").glob("3.11*")) if root else []:
+            if (folder / "bin" / "python").exists():
+                return str(folder / "bin" / "python")
+    return shutil.which("python3.11")
+
+
+def target_python() -> tuple[str | None, str]:
+    """The real-CPU-torch venv's python (built if missing, like tests/realtorch.py), or (None, why)."""
+    wheels = sorted(WHEEL_DIR.glob(WHEEL_GLOB)) if WHEEL_DIR.is_dir() else []
+    if not wheels:
+        return None, f"no wheel matching {WHEEL_DIR / WHEEL_GLOB}"
+    wheel = wheels[-1]
+    venv = CACHE / wheel.name[: -len(".whl")]
+    python = venv / "bin" / "python"
+    if (venv / COMPLETE).exists():
+        return str(python), f"reused {venv}"
+    base = find_python311()
+    if base is None:
+        return None, "no Python 3.11 (pyenv or python3.11 on PATH) for the cp311 wheel"
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / (venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a test session may be building it right now
+        if not (venv / COMPLETE).exists():
+            print(f"building {venv} (about a minute) ...", file=sys.stderr)
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+            pip = [str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+            done = subprocess.run(pip + [str(wheel)], capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                return None, f"could not install {wheel.name}: {done.stderr.strip()[-300:]}"
+            (venv / COMPLETE).write_text("with-deps\n")
+    return str(python), f"built {venv}"
+
+
+def torchdoctor_argv() -> list[str]:
+    """What users run: the console script next to this interpreter, else `python -m doctor`."""
+    script = Path(sys.executable).with_name("torchdoctor")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "doctor"]
+
+
+# --- running and timing ---------------------------------------------------------------------------
+
+
+@dataclass
+class Command:
+    key: str
+    label: str
+    argv: list[str]
+    ok_codes: tuple[int, ...] = (0,)
+    is_torchdoctor: bool = False
+    seconds: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+    last_stdout: bytes = b""
+
+
+class CommandFailed(Exception):
+    pass
+
+
+def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB, the largest process of the tree) of one whole-process run."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd.argv,
+            stdout=out if keep_stdout else subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            cwd=tempfile.gettempdir(),
+        )
+        # os.wait4, not proc.wait(): it also returns the child's resource usage (peak RSS).
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        err_text = err.read().decode(errors="replace")
+        out.seek(0)
+        if keep_stdout:
+            cmd.last_stdout = out.read()
+    if proc.returncode not in cmd.ok_codes:
+        tail = err_text.strip()[-800:]
+        raise CommandFailed(f"{cmd.label}: exit {proc.returncode}: {' '.join(cmd.argv)}\n{tail}")
+    return seconds, usage.ru_maxrss
+
+
+def measure(commands: list[Command], rounds: int, env: dict[str, str]) -> None:
+    """One warm-up round (thrown away), then ``rounds`` interleaved rounds."""
+    for round_no in range(rounds + 1):
+        for cmd in commands:
+            seconds, rss = run_once(cmd, env, keep_stdout=round_no == 0 and cmd.key == "no_smoke")
+            if round_no:
+                cmd.seconds.append(seconds)
+                cmd.rss_kib.append(rss)
+        print(f"  round {round_no}/{rounds}{' (warm-up)' if round_no == 0 else ''} done", file=sys.stderr)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+# --- the 1,000 reports ----------------------------------------------------------------------------
+
+DRIVERS = ["535.183.01", "550.54.15", "560.35.03", "570.124.06", "575.57.08", "580.65.06", "470.256.02"]
+GPUS = [
+    ("NVIDIA H100 80GB HBM3", "9.0"),
+    ("NVIDIA A100-SXM4-80GB", "8.0"),
+    ("Tesla V100-SXM2-32GB", "7.0"),
+    ("NVIDIA GeForce RTX 4090", "8.9"),
+    ("NVIDIA GeForce RTX 5090", "12.0"),
+    ("Tesla P100-PCIE-16GB", "6.0"),
+    ("NVIDIA B200", "10.0"),
+    ("Tesla K80", "3.7"),
+]
+TORCH_BUILDS = ["2.13.0+cpu", "2.13.0+cu128", "2.12.1+cu126", "2.9.0+cu130", "2.5.1+cu118", "2.6.0+cu124"]
+
+
+def mutate(base: dict, i: int) -> dict:
+    """Report number ``i``: the real report with another driver, GPU set and torch build."""
+    report = copy.deepcopy(base)
+    snap = report["snapshot"]
+    driver = DRIVERS[i % len(DRIVERS)]
+    name, cc = GPUS[(i // len(DRIVERS)) % len(GPUS)]
+    build = TORCH_BUILDS[(i // 3) % len(TORCH_BUILDS)]
+    nv = snap["nvidia"]
+    fact = {"value": None, "source": "", "why": None}
+    nv.update(
+        status="ok",
+        detail="",
+        attempts=["nvml: ok"],
+        driver_version=dict(fact, value=driver, source="nvml"),
+        cuda_driver_version={"value": None, "source": "", "why": "left to the table"},
+    )
+    nv["gpus"] = [
+        {
+            "index": k,
+            "name": name,
+            "uuid": f"GPU-{i:08d}-{k}",
+            "pci_bus_id": f"0000:{k:02x}:00.0",
+            "compute_capability": dict(fact, value=cc, source="nvml"),
+            "memory_total_mib": 81559,
+        }
+        for k in range(1 + i % 4)
+    ]
+    torch = (snap.get("install") or {}).get("torch")
+    if torch:
+        local = build.split("+")[1]
+        cuda = None if local == "cpu" else f"{int(local[2:-1])}.{local[-1]}"
+        torch.update(version=build, build_version=build, cuda=cuda, has_libtorch_cuda=cuda is not None)
+    snap["collected_at"] = f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}+00:00"
+    return report
+
+
+def write_reports(base_json: bytes, count: int, folder: Path) -> None:
+    base = json.loads(base_json)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / f"node-{i:05d}.json").write_text(json.dumps(mutate(base, i)))
+
+
+# Fallback when the CLI has no `check --from` yet: the same work in one process, timed inside.
+IN_PROCESS = r"""
+import sys, time, pathlib, json
+from doctor.report_io import read_report
+from doctor.diagnose import diagnose
+from doctor.table import load_table
+t0 = time.perf_counter()
+table = load_table(None)
+paths = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
+t1 = time.perf_counter()
+for p in paths:
+    snap, meta = read_report(p.read_text(), str(p))
+    diagnose(snap, table)
+t2 = time.perf_counter()
+print(json.dumps({"n": len(paths), "setup_s": t1 - t0, "loop_s": t2 - t1}))
+"""
+
+
+NO_CLI = (
+    "import sys\nfrom doctor.commands import CheckOptions, run_check\n"
+    "sys.exit(run_check(CheckOptions(python=sys.argv[1], smoke=False, json=True)))"
+)
+
+
+def one_core():
+    """preexec_fn: pin the child to one CPU ("reports per second on one core")."""
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    except (AttributeError, OSError):
+        pass
+
+
+def cli_has_from(td: list[str], env: dict[str, str]) -> bool:
+    done = subprocess.run(td + ["check", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    return "--from" in done.stdout
+
+
+def measure_reports(td: list[str], folder: Path, count: int, rounds: int, env: dict[str, str]) -> dict:
+    if cli_has_from(td, env):
+        argv = td + ["check", "--from", str(folder), "--json"]
+        times = []
+        for _ in range(rounds + 1):
+            start = time.perf_counter()
+            done = subprocess.run(
+                argv,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                preexec_fn=one_core,
+                timeout=600,
+            )
+            times.append(time.perf_counter() - start)
+            if done.returncode not in OK_CODES:
+                raise CommandFailed(f"check --from: exit {done.returncode}: {done.stderr.decode()[-800:]}")
+        best = median(times[1:])
+        return {
+            "how": "torchdoctor check --from DIR --json (whole process, pinned to one core)",
+            "seconds": best,
+            "rate": count / best,
+        }
+    rates, loops = [], []
+    for _ in range(rounds + 1):
+        done = subprocess.run(
+            [sys.executable, "-c", IN_PROCESS, str(folder)],
+            capture_output=True,
+            text=True,
+            env=env,
+            preexec_fn=one_core,
+            timeout=600,
+        )
+        if done.returncode != 0:
+            raise CommandFailed(f"in-process re-diagnosis failed: {done.stderr[-800:]}")
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+        loops.append(data["loop_s"])
+        rates.append(data["n"] / data["loop_s"])
+    return {
+        "how": "in process (the CLI has no `check --from` yet): read_report + diagnose per file, "
+        "pinned to one core, table loaded once",
+        "seconds": median(loops[1:]),
+        "rate": median(rates[1:]),
+    }
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f} ms"
+
+
+def print_table(commands: list[Command]) -> None:
+    print(f"{'command':58} {'median':>11} {'min':>11} {'max':>11} {'peak RSS':>10}")
+    for cmd in commands:
+        rss = f"{max(cmd.rss_kib) / 1024:7.1f} MB" if cmd.rss_kib else ""
+        print(
+            f"{cmd.label:58} {fmt_ms(median(cmd.seconds))} {fmt_ms(min(cmd.seconds))} "
+            f"{fmt_ms(max(cmd.seconds))} {rss:>10}"
+        )
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="CI: 2 rounds, 200 reports")
+    parser.add_argument("--runs", type=int, help="measured rounds after the warm-up (default 7; quick 2)")
+    parser.add_argument("--reports", type=int, help="reports to re-diagnose (default 1000; quick 200)")
+    parser.add_argument("--target", help="target python (default: the real-CPU-torch venv)")
+    parser.add_argument("--keep", type=Path, help="write the generated reports here and keep them")
+    args = parser.parse_args(argv)
+    rounds = args.runs or (2 if args.quick else 7)
+    n_reports = args.reports or (200 if args.quick else 1000)
+
+    target, how = (args.target, "--target") if args.target else target_python()
+    env = dict(os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("CONDA_PREFIX", None)
+    # An installed torchdoctor has its .pyc files (pip compiles them); a checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would recompile every module on every run. Cache them outside the tree.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "torchdoctor-bench-pycache"))
+    td = torchdoctor_argv()
+    tool_python = sys.executable
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+        f"torchdoctor: {' '.join(td)} (Python {sys.version.split()[0]})"
+    )
+    print(
+        f"target: {target or 'none'} ({how}); {rounds} measured rounds after 1 warm-up; {n_reports} reports"
+    )
+
+    commands = [
+        Command("pass", "python -c pass (torchdoctor's interpreter)", [tool_python, "-c", "pass"]),
+        Command("help", "torchdoctor --help", td + ["--help"], is_torchdoctor=True),
+    ]
+    if target:
+        py = ["--python", target]
+        commands += [
+            Command("target_pass", "target python -c pass", [target, "-c", "pass"]),
+            Command(
+                "no_smoke",
+                "torchdoctor check --no-smoke --json",
+                td + ["check", "--no-smoke", "--json"] + py,
+                OK_CODES,
+                True,
+            ),
+            # Not a target: the same check without the CLI layer (typer), to show what typer costs.
+            Command(
+                "no_cli",
+                "  same, calling doctor.commands.run_check (no typer)",
+                [tool_python, "-c", NO_CLI, target],
+                OK_CODES,
+                True,
+            ),
+            Command(
+                "smoke",
+                "torchdoctor check --json (smoke test)",
+                td + ["check", "--json"] + py,
+                OK_CODES,
+                True,
+            ),
+            Command(
+                "collect_env", "python -m torch.utils.collect_env", [target, "-m", "torch.utils.collect_env"]
+            ),
+            Command("import_torch", "python -c 'import torch'", [target, "-c", "import torch"]),
+            Command(
+                "bare_smoke",
+                "import torch + smoke, one process (torch_child.py)",
+                [target, str(CHILD), "--mode", "smoke", "--device", "all", "--budget", "54"],
+            ),
+        ]
+    else:
+        commands.append(
+            Command(
+                "no_smoke",
+                "torchdoctor check --no-smoke --json (default python)",
+                td + ["check", "--no-smoke", "--json"],
+                OK_CODES,
+                True,
+            )
+        )
+    by = {c.key: c for c in commands}
+    try:
+        measure(commands, rounds, env)
+        print()
+        print_table(commands)
+        reports = None
+        base = by["no_smoke"].last_stdout
+        if base.strip():
+            folder = args.keep or Path(tempfile.mkdtemp(prefix="torchdoctor-bench-"))
+            try:
+                write_reports(base, n_reports, folder)
+                reports = measure_reports(td, folder, n_reports, 1 if args.quick else 3, env)
+            finally:
+                if args.keep is None:
+                    shutil.rmtree(folder, ignore_errors=True)
+    except CommandFailed as exc:
+        print(f"bench: a command failed: {exc}", file=sys.stderr)
+        return 1
+
+    print()
+    print("targets (ratios of medians, measured side by side in this run):")
+    floor = median(by["pass"].seconds)
+    nos = median(by["no_smoke"].seconds)
+    if "no_cli" in by:
+        typer_ms = (nos - median(by["no_cli"].seconds)) * 1000
+        print(f"  (typer's share of check --no-smoke: {typer_ms:.0f} ms = {typer_ms / 1000 / nos:.0%})")
+    hlp = median(by["help"].seconds)
+    rows = []
+    if "collect_env" in by:
+        ce = median(by["collect_env"].seconds)
+        rows.append((f"check --no-smoke / collect_env = {nos / ce:6.1%}", "<= 5%", nos / ce <= 0.05))
+    rows.append((f"check --no-smoke / python -c pass = {nos / floor:5.2f}x", "<= 3x", nos / floor <= 3))
+    rows.append((f"--help / python -c pass = {hlp / floor:5.2f}x", "<= 2.5x", hlp / floor <= 2.5))
+    if "smoke" in by:
+        sm, bare = median(by["smoke"].seconds), median(by["bare_smoke"].seconds)
+        rows.append(
+            (f"check (smoke) / bare import torch + smoke = {sm / bare:5.2f}x", "<= 1.15x", sm / bare <= 1.15)
+        )
+    rss = max(by["no_smoke"].rss_kib) / 1024
+    rows.append((f"peak RSS of check --no-smoke = {rss:5.1f} MB", "<= 60 MB", rss <= 60))
+    if reports:
+        rows.append(
+            (
+                f"re-diagnosis: {reports['rate']:7.0f} reports/s ({n_reports} in "
+                f"{reports['seconds']:.2f} s; {reports['how']})",
+                ">= 500/s",
+                reports["rate"] >= 500,
+            )
+        )
+    for text, target_text, ok in rows:
+        print(f"  {text:96} target {target_text:9} {verdict(ok)}")
+    if "import_torch" in by:
+        print(
+            f"  (floors: import torch {fmt_ms(median(by['import_torch'].seconds)).strip()}, "
+            f"target python -c pass {fmt_ms(median(by['target_pass'].seconds)).strip()})"
+        )
+    return 0  # never fail on noise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
