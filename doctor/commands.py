@@ -56,6 +56,8 @@ def diagnose_machine(opts: CheckOptions):
     from doctor.table import load_table
 
     table = load_table(opts.table)
+    if opts.python:
+        _require_interpreter(opts.python)
     snapshot = collect(ProbeOptions(python=opts.python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device))
     # collect() imported the diagnosis modules while the children ran: off the critical path.
@@ -63,6 +65,18 @@ def diagnose_machine(opts: CheckOptions):
 
     diag = diagnose(snapshot, table)
     return table, diag
+
+
+def _require_interpreter(python: str) -> None:
+    """--python names something that is not an interpreter: a usage error (exit 2), not a finding."""
+    import os
+
+    from doctor.errors import DoctorError
+    from doctor.probes.interpreter import choose_interpreter
+
+    path, reason = choose_interpreter(python, os.environ, os.getcwd())
+    if path is None:
+        raise DoctorError(reason)
 
 
 def table_meta(table) -> dict:

@@ -187,3 +187,20 @@ def test_real_cpu_torch_check_runs_the_import_probe_and_reports_the_cpu_build(tm
     # and the human output says so too
     res = run_cli(["check", "--python", str(python)], sysroot)
     assert "2.13.0+cpu" in res.stdout and res.returncode == 0
+
+
+def test_python_that_does_not_exist_is_a_usage_error():
+    res = run_cli(["check", "--no-smoke", "--python", "/nonexistent/bin/python"])
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["torchdoctor: error: --python /nonexistent/bin/python: not found"]
+
+
+@pytest.mark.slow
+def test_torch_that_segfaults_on_import_is_a_finding_not_a_crash(tmp_path, sysroot):
+    python = make_fake_env(tmp_path / "venv", torch="2.7.1+cu128", cuda="12.8", import_behaviour="segfault")
+    res = run_cli(["check", "--json", "--python", str(python)], sysroot)
+    report = json.loads(res.stdout)
+    crashed = next(f for f in report["findings"] if f["id"] == "torch-crashed")
+    assert crashed["evidence"]["signal"] == 11
+    assert any("faulthandler" in c for c in crashed["fix"]["commands"])
+    assert res.returncode == 1 and "Traceback" not in res.stderr

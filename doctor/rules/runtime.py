@@ -10,6 +10,7 @@ same id. One finding per id; later matches add their messages to its evidence.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -425,7 +426,11 @@ def _crashed(snapshot: S.Snapshot) -> Finding:
     ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
     ev.update({"signal": rt.signal, "libraries": libraries, "stderr_tail": rt.stderr_tail[-1500:]})
     how = rt.detail or "torch crashed"
-    commands = []
+    python = shlex.quote(snapshot.interpreter.path or "python3")
+    # faulthandler prints the Python stack at the crash: what to attach to a bug report.
+    commands = [f"{python} -X faulthandler -c 'import torch; print(torch.__version__)'"]
+    if step is not None and step.name not in ("import", ""):
+        commands = [f"{python} -X faulthandler -c 'import torch; torch.zeros(1).cuda(); print(\"ok\")'"]
     summary = (
         "Rerun the failing call by hand to see the full error; report it with the JSON report if it persists."
     )
