@@ -27,6 +27,7 @@ from doctor.snapshot import (
     TorchInstall,
     TorchRuntime,
 )
+from doctor.torchbuild import cuda_from_requires
 
 SOURCE = "collect_env"
 WHY_NO_CC = "collect_env does not report compute capability"
@@ -342,22 +343,13 @@ def _install(
         torch=torch,
         torchvision=vision,
         torchaudio=audio,
-        cuda_from_requires=_cuda_from_pins(pip),
+        cuda_from_requires=cuda_from_requires(pip),
     )
 
 
 def _cuda_from_conda_build(build: str | None) -> str | None:
     m = re.search(r"cuda_?(\d+)\.?(\d)", build or "")
     return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
-def _cuda_from_pins(pip: list[str]) -> str | None:
-    """CUDA major.minor from the nvidia runtime wheel (12.x style) or cuda-toolkit (13.x style)."""
-    for line in pip:
-        m = re.match(r"^(?:nvidia-cuda-runtime-cu\d+|nvidia-cuda-runtime|cuda-toolkit)==(\d+\.\d+)", line)
-        if m:
-            return m.group(1)
-    return None
 
 
 def _runtime(

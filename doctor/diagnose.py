@@ -40,7 +40,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 def diagnose(snap: Snapshot, table, index_base: str | None = None, rules=None) -> Diagnosis:
     from doctor.rules import run_rules
-    from doctor.wheels import DEFAULT_INDEX
+    from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
 
     enrich(snap, table)
     findings, checks = run_rules(snap, table, rules)

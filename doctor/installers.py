@@ -22,7 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doctor.wheels import DEFAULT_INDEX, index_url
+from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
+from doctor.table import index_url
 
 PIP = "pip"
 UV = "uv"

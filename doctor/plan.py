@@ -14,8 +14,10 @@ from doctor import installers
 from doctor.findings import Finding
 from doctor.installers import PIP, InstallSource
 from doctor.snapshot import Snapshot
+from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
+from doctor.table import index_url
 from doctor.torchbuild import torch_build
-from doctor.wheels import DEFAULT_INDEX, Fit, choose, index_url, machine_from_snapshot
+from doctor.wheels import Fit, choose, machine_from_snapshot
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {

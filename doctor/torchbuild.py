@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.snapshot import Dist, Snapshot
+from doctor.table import variant_cuda
 
 _VARIANT_RE = re.compile(r"^(cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
 
@@ -47,25 +48,32 @@ def cuda_to_variant(cuda: str | None) -> str | None:
 
 def variant_to_cuda(variant: str | None) -> str | None:
     """'cu128' -> '12.8', 'cu118' -> '11.8', 'cu130' -> '13.0'; None for other variants."""
-    if not variant or not re.fullmatch(r"cu\d{3}", variant):
-        return None
-    digits = variant[2:]
-    return f"{digits[:-1]}.{digits[-1]}"
+    return variant_cuda(variant or "")
 
 
-def _cuda_from_requires(requires: list[str]) -> str | None:
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*(?:===?|~=)\s*(?P<version>\d+\.\d+)"
+)
+# The wheels whose exact pin gives the CUDA version of a torch wheel (12.x style and 13.x style).
+_CUDA_PINS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12",
+              "nvidia-cuda-runtime-cu13")
+
+
+def cuda_from_requires(requires: list[str]) -> str | None:
+    """The CUDA major.minor pinned by ``Requires-Dist`` lines (or ``pip freeze`` lines):
+    ``nvidia-cuda-runtime-cu12==12.4.127`` -> "12.4", ``cuda-toolkit[cublas]==13.0.3`` -> "13.0"; else None."""
     for line in requires:
-        req = line.split(";")[0].strip()
-        m = re.match(r"cuda-toolkit(?:\[[^\]]*\])?\s*\(?\s*==\s*(\d+)\.(\d+)", req)
-        if m:
-            return f"{m.group(1)}.{m.group(2)}"
-        m = re.match(r"nvidia-cuda-runtime(?:-cu\d+)?\s*\(?\s*==\s*(\d+)\.(\d+)", req)
-        if m:
-            return f"{m.group(1)}.{m.group(2)}"
+        match = _REQUIREMENT.match(line.split(";")[0])
+        if not match:
+            continue
+        name = re.sub(r"[-_.]+", "-", match["name"]).lower()
+        if name in _CUDA_PINS:
+            major, minor = match["version"].split(".")
+            return f"{int(major)}.{int(minor)}"
     return None
 
 
-def dist_build(dist: Dist, cuda_from_requires: str | None = None) -> Build:
+def dist_build(dist: Dist, cuda_from_requires_: str | None = None) -> Build:
     """The build of torch (or of a companion: torchvision/torchaudio record their own CUDA)."""
     version_for_tag = dist.build_version or dist.version
     base, local = split_local(version_for_tag)
@@ -96,7 +104,7 @@ def dist_build(dist: Dist, cuda_from_requires: str | None = None) -> Build:
             return Build(base, local, "rocm", None, local_variant[4:], local_variant, "local tag")
         kind = "xpu" if local_variant == "xpu" else "cpu"
         return Build(base, local, kind, None, None, local_variant, "local tag")
-    cuda = cuda_from_requires or _cuda_from_requires(dist.requires)
+    cuda = cuda_from_requires_ or cuda_from_requires(dist.requires)
     if cuda:
         return Build(base, None, "cuda", cuda, None, cuda_to_variant(cuda), "CUDA pins in Requires-Dist")
     if dist.has_libtorch_cuda:

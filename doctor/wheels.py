@@ -15,8 +15,6 @@ from doctor.archcheck import arch_supports
 from doctor.snapshot import Snapshot
 from doctor.torchbuild import parse_cc, variant_to_cuda, version_tuple
 
-DEFAULT_INDEX = "https://download.pytorch.org/whl"
-
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's
 MINOR_COMPAT = "minor-compat"  # same CUDA major, driver above that major's floor: runs, with caveats
@@ -245,7 +243,3 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> 
             return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
                           f"for Python {machine.python} (it supports {release.python_min} to {release.python_max})")
     return Choice(None, None, None, "no published wheel has kernels for every GPU of this machine")
-
-
-def index_url(variant: str, base: str = DEFAULT_INDEX) -> str:
-    return f"{base.rstrip('/')}/{variant}"

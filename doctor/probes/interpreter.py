@@ -18,6 +18,7 @@ from typing import Any
 
 from doctor.runner import RunResult, run
 from doctor.snapshot import Dist, Interpreter, TorchInstall
+from doctor.torchbuild import cuda_from_requires
 
 INSPECTOR = Path(__file__).with_name("inspector.py")
 
@@ -286,29 +287,8 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
 
 # "nvidia-cuda-runtime-cu12==12.4.127; ..." (old style), "cuda-toolkit[cublas,...]==13.0.3; ..." (CUDA 13+),
 # "nvidia-cuda-runtime==13.0.96.*" (what cuda-toolkit's extras pull). Names are compared normalised.
-_REQUIREMENT = re.compile(
-    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*(?:===?|~=)\s*(?P<version>\d+\.\d+)"
-)
-_CUDA_PINS = (
-    "cuda-toolkit",
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-runtime-cu11",
-    "nvidia-cuda-runtime-cu12",
-    "nvidia-cuda-runtime-cu13",
-)
-
-
-def parse_cuda_from_requires(requires: list[str]) -> str | None:
-    """The CUDA major.minor torch's ``Requires-Dist`` pins, or None (CPU, Windows, ROCm wheels)."""
-    for line in requires:
-        match = _REQUIREMENT.match(line)
-        if not match:
-            continue
-        name = re.sub(r"[-_.]+", "-", match["name"]).lower()
-        if name in _CUDA_PINS:
-            major, minor = match["version"].split(".")
-            return f"{int(major)}.{int(minor)}"
-    return None
+# The parser lives with the build logic; the name stays for this module's callers and tests.
+parse_cuda_from_requires = cuda_from_requires
 
 
 def cuda_from_local_tag(version: str) -> str | None:
