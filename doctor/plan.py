@@ -169,6 +169,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
                                "from this environment; pip installs the wheels next.", render_argv(argv), argv))
         plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
                           "packages are removed (conda will not know about them).")
+    if build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch \
+            and not _companions_wrong(findings):
+        plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
+        return plan
     argv = install_argv(python, pins, fit.wheel.variant, snap, index_base, source, installer, uv)
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
     plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
@@ -182,6 +186,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
         plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {machine.driver_max_cuda}; it "
                           "runs through minor-version compatibility.")
     return plan
+
+
+def _companions_wrong(findings: list[Finding]) -> bool:
+    return any(f.id in ("torchvision-mismatch", "torchaudio-mismatch") for f in findings)
 
 
 def attach_commands(findings: list[Finding], plan: Plan) -> None:

@@ -77,7 +77,9 @@ def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     if have_max and want:
         if want[:2] <= have_max[:2]:
             return DriverVerdict(NATIVE, needed, floor, unverified)
-        if want[0] == have_max[0]:
+        have = version_tuple(machine.driver_version)
+        below_floor = bool(have and floor and version_tuple(floor) and have < version_tuple(floor))
+        if want[0] == have_max[0] and not below_floor:
             return DriverVerdict(MINOR_COMPAT, needed, floor, unverified)
         return DriverVerdict(TOO_OLD, needed, floor, unverified)
     have = version_tuple(machine.driver_version)
@@ -222,7 +224,7 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> 
             if f:
                 return Choice(f, newest if newest and newest.wheel.minor != f.wheel.minor else None, None,
                               f"keeps torch {patch.torch}")
-        above = [(r, f) for r, f in fitting if version_tuple(r.latest.torch) > inst]
+        above = [(r, f) for r, f in fitting if inst is None or version_tuple(r.latest.torch) > inst]
         if above:
             target = above[0][1]
             return Choice(target, newest if newest is not target else None, None,
@@ -230,7 +232,14 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> 
         return Choice(newest, None, None, "the newest release that fits")
     if fitting:
         return Choice(newest, None, None, "the newest release that fits this machine")
-    # Nothing runs on this driver: the newest wheel that would, after a driver update.
+    # Nothing runs on this driver. Best: the installed build itself, once the driver is updated.
+    if base:
+        same = table.release(base)
+        patch = same.patch(base) if same is not None and python_ok(same, machine) else None
+        f = best_in_release(table, same, patch, machine, ccs, need_driver=False) if patch else None
+        if f:
+            return Choice(None, None, f, f"keeps torch {patch.torch}; only the driver is too old")
+    # Else the newest wheel that would run after a driver update.
     for release in reversed(releases):
         f = best_in_release(table, release, release.latest, machine, ccs, need_driver=False)
         if f:

@@ -40,14 +40,20 @@ CASES = [
                              nvidia_status="no-gpu", pci=[]), ["torch-not-installed"], "+cpu"),
     ("cu130-on-r535", dict(driver="535.104.05", max_cuda="12.2", torch=torch_dist("2.14.1+cu130", "13.0"),
                            torchvision=None, torchaudio=None), ["driver-too-old"], '"torch==2.14.1+cu126"'),
+    # same major, but below CUDA 11.x's minor-version-compatibility floor (450.80.02): it cannot start
+    ("cu118-below-the-11x-floor", dict(driver="450.57", max_cuda="11.0", torch=torch_dist("2.7.1+cu118", "11.8"),
+                                       torchvision=None, torchaudio=None), ["driver-too-old"], None),
     ("cu128-on-r535-minor-compat", dict(driver="535.104.05", max_cuda="12.2"), ["driver-older-than-build"], None),
     ("pascal-on-cu128", dict(gpus=[gpu("Tesla P100-PCIE-16GB", "6.0")], torch=torch_dist("2.8.0+cu128", "12.8"),
                              torchvision=None, torchaudio=None), ["gpu-arch-unsupported"], '"torch==2.8.0+cu126"'),
     ("volta-on-cu130", dict(gpus=[gpu("Tesla V100-SXM2-32GB", "7.0")], driver="580.65.06", max_cuda="13.0",
                             torch=torch_dist("2.14.1+cu130", "13.0"), torchvision=None, torchaudio=None),
      ["gpu-arch-unsupported"], '"torch==2.14.1+cu126"'),
-    ("torchvision-other-cuda", dict(torchvision=companion("torchvision", "0.22.1+cu126", "12.6", "2.7.1")),
+    ("torchvision-cpu-build", dict(torchvision=companion("torchvision", "0.22.1+cpu", None, "2.7.1")),
      ["torchvision-mismatch"], '"torch==2.7.1+cu128" "torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128"'),
+    # torchvision itself checks only the CUDA major: 12.6 beside 12.8 is fine
+    ("torchvision-other-cuda-minor", dict(torchvision=companion("torchvision", "0.22.1+cu126", "12.6", "2.7.1")),
+     [], None),
     ("torchvision-other-release", dict(torchvision=companion("torchvision", "0.21.0+cu128", "12.8", "2.6.0")),
      ["torchvision-mismatch"], '"torchvision==0.22.1+cu128"'),
     ("torchaudio-other-release", dict(torchaudio=companion("torchaudio", "2.6.0+cu128", "12.8", "2.6.0")),
@@ -81,6 +87,35 @@ def test_rule_cases(table, name, changes, expected, pin):
         # every wheel finding carries the same exact command
         wheel = [f for f in diag.findings if f.fix and f.fix.commands]
         assert wheel and all(install[0].command in f.fix.commands for f in wheel)
+
+
+def test_only_the_driver_is_too_old_keeps_the_installed_build(table):
+    snap = make_snapshot(driver="450.57", max_cuda="11.0", torch=torch_dist("2.7.1+cu118", "11.8"),
+                         torchvision=None, torchaudio=None)
+    plan = diagnose(snap, table).plan
+    assert plan.status == "driver-first"
+    assert [s.kind for s in plan.steps] == ["driver"]
+    assert "stays" in " ".join(plan.notes)
+
+
+def test_a_version_without_digits_does_not_crash_the_plan(table):
+    snap = make_snapshot(torch=torch_dist("garbage+cu1", None), torchvision=None, torchaudio=None)
+    diag = diagnose(snap, table)
+    assert diag.plan.status in ("install", "healthy", "none", "manual")
+
+
+def test_companion_requirement_ranges_are_honoured(table):
+    # torchvision 0.29.2 declares torch>=2.14.0 (a stable-ABI wheel): fine beside 2.14.1 and 2.15.0
+    tv = companion("torchvision", "0.29.2+cu132", "13.2", None)
+    tv.requires = ["torch>=2.14.0"]
+    h100 = [gpu("NVIDIA H100 80GB HBM3", "9.0")]
+    for torch in (torch_dist("2.14.1+cu130", "13.0"), torch_dist("2.15.0+cu132", "13.2")):
+        snap = make_snapshot(gpus=h100, driver="595.45.04", max_cuda="13.2", torch=torch, torchvision=tv,
+                             torchaudio=None)
+        assert ids(diagnose(snap, table)) == []
+    old = make_snapshot(gpus=h100, driver="595.45.04", max_cuda="13.2", torch=torch_dist("2.13.0+cu130", "13.0"),
+                        torchvision=tv, torchaudio=None)
+    assert ids(diagnose(old, table)) == ["torchvision-mismatch"]
 
 
 def test_driver_too_old_with_no_wheel_for_it_says_which_driver_first(table):

@@ -11,6 +11,7 @@ from doctor import snapshot as S
 from doctor.archcheck import arch_supports, format_cc, sm_name
 from doctor.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.rules import Rule
+from doctor.table import index_url
 from doctor.torchbuild import dist_build, parse_cc, torch_build, version_tuple
 from doctor.wheels import MINOR_COMPAT, TOO_OLD, arch_row, choose, driver_verdict, machine_from_snapshot
 
@@ -251,7 +252,6 @@ def _gpu_groups(snap: S.Snapshot, table, gpus) -> list[tuple[list, object]]:
 
 
 def _groups_finding(snap: S.Snapshot, groups) -> Finding:
-    python = snap.interpreter.path or "python"
     lines, ev = [], {}
     for members, f in groups:
         ids = ",".join(str(g.index) for g in members)
@@ -262,16 +262,23 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
         w = f.wheel
         env_name = f".venv-{w.variant}"
         lines.append(f"# GPUs {names}: torch {w.label}")
-        lines.append(f"python3 -m venv {env_name} && {env_name}/bin/python -m pip install "
-                     f"\"torch=={w.label}\" --index-url https://download.pytorch.org/whl/{w.variant}")
-        lines.append(f"CUDA_VISIBLE_DEVICES={ids} {env_name}/bin/python your_script.py")
+        if snap.host.os == "windows":
+            env_python = f"{env_name}\\Scripts\\python.exe"
+            lines.append(f"py -m venv {env_name} && {env_python} -m pip install \"torch=={w.label}\" "
+                         f"--index-url {index_url(w.variant)}")
+            lines.append(f"set CUDA_VISIBLE_DEVICES={ids} && {env_python} your_script.py")
+        else:
+            env_python = f"{env_name}/bin/python"
+            lines.append(f"python3 -m venv {env_name} && {env_python} -m pip install \"torch=={w.label}\" "
+                         f"--index-url {index_url(w.variant)}")
+            lines.append(f"CUDA_VISIBLE_DEVICES={ids} {env_python} your_script.py")
         ev[ids] = w.label
     return Finding(
         "gpus-need-different-wheels", ERROR,
         "no single torch wheel has kernels for every GPU in this machine",
         f"GPUs: {_gpu_list(snap)}. Every published build lacks kernels for one of them (old architectures "
         f"were dropped from the builds that added new ones). Use one environment per group of GPUs, "
-        f"each selecting its GPUs with CUDA_VISIBLE_DEVICES. ({python} itself gets the wheel for the first group.)",
+        "each selecting its GPUs with CUDA_VISIBLE_DEVICES.",
         {"groups": ev},
         Fix("One environment per GPU group:", lines),
     )
@@ -295,18 +302,16 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
         comp = dist_build(dist)
         problems = []
         expected = getattr(patch, name) if patch else None
-        if patch is not None and expected is None and name == "torchaudio":
-            pass  # no torchaudio for this torch release: any version pinned below is reported by its pin
-        if expected and comp.version != expected:
+        spec = _torch_requirement(dist.requires)
+        if spec is not None:
+            # The companion's own declaration is what its build needs (and what pip enforces).
+            if not spec.contains(build.version, prereleases=True):
+                problems.append(f"{name} {comp.version} requires torch{spec}, installed is {build.version}")
+        elif expected and comp.version.split(".")[:2] != expected.split(".")[:2]:
             problems.append(f"torch {build.version} pairs with {name} {expected}, not {comp.version}")
-        for req in dist.requires:
-            text = req.split(";")[0].replace(" ", "")
-            if text.startswith("torch==") or text.startswith("torch(=="):
-                pinned = text.split("==", 1)[1].strip("()")
-                if pinned.split("+")[0] != build.version and not any(pinned in p for p in problems):
-                    problems.append(f"{name} {comp.version} requires torch=={pinned}, installed is {build.version}")
         if comp.kind != "unknown" and build.kind != "unknown":
-            if comp.kind != build.kind or (comp.cuda and build.cuda and comp.cuda.split(".")[:2] != build.cuda.split(".")[:2]):
+            # torchvision checks only the CUDA major itself; a CPU companion has no CUDA kernels at all.
+            if comp.kind != build.kind or (comp.cuda and build.cuda and comp.cuda.split(".")[0] != build.cuda.split(".")[0]):
                 problems.append(f"{name} is a {comp.variant or comp.kind} build, torch is {build.variant or build.kind}")
         if problems:
             findings.append(Finding(
@@ -318,6 +323,20 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(f"Reinstall torch and {name} together (see the fix plan)."),
             ))
     return findings
+
+
+def _torch_requirement(requires: list[str]):
+    """The SpecifierSet a companion's ``Requires-Dist: torch ...`` declares, or None."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == "torch" and str(req.specifier):
+            return req.specifier
+    return None
 
 
 # --- Python ---------------------------------------------------------------------------------------

@@ -689,7 +689,9 @@ def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
             wheel, source = expected[family]
             have, want = _mm(found), _mm(wheel)
             # Same major = same soname, so the dynamic loader can pick this file instead of the wheel's.
-            if have and want and have[0] == want[0] and None not in (have[1], want[1]) and have[1] != want[1]:
+            # Only an older minor breaks: newer CUDA libraries keep the symbols of older minors
+            # (the failures seen are "undefined symbol: __nvJitLinkComplete_12_4" from a 12.1 library).
+            if have and want and have[0] == want[0] and None not in (have[1], want[1]) and have[1] < want[1]:
                 offending.append(
                     {
                         "dir": entry.get("path"),
