@@ -3,7 +3,10 @@
 CUDA runs a cubin (SASS) for ``sm_XY`` on any GPU of the same major whose minor is not below
 Y; it JIT-compiles embedded PTX (``compute_XY``) for any GPU at or above XY. Arch-specific
 cubins (``sm_90a``) run on exactly that capability. Integrated Tegra parts (5.3, 6.2, 7.2,
-8.7) cannot run the discrete-GPU cubins of the same major (torch's DEVICE_REQUIREMENT table).
+8.7) cannot run the discrete-GPU cubins of the same major (torch's DEVICE_REQUIREMENT table),
+except that builds with CUDA 13.2 or later run sm_70/sm_80/sm_86 cubins on Xavier and Orin too
+(torch 2.14's DEVICE_REQUIREMENT_POST_JETSON_SBSA_UNIFICATION). Thor's sm_101 was renamed sm_110:
+those two capabilities run each other's cubins and nothing else does.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from dataclasses import dataclass
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7)}
+_THOR = {(10, 1), (11, 0)}
+_UNIFIED_CODES = {(7, 0), (8, 0), (8, 6)}  # dGPU cubins Xavier/Orin run from CUDA 13.2 on
+_UNIFIED_DEVICES = {(7, 2), (8, 7)}
 
 
 @dataclass(frozen=True)
@@ -32,20 +38,36 @@ def parse_arch(arch: str) -> tuple[str, tuple[int, int], str] | None:
     return m.group(1), (number // 10, number % 10), m.group(3)
 
 
-def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=()) -> ArchVerdict:
-    return _arch_supports(tuple(cc), tuple(sm), tuple(ptx or ()))
+def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=(), cuda: str | None = None) -> ArchVerdict:
+    """``cuda``: the build's CUDA version ("13.2"), which decides the Jetson rule; None when unknown."""
+    return _arch_supports(tuple(cc), tuple(sm), tuple(ptx or ()), _unified(cuda))
+
+
+def _unified(cuda: str | None) -> bool:
+    parts = (cuda or "").split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= (13, 2)
+    except (ValueError, IndexError):
+        return False
 
 
 @functools.lru_cache(maxsize=4096)  # pure; wheel choice asks the same (cc, arch list) for every variant
-def _arch_supports(cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...]) -> ArchVerdict:
+def _arch_supports(cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...], unified: bool) -> ArchVerdict:
     for arch in sm:
         parsed = parse_arch(arch)
         if not parsed or parsed[0] != "sm":
             continue
         _, code, suffix = parsed
+        if code in _THOR or cc in _THOR:
+            if code in _THOR and cc in _THOR:
+                return ArchVerdict(True, f"{arch} cubin")
+            continue
         if suffix == "a" or cc in _TEGRA or code in _TEGRA:
             if code == cc:
                 return ArchVerdict(True, f"{arch} cubin")
+            if (unified and not suffix and cc in _UNIFIED_DEVICES and code in _UNIFIED_CODES
+                    and code[0] == cc[0] and code[1] <= cc[1]):
+                return ArchVerdict(True, f"{arch} cubin (CUDA 13.2+ runs it on Jetson)")
             continue
         if code[0] == cc[0] and code[1] <= cc[1]:
             return ArchVerdict(True, f"{arch} cubin")

@@ -146,7 +146,8 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     row, _ = arch_row(table, torch_version, variant, platform)
     if row is None:
         return False, False, [], None
-    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or ()).supported]
+    cuda = variant_to_cuda(variant)
+    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported]
     return not bad, True, bad, row
 
 

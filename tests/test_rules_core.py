@@ -195,6 +195,20 @@ def test_arch_support(cc, sm, ptx, ok):
     assert arch_supports(cc, sm, ptx).supported is ok
 
 
+@pytest.mark.parametrize("cc,sm,cuda,ok", [
+    ((8, 7), ["sm_80", "sm_90"], "13.0", False),  # Orin before the CUDA 13.2 unification
+    ((8, 7), ["sm_80", "sm_90"], "13.2", True),
+    ((7, 2), ["sm_70"], "13.4", True),
+    ((8, 7), ["sm_90"], "13.2", False),  # only sm_70/80/86 were unified
+    ((10, 1), ["sm_100"], "13.0", False),  # Thor: sm_100 does not run on 10.1
+    ((10, 1), ["sm_110"], "13.0", True),  # sm_101 was renamed sm_110
+    ((11, 0), ["sm_101"], "13.0", True),
+    ((10, 3), ["sm_100"], "13.0", True),  # B300 runs sm_100 cubins
+])
+def test_arch_support_jetson_and_thor(cc, sm, cuda, ok):
+    assert arch_supports(cc, sm, (), cuda).supported is ok
+
+
 def test_every_cuda_arch_row_of_the_table_is_consistent_with_its_family(table):
     # Over the real table: every cu128+ Linux x86_64 build covers RTX 50xx; no cu126 build does.
     for release in table.releases:

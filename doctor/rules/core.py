@@ -215,7 +215,7 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     if borrowed and not arch:
         unverified.append(borrowed)
     findings = []
-    bad = [(g, cc) for g, cc in gpus if not arch_supports(cc, sm, ptx).supported]
+    bad = [(g, cc) for g, cc in gpus if not arch_supports(cc, sm, ptx, build.cuda).supported]
     for g, cc in bad:
         findings.append(Finding(
             "gpu-arch-unsupported", ERROR,
