@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from doctor.archcheck import arch_supports
 from doctor.snapshot import Snapshot
-from doctor.torchbuild import parse_cc, variant_to_cuda, version_tuple
+from doctor.torchbuild import parse_cc, torch_build, variant_to_cuda, version_tuple
 
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's
@@ -34,6 +34,7 @@ class Machine:
     nvidia_present: bool  # an NVIDIA GPU is there (driver working or not)
     driver_version: str | None
     driver_max_cuda: str | None
+    installed_variant: str | None = None  # "cu126", "rocm6.3", "cpu": kept when it still fits
 
 
 def machine_from_snapshot(snap: Snapshot) -> Machine:
@@ -49,6 +50,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         nvidia_present=present,
         driver_version=snap.nvidia.driver_version.value,
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
+        installed_variant=build.variant if (build := torch_build(snap)) else None,
     )
 
 
@@ -152,10 +154,17 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
 
 
 def wanted_variants(release, machine: Machine) -> list[str]:
-    """The variants worth considering on this machine: CUDA ones with an NVIDIA GPU, else CPU."""
+    """The variants worth considering on this machine: CUDA ones with an NVIDIA GPU. Without one, the
+    kind of accelerator build already installed (a ROCm or XPU build is for a GPU NVIDIA's probes cannot
+    see; a CUDA build may be in a container started without its GPU), else CPU."""
     variants = list(release.variants_for(machine.platform))
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
+    installed = machine.installed_variant or ""
+    for prefix in ("rocm", "xpu", "cu"):
+        if installed.startswith(prefix):
+            same_kind = [v for v in variants if v.startswith(prefix)]
+            return sorted(same_kind, key=lambda v: version_tuple(v) or (0,), reverse=True)  # newest first
     return [v for v in variants if v == "cpu"]
 
 
@@ -171,23 +180,27 @@ def fit(table, release, patch, variant: str, machine: Machine, ccs=None) -> Fit:
     return Fit(wheel, driver_verdict(table, variant_to_cuda(variant), machine), ok, known, bad)
 
 
-def rank_fits(fits: list[Fit]) -> list[Fit]:
-    """Order the variants of one release: native CUDA (newest first), then minor-compat (oldest first)."""
+def rank_fits(fits: list[Fit], installed_variant: str | None = None) -> list[Fit]:
+    """Order the variants of one release: the installed variant when it runs (the smallest change), then
+    native CUDA (newest first), then minor-compat (oldest first). Equal keys keep the given order."""
     def key(f: Fit):
+        keep = 0 if f.wheel.variant == installed_variant and f.driver.level != TOO_OLD else 1
         cuda = version_tuple(f.wheel.cuda) or (0,)
         if f.driver.level == NATIVE:
-            return (0, tuple(-x for x in cuda))
+            return (keep, 0, tuple(-x for x in cuda))
         if f.driver.level == MINOR_COMPAT:
-            return (1, cuda)
-        return (2, cuda)
+            return (keep, 1, cuda)
+        return (keep, 2, cuda)
 
     return sorted(fits, key=key)
 
 
 def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driver: bool = True) -> Fit | None:
     fits = [fit(table, release, patch, v, machine, ccs) for v in wanted_variants(release, machine)]
-    good = [f for f in fits if f.gpus_ok and (f.runs or not need_driver)]
-    ranked = rank_fits(good)
+    # Without an NVIDIA GPU there is no driver to judge a CUDA build by: the installed kind is kept.
+    no_driver_to_judge = not machine.nvidia_present
+    good = [f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge)]
+    ranked = rank_fits(good, machine.installed_variant)
     return ranked[0] if ranked else None
 
 

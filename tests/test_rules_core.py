@@ -98,6 +98,20 @@ def test_only_the_driver_is_too_old_keeps_the_installed_build(table):
     assert "stays" in " ".join(plan.notes)
 
 
+@pytest.mark.parametrize("torch,cuda,hip,variant", [
+    ("2.7.1+rocm6.3", None, "6.3.42131", "rocm6.3"),  # an AMD GPU NVIDIA's probes cannot see
+    ("2.7.1+cu128", "12.8", None, "cu128"),  # a CUDA build in a container started without its GPU
+])
+def test_without_an_nvidia_gpu_the_installed_accelerator_kind_is_kept(table, torch, cuda, hip, variant):
+    dist = torch_dist(torch, cuda, hip=hip)
+    snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[], torch=dist,
+                         torchvision=companion("torchvision", "0.21.0+cpu", None, "2.6.0"), torchaudio=None)
+    diag = diagnose(snap, table)
+    assert ids(diag) == ["torchvision-mismatch"]
+    install = next(s for s in diag.plan.steps if s.kind == "install")
+    assert f'"torch==2.7.1+{variant}" "torchvision==0.22.1+{variant}"' in install.command
+
+
 def test_a_version_without_digits_does_not_crash_the_plan(table):
     snap = make_snapshot(torch=torch_dist("garbage+cu1", None), torchvision=None, torchaudio=None)
     diag = diagnose(snap, table)
