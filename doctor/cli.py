@@ -67,6 +67,11 @@ class Format(str, Enum):
     junit = "junit"
 
 
+class ReportFormat(str, Enum):
+    json = "json"
+    markdown = "markdown"
+
+
 FromOpt = Annotated[list[Path] | None, typer.Option(
     "--from", help="Re-diagnose a torchdoctor JSON report, a pasted Markdown report or the output of "
     "`python -m torch.utils.collect_env` (a file, or a folder of them; repeatable) instead of probing.")]
@@ -126,7 +131,7 @@ def check(
 @app.command()
 def report(
     output: OutputOpt = None,
-    output_format: Annotated[Format, typer.Option("--format", help="json (default) or markdown.")] = Format.json,
+    output_format: Annotated[ReportFormat, typer.Option("--format", help="json (default) or markdown.")] = ReportFormat.json,
     no_redact: NoRedactOpt = False,
     python: PythonOpt = None,
     no_smoke: NoSmokeOpt = False,
@@ -152,6 +157,7 @@ def fix(
     table: TableOpt = None,
     verbose: VerboseOpt = False,
     smoke_timeout: SmokeTimeoutOpt = 60.0,
+    device: DeviceOpt = "all",
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Carry out the plan without asking (CI).")] = False,
     installer: Annotated[Installer, typer.Option("--installer", help="pip, uv, or auto: uv for environments "
                                                  "uv made, else pip.")] = Installer.auto,
@@ -173,7 +179,7 @@ def fix(
 
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
-        smoke_timeout=smoke_timeout,
+        smoke_timeout=smoke_timeout, device=device,
     ), dry_run=dry_run, fix=FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,
@@ -229,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        if result == exitcodes.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
+            print("torchdoctor: interrupted", file=sys.stderr)
         return result if isinstance(result, int) else exitcodes.OK
     except typer.Exit as exc:  # includes click.exceptions.Exit
         return exc.exit_code

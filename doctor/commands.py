@@ -27,6 +27,7 @@ class CheckOptions:
     format: str | None = None  # text, json, markdown, github, junit (None: text, or json with --json)
     output: Path | None = None
     redact: bool = True
+    shared: bool = False  # output meant for others (`report`): redacted even on stdout
     require: list[str] = field(default_factory=list)
     min_gpus: int | None = None
     min_compute_capability: str | None = None
@@ -42,9 +43,7 @@ class CheckOptions:
 
 def exit_code_for(findings, strict: bool = False) -> int:
     """1 for error findings (and warnings with --strict); 4 when a CI requirement is not met."""
-    from doctor.requirements import REQUIREMENT_IDS
-
-    if any(f.id in REQUIREMENT_IDS for f in findings):
+    if any(f.rule == "requirements" for f in findings):
         return exitcodes.REQUIREMENT
     failing = {ERROR, WARNING} if strict else {ERROR}
     return exitcodes.FINDINGS if any(f.severity in failing for f in findings) else exitcodes.OK
@@ -55,10 +54,10 @@ def diagnose_machine(opts: CheckOptions):
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table import load_table
 
+    validate(opts)
     table = load_table(opts.table)
-    if opts.python:
-        _require_interpreter(opts.python)
-    snapshot = collect(ProbeOptions(python=opts.python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
+    python = _require_interpreter(opts.python) if opts.python else None
+    snapshot = collect(ProbeOptions(python=python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device))
     # collect() imported the diagnosis modules while the children ran: off the critical path.
     from doctor.diagnose import diagnose
@@ -67,8 +66,8 @@ def diagnose_machine(opts: CheckOptions):
     return table, diag
 
 
-def _require_interpreter(python: str) -> None:
-    """--python names something that is not an interpreter: a usage error (exit 2), not a finding."""
+def _require_interpreter(python: str) -> str:
+    """The interpreter --python names; one that is not there is a usage error (exit 2), not a finding."""
     import os
 
     from doctor.errors import DoctorError
@@ -77,6 +76,23 @@ def _require_interpreter(python: str) -> None:
     path, reason = choose_interpreter(python, os.environ, os.getcwd())
     if path is None:
         raise DoctorError(reason)
+    if os.name == "posix" and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise DoctorError(f"--python {python}: {path} is not an executable file")
+    return path
+
+
+def validate(opts: CheckOptions) -> None:
+    """Option values that can only be wrong: one line and exit 2 before any probing."""
+    from doctor.errors import DoctorError
+
+    if opts.device != "all" and not opts.device.isdigit():
+        raise DoctorError(f"--device {opts.device!r}: give a device index (0, 1, ...) or 'all'")
+    if not opts.smoke_timeout > 0:
+        raise DoctorError(f"--smoke-timeout {opts.smoke_timeout}: must be a positive number of seconds")
+    if opts.json and opts.format not in (None, "json"):
+        raise DoctorError(f"--json and --format {opts.format} contradict each other: pick one")
+    if opts.config is not None and not opts.config.is_file():
+        raise DoctorError(f"--config {opts.config}: no such file")
 
 
 def table_meta(table) -> dict:
@@ -107,7 +123,16 @@ def _requirements(opts: CheckOptions):
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
                        torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
     validate_requirements(cli, "command line")
-    from_file = load_pyproject_requirements(str(path)) if (opts.config or path.is_file()) else None
+    from_file = None
+    if opts.config:
+        from_file = load_pyproject_requirements(str(path))
+    elif path.is_file():
+        from doctor.errors import DoctorError
+
+        try:  # ./pyproject.toml counts only when it states [tool.torchdoctor]; someone else's may not parse
+            from_file = load_pyproject_requirements(str(path))
+        except DoctorError:
+            from_file = None
     return merge(cli, from_file)
 
 
@@ -150,10 +175,10 @@ def rediagnose(path: Path, table, req, ignore: list[str] = ()):
 def render(report: dict, diag, opts: CheckOptions, mode: str = "check") -> str | None:
     """The chosen format as text, or None for the human text renderer (which prints itself)."""
     fmt = opts.output_format
-    if opts.redact and (opts.output is not None or fmt == "markdown"):
+    if opts.redact and (opts.shared or opts.output is not None or fmt in ("markdown", "github")):
         from doctor.redact import redact_report
 
-        report = redact_report(report)  # output meant to be shared
+        report = redact_report(report)  # output meant to be shared (a GitHub job summary can be public)
     if fmt == "json":
         from doctor.render.json import render_json
 
@@ -205,6 +230,7 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
 def run_check(opts: CheckOptions) -> int:
     from doctor.table import load_table
 
+    validate(opts)
     req = _requirements(opts)
     strict = opts.strict or (req is not None and req.strict)
     if opts.inputs:
@@ -226,21 +252,28 @@ def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
     # Many reports: one line each (text) or one JSON report per line; unreadable ones are listed, not fatal.
     import json
 
-    from doctor.errors import ReportError
+    from doctor.errors import DoctorError, ReportError
 
+    if opts.output_format not in ("text", "json"):
+        raise DoctorError(f"--format {opts.output_format} takes one report; {len(files)} were given "
+                          "(use text or json for many)")
     worst, lines = exitcodes.OK, []
     for path in files:
         try:
             diag = rediagnose(path, table, req, opts.ignore)
-        except ReportError as exc:
+        except ReportError as exc:  # its message already names the file
             lines.append(json.dumps({"source": str(path), "error": str(exc)}) if opts.output_format == "json"
-                         else f"{path}: unreadable: {exc}")
+                         else f"unreadable: {exc}")
             worst = max(worst, exitcodes.USAGE)
             continue
         code = exit_code_for(diag.findings, strict)
-        worst = max(worst, code) if worst != exitcodes.REQUIREMENT else worst
+        worst = max(worst, code)
         if opts.output_format == "json":
             report = make_report(table, diag, code)
+            if opts.redact and (opts.shared or opts.output is not None):
+                from doctor.redact import redact_report
+
+                report = redact_report(report)
             report["source"] = str(path)
             lines.append(json.dumps(report, separators=(",", ":")))
         else:
@@ -252,6 +285,7 @@ def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
 
 def run_report(opts: CheckOptions) -> int:
     """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written."""
+    opts.shared = True
     table, diag = diagnose_machine(opts)
     code = exit_code_for(diag.findings)
     deliver(render(make_report(table, diag, code), diag, opts), opts)

@@ -60,10 +60,6 @@ class Plan:
         return [s.command for s in self.steps if s.command]
 
 
-def quote(arg: str) -> str:
-    return shlex.quote(arg)
-
-
 def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
     w = fit.wheel
     tagged = snap.host.os != "darwin"  # macOS wheels come from PyPI without local tags
@@ -85,14 +81,22 @@ def install_argv(python: str, pins: list[str], variant: str, snap: Snapshot, ind
                                    source, uv)
 
 
-def render_argv(argv: list[str]) -> str:
-    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed."""
+def render_argv(argv: list[str], os_name: str = "linux") -> str:
+    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
+
+    Windows shells do not understand POSIX single quotes: there arguments with spaces get double quotes,
+    and a quoted program gets PowerShell's call operator (``& "C:\\Program Files\\...\\python.exe" ...``).
+    """
     out = []
     for arg in argv:
         if "==" in arg and "'" not in arg and '"' not in arg:
             out.append(f'"{arg}"')
+        elif os_name == "windows":
+            out.append(f'"{arg}"' if (" " in arg or not arg) else arg)
         else:
-            out.append(quote(arg))
+            out.append(shlex.quote(arg))
+    if os_name == "windows" and out and out[0].startswith('"'):
+        out[0] = "& " + out[0]
     return " ".join(out)
 
 
@@ -166,7 +170,8 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
         names = [r["name"] for r in owned]
         argv = installers.conda_remove_argv(conda, snap.interpreter.prefix, names)
         plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
-                               "from this environment; pip installs the wheels next.", render_argv(argv), argv))
+                               "from this environment; pip installs the wheels next.",
+                               render_argv(argv, snap.host.os), argv))
         plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
                           "packages are removed (conda will not know about them).")
     if build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch \
@@ -176,7 +181,7 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
     argv = install_argv(python, pins, fit.wheel.variant, snap, index_base, source, installer, uv)
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
     plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
-                           render_argv(argv), argv))
+                           render_argv(argv, snap.host.os), argv))
     if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")

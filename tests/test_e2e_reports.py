@@ -204,3 +204,46 @@ def test_ignore_drops_a_finding_and_its_exit_code(tmp_path):
                   env, cwd=tmp_path)
     assert "torch-not-installed" not in _ids(json.loads(res.stdout))
     assert res.returncode == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["--device", "foo"],
+    ["--smoke-timeout", "0"],
+    ["--json", "--format", "markdown"],
+    ["--config", "/nonexistent/pyproject.toml"],
+    ["--python", str(Path(__file__).resolve())],  # a file, but not an interpreter
+])
+def test_impossible_option_values_are_usage_errors(args):
+    res = run_cli(["check", "--no-smoke", *args])
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_report_on_stdout_is_redacted_too(tmp_path):
+    python = make_fake_env(tmp_path / "venv", torch="2.13.0+cpu", cuda=None)
+    sysroot = tmp_path / "sysroot"
+    sysroot.mkdir()
+    res = run_cli(["report", "--no-smoke", "--python", str(python)],
+                  {"TORCHDOCTOR_SYSROOT": str(sysroot), "HOME": str(tmp_path)})
+    assert res.returncode == 0
+    assert str(tmp_path) not in res.stdout and "~/venv/bin/python" in res.stdout
+    assert validate_report(json.loads(res.stdout)) == []
+
+
+def test_many_reports_refuse_single_report_formats(tmp_path):
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text((COLLECT_ENV / "composed-2.5.1-cu121-rtx4090-pip.txt").read_text())
+    res = run_cli(["check", "--from", str(tmp_path), "--format", "junit"])
+    assert res.returncode == 2 and "one report" in res.stderr
+    res = run_cli(["check", "--from", str(tmp_path)])
+    assert res.returncode == 0 and len(res.stdout.strip().splitlines()) == 2
+
+
+def test_someone_elses_unparsable_pyproject_is_not_ours(tmp_path):
+    python = make_fake_env(tmp_path / "venv", torch="2.13.0+cpu", cuda=None)
+    (tmp_path / "pyproject.toml").write_text("this is [not toml\n")
+    sysroot = tmp_path / "sysroot"
+    sysroot.mkdir()
+    res = run_cli(["check", "--no-smoke", "--python", str(python)], {"TORCHDOCTOR_SYSROOT": str(sysroot)},
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr

@@ -112,6 +112,17 @@ def test_without_an_nvidia_gpu_the_installed_accelerator_kind_is_kept(table, tor
     assert f'"torch==2.7.1+{variant}" "torchvision==0.22.1+{variant}"' in install.command
 
 
+def test_windows_commands_use_windows_quoting(table):
+    snap = make_snapshot(os="windows", torch=torch_dist("2.7.1", None), torchvision=None, torchaudio=None)
+    snap.interpreter.path = r"C:\Users\Bob Smith\venv\Scripts\python.exe"
+    install = next(s for s in diagnose(snap, table).plan.steps if s.kind == "install")
+    assert install.command.startswith('& "C:\\Users\\Bob Smith\\venv\\Scripts\\python.exe" -m pip install ')
+    assert "'" not in install.command
+    snap.interpreter.path = r"C:\venv\Scripts\python.exe"
+    install = next(s for s in diagnose(snap, table).plan.steps if s.kind == "install")
+    assert install.command.startswith("C:\\venv\\Scripts\\python.exe -m pip install \"torch==2.7.1+cu128\"")
+
+
 def test_a_version_without_digits_does_not_crash_the_plan(table):
     snap = make_snapshot(torch=torch_dist("garbage+cu1", None), torchvision=None, torchaudio=None)
     diag = diagnose(snap, table)
