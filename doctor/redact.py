@@ -2,9 +2,11 @@
 
 What goes: the user name, the home folder (becomes ``~``), the host name, GPU and MIG UUIDs,
 IP addresses (v4 and v6, loopback kept), credentials in URLs, token-looking strings, and every
-environment variable that is not on ``ENV_ALLOW_LIST``. What stays: versions, GPU names, PCI bus
-ids (they identify a slot, not a person), paths below home. Every string in the report is walked,
-dict keys included, because probes may put a path anywhere.
+environment variable that is not on ``ENV_ALLOW_LIST``. A report read back with ``check --from`` may
+come from another machine: its own host name, the user names in its home paths and variables, and its
+secret-looking variables' values go as well. What stays: versions, GPU names, PCI bus ids (they
+identify a slot, not a person), paths below home. Every string in the report is walked, dict keys
+included, because probes may put a path anywhere.
 """
 
 from __future__ import annotations
@@ -76,7 +78,15 @@ _SECRET_NAME = re.compile(
 )
 _GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _MIG_OLD_UUID = re.compile(r"\bMIG-GPU-[0-9a-fA-F-]{36}/\d+/\d+\b")  # R450-era MIG ids
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@:]*(?::[^/\s@]*)?@")
+# ``scheme://user:password@host``: everything up to the LAST "@" before the host's first "/", "?", "#" or
+# whitespace goes ("p@ss@host" loses "p@ss"). A password may hold "/" ("bob:s3cr/t@host"): after "user:" the
+# match may cross "/" up to an "@", unless what follows the ":" is a port ("host:8080/repo.git@v1").
+# "file:///home/u/x@y" has no "@" in its (empty) authority and is left alone.
+_URL_CREDENTIALS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)"
+    r"(?:[^/?#\s:]*:(?!\d+(?:[/?#\s]|$))[^\s@]*@|[^/?#\s]*@)"
+    r"(?:[^/?#\s@]*@)*"
+)
 _TOKENS = re.compile(
     r"\b(?:ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|glpat-|xox[abposr]-|sk-|AKIA|ASIA|npm_|pypi-)"
     r"[A-Za-z0-9_\-]{12,}"
@@ -84,8 +94,21 @@ _TOKENS = re.compile(
 # Not after "==" / ">=" / "~=" or inside a longer dotted number: "cuda-toolkit==13.0.3.0" is a version.
 _IPV4 = re.compile(r"(?<![\w.])(?<![=~<>!]=)(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
 _IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f:]*:[0-9A-Fa-f:]*:)[0-9A-Fa-f:]{2,39}(?:%[\w.]+)?(?![\w:])")
+# The user segment of a home folder holds no character a user name may not hold, but may hold spaces
+# ("C:\\Users\\John Smith\\venv"): then it runs to the next separator, quote, colon, ";", ",", ")" or line
+# end. Where none follows ("/home/alice and /home/bob"), it is the first word only.
+_HOME_SEGMENT = r"[^%s\s\"':;,|<>*?=+()\[\]{}]+"
+_HOME_END = r"(?=[%s\"':;,)\]\r\n]|$)"
+
+
+def _home_pattern(separators: str) -> str:
+    segment, end = _HOME_SEGMENT % separators, _HOME_END % separators
+    return rf"{segment}(?: +{segment})*{end}|{segment}"
+
+
 _HOME_GENERIC = re.compile(
-    r"(?<![\w/.-])(?:/home/|/Users/|/var/home/)(?!<user>)[^/\s\"':]+|[A-Za-z]:\\{1,2}Users\\{1,2}(?!<user>)[^\\\s\"':]+"
+    r"(?<![\w/.-])(?:/home/|/Users/|/var/home/)(?!<user>)(?P<posix>" + _home_pattern("/") + ")"
+    r"|[A-Za-z]:(?:\\{1,2}|/)Users(?:\\{1,2}|/)(?!<user>)(?P<windows>" + _home_pattern(r"\\/") + ")"
 )
 # Keys whose values are version strings; "13.0.3.0" there is not an IP address.
 _VERSIONISH_KEY = re.compile(r"version|requires", re.IGNORECASE)
@@ -98,7 +121,12 @@ def redact_report(
     username: str | None = None,
     home: str | None = None,
 ) -> dict:
-    """A redacted deep copy of ``report``; the arguments default to this process's values."""
+    """A redacted deep copy of ``report``; the arguments default to this process's values.
+
+    A report read with ``check --from`` comes from another machine: its own host name
+    (``snapshot.environment.hostname``), the user names in its home paths and in its environment
+    variables, and its secret-looking variables are redacted too.
+    """
     if env is None:
         import os
 
@@ -111,8 +139,19 @@ def redact_report(
         import os.path
 
         home = os.path.expanduser("~")
-    redactor = _Redactor(env, hostname, username, home)
-    return redactor.walk(report, key="")
+    identity = _ReportIdentity(report)
+    redactor = _Redactor(
+        env,
+        hostnames=[hostname, *identity.hostnames],
+        usernames=[username, *identity.usernames],
+        homes=[home, *identity.homes],
+        secret_env=[*env.items(), *identity.env_items],
+    )
+    out = redactor.walk(report, key="")
+    environment = _snapshot_environment(out)
+    if environment is not None and isinstance(environment.get("hostname"), str) and environment["hostname"]:
+        environment["hostname"] = HOST
+    return out
 
 
 def _default_hostname() -> str:
@@ -133,20 +172,94 @@ def _default_username() -> str:
         return ""
 
 
+def _snapshot_environment(report: Any) -> dict | None:
+    snapshot = report.get("snapshot") if isinstance(report, dict) else None
+    environment = snapshot.get("environment") if isinstance(snapshot, dict) else None
+    return environment if isinstance(environment, dict) else None
+
+
+# Environment variables of the reporting machine that name its host, its user and its home.
+_HOST_VARS = ("HOSTNAME", "COMPUTERNAME")
+_USER_VARS = ("USER", "USERNAME", "LOGNAME")
+_HOME_VARS = ("HOME", "USERPROFILE")
+
+
+class _ReportIdentity:
+    """Who and where the report itself comes from (another machine's, under ``check --from``)."""
+
+    def __init__(self, report: Any):
+        self.hostnames: list[str] = []
+        self.usernames: list[str] = []
+        self.homes: list[str] = []
+        self.env_items: list[tuple[str, str]] = []
+        environment = _snapshot_environment(report)
+        if environment is not None and isinstance(environment.get("hostname"), str):
+            self.hostnames.append(environment["hostname"].strip())
+        self._scan(report, key="")
+
+    def _scan(self, value: Any, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                name = k if isinstance(k, str) else str(k)
+                self._scan(name, "")
+                if name.lower() in ENV_CONTAINER_KEYS and isinstance(v, dict):
+                    self._env(v)
+                self._scan(v, name)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self._scan(v, key)
+        elif isinstance(value, str):
+            for m in _HOME_GENERIC.finditer(value):
+                self.usernames.append((m.group("posix") or m.group("windows") or "").rstrip("."))
+
+    def _env(self, variables: dict) -> None:
+        for name, value in variables.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                continue
+            self.env_items.append((name, value))
+            if name in _HOST_VARS:
+                self.hostnames.append(value.strip())
+            elif name in _USER_VARS:
+                self.usernames.append(value.strip())
+            elif name in _HOME_VARS:
+                self.homes.append(value.strip())
+
+
 class _Redactor:
-    def __init__(self, env: Mapping[str, str], hostname: str, username: str, home: str):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        hostnames: list[str],
+        usernames: list[str],
+        homes: list[str],
+        secret_env: list[tuple[str, str]],
+    ):
         self.env = env
-        self.home = home.rstrip("/\\") if home and home not in ("/", "\\") else ""
-        self.hostnames = _useful_names(
-            {hostname, hostname.split(".")[0]} if hostname else set(), {"localhost"}
+        self.homes = sorted(
+            {h.rstrip("/\\") for h in homes if h and h.strip("/\\")}, key=len, reverse=True
         )
-        self.usernames = _useful_names({username} if username else set(), {"root"})
+        hosts: set[str] = set()
+        for name in hostnames:
+            if name:
+                hosts |= {name, name.split(".")[0]}
+        users: set[str] = set()
+        for name in usernames:
+            if name:
+                users |= {name, *name.split()}  # "John Smith": the whole name and each word
+        # One list, longest first: host "alice-box" goes before user "alice" can split it.
+        self.names = sorted(
+            [(n, HOST) for n in _useful_names(hosts, _GENERIC_HOSTS)]
+            + [(n, USER) for n in _useful_names(users, _GENERIC_USERS)],
+            key=lambda pair: len(pair[0]),
+            reverse=True,
+        )
         # Values of secret-looking variables, wherever they were copied (a token in a URL, a command line).
         self.secret_values = sorted(
             {
                 value
-                for name, value in env.items()
-                if isinstance(value, str)
+                for name, value in secret_env
+                if isinstance(name, str)
+                and isinstance(value, str)
                 and len(value) >= 6
                 and name not in ENV_ALLOW_LIST
                 and (_SECRET_NAME.search(name.upper()) or _looks_like_token(value))
@@ -194,13 +307,11 @@ class _Redactor:
                 s = s.replace(secret, REDACTED)
         s = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)
         s = _TOKENS.sub(REDACTED, s)
-        if self.home:
-            s = _replace_path_prefix(s, self.home, "~")
+        for home in self.homes:
+            s = _replace_path_prefix(s, home, "~")
         s = _HOME_GENERIC.sub("~", s)
-        for name in self.usernames:
-            s = _replace_word(s, name, USER)
-        for name in self.hostnames:
-            s = _replace_word(s, name, HOST)
+        for name, replacement in self.names:
+            s = _replace_word(s, name, replacement)
         s = _MIG_OLD_UUID.sub("MIG-<redacted>", s)
         s = _GPU_UUID.sub(lambda m: f"{m.group(1)}-<redacted>", s)
         if not _VERSIONISH_KEY.search(key):
@@ -209,7 +320,19 @@ class _Redactor:
         return s
 
 
-def _useful_names(names: set[str], skip: set[str]) -> list[str]:
+# Names that are no one's in particular; scrubbing them would wreck the report ("ubuntu-drivers", "/Users/Shared").
+_GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "<host>"})
+_GENERIC_USERS = frozenset(
+    {
+        "root", "user", "users", "shared", "public", "default", "default user", "all users", "guest",
+        "admin", "administrator", "nobody", "runner", "ubuntu", "debian", "centos", "fedora", "linuxbrew",
+        "jovyan", "vscode", "codespace", "docker", "conda", "cuda", "nvidia", "torch", "python", "home",
+        "<user>", "~",
+    }
+)
+
+
+def _useful_names(names: set[str], skip: frozenset[str]) -> list[str]:
     # A one- or two-letter name would redact half the report; "root" and "localhost" are not personal.
     return sorted((n for n in names if len(n) >= 3 and n.lower() not in skip), key=len, reverse=True)
 

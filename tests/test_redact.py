@@ -152,3 +152,111 @@ def test_defaults_come_from_this_process(monkeypatch, tmp_path):
     out = redact_report(report)
     assert out["snapshot"]["interpreter"]["path"] == "~/venv/bin/python"
     assert "zz-planted" not in json.dumps(out)
+
+
+def _redact_text(text: str, **kwargs) -> str:
+    """One planted string through a report redacted with no local identity."""
+    report = full_report()
+    report["snapshot"]["runtime"]["detail"] = text
+    args = {"env": {}, "hostname": "", "username": "", "home": ""} | kwargs
+    return redact_report(report, **args)["snapshot"]["runtime"]["detail"]
+
+
+@pytest.mark.parametrize(
+    "url, expected, secret",
+    [
+        ("https://bob:s3cr/t@pypi.corp.example/simple", "https://pypi.corp.example/simple", "s3cr"),
+        ("https://bob:p@ss@host.example/simple", "https://host.example/simple", "ss@"),
+        ("https://bob@corp:s3/x@host.example/simple", "https://host.example/simple", "s3/x"),
+        ("https://bob:pw@host.example/a@b", "https://host.example/a@b", "pw@"),
+        ("https://bob:pw@host.example?q=a@b", "https://host.example?q=a@b", "pw@"),
+        ("--index-url https://bob:a/b@h.example/s x@y", "--index-url https://h.example/s x@y", "a/b"),
+    ],
+)
+def test_url_credentials_up_to_the_last_at_of_the_authority(url, expected, secret):
+    out = _redact_text(url)
+    assert out == expected
+    assert secret not in out and "bob" not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "file:///home/u/x@y/z",
+        "https://example.com/a@b/c",
+        "git+https://github.com/org/repo.git@v1.0",
+        "git+https://gitlab.corp.example:8443/org/repo.git@v1.0",  # a port, not a password
+        "http://h.example/?q=a@b",
+    ],
+)
+def test_an_at_outside_the_authority_is_not_a_credential(text):
+    assert _redact_text(text.replace("/home/u/", "/srv/u/")) == text.replace("/home/u/", "/srv/u/")
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("C:\\Users\\John Smith\\venv\\Scripts\\python.exe", "~\\venv\\Scripts\\python.exe"),
+        ("C:/Users/John Smith/venv/python.exe", "~/venv/python.exe"),
+        ("/Users/Alice Smith/proj/.venv/bin/python", "~/proj/.venv/bin/python"),
+        ('File "/home/Alice Smith/train.py", line 3', 'File "~/train.py", line 3'),
+        ("PATH=/home/Alice Smith/bin:/usr/bin", "PATH=~/bin:/usr/bin"),
+        ("paths /home/alice and /home/bob/data are mounted", "paths ~ and ~/data are mounted"),
+    ],
+)
+def test_home_folders_with_spaces_lose_the_whole_name(path, expected):
+    out = _redact_text(path)
+    assert out == expected
+    assert "Smith" not in out
+
+
+def test_a_report_from_another_machine_loses_its_own_identity():
+    """`check --from`: the report's host and user are not this process's."""
+    report = full_report()
+    snap = report["snapshot"]
+    snap["interpreter"]["path"] = "/home/alice/venv/bin/python"
+    snap["interpreter"]["prefix"] = "/scratch/alice/envs/a"
+    snap["environment"] = {
+        "hostname": "alicebox",
+        "env": {"CONDA_DEFAULT_ENV": "alice-exp", "LD_LIBRARY_PATH": "/data/alice/cuda/lib64"},
+    }
+    snap["nvidia"]["attempts"] = ["nvml: ok on alicebox.lab.example", "ssh alice@alicebox"]
+    snap["runtime"]["stderr_tail"] = "PermissionError: /srv/runs/alice/ckpt owned by alice"
+    out = redact_report(report, env={}, hostname="thisbox", username="bob", home="/home/bob")
+    text = json.dumps(out)
+    assert "alicebox" not in text and "alice" not in text
+    env = out["snapshot"]["environment"]
+    assert env["hostname"] == "<host>"
+    assert env["env"]["CONDA_DEFAULT_ENV"] == "<user>-exp"
+    assert env["env"]["LD_LIBRARY_PATH"] == "/data/<user>/cuda/lib64"
+    assert out["snapshot"]["interpreter"]["path"] == "~/venv/bin/python"
+    assert out["snapshot"]["nvidia"]["attempts"] == ["nvml: ok on <host>.lab.example", "ssh <user>@<host>"]
+    assert validate_report(json.loads(text)) == []
+
+
+def test_a_windows_report_with_a_spaced_user_name_loses_every_part():
+    report = full_report()
+    report["snapshot"]["interpreter"]["path"] = "C:\\Users\\John Smith\\venv\\Scripts\\python.exe"
+    report["snapshot"]["runtime"]["detail"] = "owner: Smith, John (JSMITH-LAPTOP)"
+    report["snapshot"]["environment"] = {"hostname": "JSMITH-LAPTOP"}
+    text = json.dumps(redact_report(report, env={}, hostname="", username="", home=""))
+    for secret in ("John", "Smith", "JSMITH"):
+        assert secret not in text
+
+
+def test_the_report_s_own_variables_name_its_user_and_secrets():
+    report = full_report()
+    report["snapshot"]["environment"] = {
+        "env": {"USER": "carol", "HOSTNAME": "carolbox", "HF_TOKEN": "hf_PlantedElsewhere0123456789"},
+    }
+    report["snapshot"]["runtime"]["detail"] = "carol on carolbox: hf_PlantedElsewhere0123456789"
+    out = redact_report(report, env={}, hostname="", username="", home="")
+    assert out["snapshot"]["runtime"]["detail"] == "<user> on <host>: <redacted>"
+
+
+def test_generic_home_names_are_not_scrubbed_elsewhere():
+    report = full_report()
+    report["snapshot"]["interpreter"]["path"] = "/home/ubuntu/venv/bin/python"
+    report["snapshot"]["runtime"]["detail"] = "/Users/Shared/x; run sudo ubuntu-drivers install; Shared memory"
+    out = redact_report(report, env={}, hostname="", username="", home="")
+    assert out["snapshot"]["runtime"]["detail"] == "~/x; run sudo ubuntu-drivers install; Shared memory"
