@@ -14,12 +14,8 @@ import datetime as _dt
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -28,10 +24,11 @@ from doctor import exitcodes, installers
 from doctor.errors import DoctorError
 from doctor.installers import PIP, UV, InstallSource
 from doctor.plan import DRIVER_FIRST, HEALTHY, INSTALL, WHEEL_FINDINGS, Plan, build_plan, render_argv
-from doctor.runner import RunResult, run
+from doctor.runner import RunResult, run, stream_run  # noqa: F401 - stream_run: the default Machine.stream
+from doctor.torchbuild import _VARIANT_RE, split_local
 
 STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
-_VARIANT_TAG = re.compile(r"^(cpu|cu\d+|rocm\d+(\.\d+)*|xpu)$")
+TORCH_TRIO = ("torch", "torchvision", "torchaudio")
 
 
 @dataclass
@@ -79,8 +76,8 @@ class Preview:
 
 def variant_of(version: str | None) -> str | None:
     """'2.5.1+cu121' -> 'cu121'; None when the version has no PyTorch-index local tag (a PyPI build)."""
-    tag = (version or "").partition("+")[2]
-    return tag if _VARIANT_TAG.match(tag) else None
+    local = split_local(version or "")[1]
+    return local if local and _VARIANT_RE.match(local) else None
 
 
 def parse_pip_report(data: dict, before: dict[str, str], stat=os.path.getsize) -> Preview:
@@ -123,7 +120,7 @@ def diff_freeze(before: dict[str, str], after: dict[str, str]) -> list[Change]:
 
 
 def detect_project(cwd: Path) -> str | None:
-    """'uv' or 'poetry' when the working directory is a project that pins its environment in a lock file."""
+    """'uv' or 'poetry' when the folder is a project that pins its environment in a lock file."""
     if (cwd / "uv.lock").is_file():
         return "uv"
     if (cwd / "poetry.lock").is_file():
@@ -137,6 +134,38 @@ def detect_project(cwd: Path) -> str | None:
     if re.search(r"^\[+tool\.poetry[.\]]", text, re.M):
         return "poetry"
     return None
+
+
+def target_project(prefix: str | None, cwd: Path, env: dict | None = None) -> str | None:
+    """The uv/poetry project whose environment ``prefix`` is, or None.
+
+    First the folder that holds the environment (a project's ``.venv`` lives in the project); then the
+    working directory, but only when the environment is plausibly its own: inside it, in poetry's cache
+    of virtualenvs, or named by ``UV_PROJECT_ENVIRONMENT``. ``fix --python ~/other/.venv`` run from
+    inside an unrelated project is not that project's business."""
+    if not prefix:
+        return detect_project(cwd)
+    where = Path(prefix)
+    kind = detect_project(where.parent)
+    if kind:
+        return kind
+    here = _real(cwd)
+    target = _real(where)
+    uv_env = (env or {}).get("UV_PROJECT_ENVIRONMENT")
+    owned = (
+        target == here
+        or here in target.parents
+        or (where.parent.name == "virtualenvs" and "pypoetry" in (p.lower() for p in where.parts))
+        or (bool(uv_env) and _real(cwd / Path(uv_env).expanduser()) == target)
+    )
+    return detect_project(cwd) if owned else None
+
+
+def _real(path: Path) -> Path:
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return Path(os.path.abspath(path))
 
 
 def project_change(kind: str, target: dict, packages: list[str], source: InstallSource) -> str:
@@ -174,23 +203,48 @@ def project_change(kind: str, target: dict, packages: list[str], source: Install
 
 
 def restore_pins(before: dict[str, str]) -> list[str]:
-    return [f"{n}=={before[n]}" for n in ("torch", "torchvision", "torchaudio") if n in before]
+    """Every package of torch's family that was there before, exact: torch, torchvision, torchaudio, then
+    triton and the CUDA wheels (nvidia-*, cuda-*) that the fix may change along with them."""
+    family = [n for n in before if installers.in_torch_family(n)]
+    order = [n for n in TORCH_TRIO if n in family] + sorted(n for n in family if n not in TORCH_TRIO)
+    return [f"{n}=={before[n]}" for n in order]
 
 
-def restore_argv(
+def restore_removals(before: dict[str, str], added: list[str]) -> list[str]:
+    """The torch-family packages the fix adds that were not there before: pins cannot remove them."""
+    names = dict.fromkeys(installers.normalize(n) for n in added)
+    return [n for n in names if n not in before and installers.in_torch_family(n)]
+
+
+def restore_argvs(
     installer: str,
     python: str,
     before: dict[str, str],
-    planned: list[str],
+    added: list[str],
     source: InstallSource,
     path: str,
     uv: str = "uv",
-) -> list[str]:
-    """The ONE command that puts the old builds back: their exact pins, from the index their tag names."""
+) -> list[list[str]]:
+    """The commands, run in order, that put the old state back: uninstall the torch-family packages the
+    fix adds (``added``: the plan's pins and the dry run's new packages), then reinstall every old
+    torch-family build, exactly, from the index its tag names."""
+    out = []
+    removals = restore_removals(before, added)
+    if removals:
+        # pip and uv skip (exit 0) names that are not installed, e.g. after a step failed early.
+        out.append(installers.uninstall_argv(installer, python, removals, uv))
     pins = restore_pins(before)
-    if not pins:
-        # torch was not there before: restoring means removing what the fix installs.
-        return installers.uninstall_argv(installer, python, [p.partition("==")[0] for p in planned], uv)
+    if pins:
+        out.append(_reinstall_argv(installer, python, before, pins, source, path, uv))
+    return out
+
+
+def restore_command(argvs: list[list[str]]) -> str:
+    """One line for the user: the commands joined by ``&&`` (POSIX shells, cmd, PowerShell 7)."""
+    return " && ".join(render_argv(a) for a in argvs) or "nothing to restore"
+
+
+def _reinstall_argv(installer, python, before, pins, source, path, uv) -> list[str]:
     variants = [v for v in (variant_of(p.partition("==")[2]) for p in pins) if v]
     primary = variant_of(before.get("torch")) or (variants[0] if variants else None)
     extra = tuple(dict.fromkeys(v for v in variants if v != primary))
@@ -203,26 +257,51 @@ def restore_argv(
 
 
 def restore_text(
-    python: str, before: dict[str, str], command: str, conda_records: list[dict], when: str
+    python: str,
+    before: dict[str, str],
+    command: str,
+    conda_records: list[dict],
+    when: str,
+    removals: list[str] = (),
+    previewed: bool = True,
 ) -> str:
     lines = [
         f"# torchdoctor restore file, written {when} before `torchdoctor fix` changed {python}",
-        "# Restore the builds below with:",
+        "# Restore the previous state with:",
         f"#   {command}",
     ]
+    pins = restore_pins(before)
+    if removals:
+        lines.append(
+            "# It uninstalls what the fix adds to torch's family that was not there before: "
+            + ", ".join(removals)
+            + "."
+        )
+    if pins:
+        lines += [
+            "# It reinstalls the builds below exactly, without their dependencies (those were in place before",
+            "# the fix): torch, torchvision, torchaudio, triton and the CUDA wheels (nvidia-*, cuda-*), so that",
+            "# torch gets back the CUDA libraries it was built against. Wheels without a local tag come from",
+            "# the index of torch's tag: the PyTorch index hosts the ones its CUDA builds depend on.",
+        ]
+    lines.append("# Packages outside torch's family are not touched by this command.")
+    if not previewed:
+        lines.append(
+            "# The install was not previewed: packages it adds beyond the plan's pins are not uninstalled "
+            "by this command (compare with the list at the end)."
+        )
     for r in conda_records:
         lines.append(
             f"# conda had: {r.get('name')}={r.get('version')}={r.get('build')} "
             f"(channel {r.get('channel') or '?'}); reinstall with conda if you go back to conda's torch"
         )
-    pins = restore_pins(before)
     for pin in pins:
         variant = variant_of(pin.partition("==")[2])
         lines.append(
             pin + (f"  # from the /whl/{variant} index" if variant else "  # from the default index")
         )
     if not pins:
-        lines.append("# torch, torchvision and torchaudio were not installed: the command above removes them")
+        lines.append("# no package of torch's family was installed before: the command above only removes")
     lines.append("# The whole environment before the fix (for reference; not reinstalled by the command):")
     lines += [f"#   {n}=={v}" for n, v in sorted(before.items())]
     return "\n".join(lines) + "\n"
@@ -252,65 +331,7 @@ def refusal(snap, force: bool) -> str | None:
     return None
 
 
-# --- running a step: output streamed line by line -------------------------------------------------
-
-
-def stream_run(argv: list[str], timeout: float, on_line, env: dict | None = None) -> RunResult:
-    """Like runner.run, but each output line goes to ``on_line`` as it comes. Never raises, except that a
-    KeyboardInterrupt is passed on after the child got SIGINT (pip rolls back a half-done install on it)."""
-    import signal
-
-    args = [str(a) for a in argv]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        return RunResult(args, None, not_found=True)
-    except OSError as exc:
-        return RunResult(args, None, error=exc.strerror or str(exc))
-    fired = threading.Event()
-
-    def stop(sig=signal.SIGINT):
-        fired.set()
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            pass
-
-    def kill_after_grace():
-        stop(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            stop(signal.SIGKILL)
-
-    timer = threading.Timer(timeout, kill_after_grace)
-    timer.daemon = True
-    timer.start()
-    tail: deque[str] = deque(maxlen=200)
-    try:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            tail.append(line)
-            on_line(line)
-        code = proc.wait()
-    except KeyboardInterrupt:
-        kill_after_grace()
-        raise
-    finally:
-        timer.cancel()
-    seconds = time.perf_counter() - start
-    if fired.is_set():
-        return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)
-    return RunResult(args, code, "\n".join(tail), seconds=seconds)
+# --- running a step: output streamed line by line (doctor.runner.stream_run) ----------------------------
 
 
 class Progress:
@@ -402,7 +423,11 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     rebuild(diag, table, source, installer, uv, conda)
     plan: Plan = diag.plan
     code = exit_code_for(diag.findings)
-    project = detect_project(cwd) if plan.status in (INSTALL, DRIVER_FIRST) and plan.target else None
+    project = (
+        target_project(snap.interpreter.prefix, cwd, env)
+        if plan.status in (INSTALL, DRIVER_FIRST) and plan.target
+        else None
+    )
 
     if fix.dry_run:
         emit(make_report(table, diag, code), diag, opts, mode="fix")
@@ -441,6 +466,13 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     if project and not fix.force:
         show_project(con, project, plan, snap, source, dry_run=False)
         return exitcodes.OK
+    if not fix.yes and not _isatty(stdin):
+        # Before the installer resolves anything: the dry run alone can download gigabytes.
+        raise DoctorError(
+            "stdin is not a terminal, so fix only prints the plan: pass --yes to carry it out "
+            "(or --dry-run to just print it)",
+            exitcodes.REFUSED,
+        )
 
     python = plan.python
     if installer == UV and not installers.find_uv(env):
@@ -487,8 +519,13 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
         (cwd / Path(fix.restore_file).expanduser()) if fix.restore_file else default_restore_path(cwd, now)
     )
     restore_path = restore_path.absolute()
-    restore = restore_argv(installer, python, before, pins, source, str(restore_path), uv)
-    restore_cmd = render_argv(restore)
+    added = [p.partition("==")[0] for p in pins] + [
+        c.name for c in preview.changes if c.old is None and c.new is not None
+    ]
+    removals = restore_removals(before, added)
+    restore_cmd = restore_command(
+        restore_argvs(installer, python, before, added, source, str(restore_path), uv)
+    )
 
     show_execution(con, snap, plan, installer, why, preview, warnings, restore_path, restore_cmd)
     if preview.outside and not fix.force and fix.yes:
@@ -499,12 +536,6 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
             exitcodes.REFUSED,
         )
     if not fix.yes:
-        if not _isatty(stdin):
-            raise DoctorError(
-                "stdin is not a terminal, so fix only prints the plan: pass --yes to carry it out "
-                "(or --dry-run to just print it)",
-                exitcodes.REFUSED,
-            )
         con.print("Proceed? [y/N] ", end="", markup=False)
         answer = (stdin.readline() or "").strip().lower()
         if answer not in ("y", "yes"):
@@ -519,6 +550,8 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
                 restore_cmd,
                 installers.conda_torch_records(snap),
                 now.isoformat(timespec="seconds"),
+                removals,
+                previewed=not preview.note,
             )
         )
     except OSError as exc:

@@ -2,13 +2,22 @@
 
 "Not found", a timeout, a crash by signal and undecodable output all become a ``RunResult``
 that the probes turn into facts. Tests pass a fake runner instead of patching subprocess.
+
+``run`` collects the output; ``stream_run`` (the steps of `torchdoctor fix`) hands each line over as it
+comes. Both start the child in its own process group (POSIX: a new session; Windows:
+``CREATE_NEW_PROCESS_GROUP``) so that a timeout stops the whole tree where the platform allows, and
+fall back to killing the child alone where it does not (no ``os.killpg``/``signal.SIGKILL`` on Windows).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,8 +72,6 @@ def run(
     stdin: str | None = None,
     cwd: str | None = None,
 ) -> RunResult:
-    import time
-
     args = [str(a) for a in argv]
     start = time.perf_counter()
     try:
@@ -75,7 +82,7 @@ def run(
             stderr=subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            start_new_session=True,  # so a timeout can kill the whole process group
+            **_new_group(),  # so a timeout can kill the whole process group
         )
     except FileNotFoundError:
         return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
@@ -97,11 +104,142 @@ def run(
     return RunResult(args, proc.returncode, _decode(out), _decode(err), seconds=time.perf_counter() - start)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+STREAM_TAIL = 200  # lines of a streamed step's output kept for the failure report
+DRAIN_S = 5.0  # after the child exits, how long a grandchild may keep the output pipe open
+
+
+def stream_run(
+    argv: Sequence[str],
+    timeout: float,
+    on_line: Callable[[str], object],
+    env: Mapping[str, str] | None = None,
+    grace: float = 15.0,
+) -> RunResult:
+    """Like ``run``, but stdout and stderr together go to ``on_line`` line by line as they come (called
+    on this thread). On the timeout the child's group is interrupted (SIGINT: pip rolls back a half-done
+    install on it), then killed after ``grace`` seconds; the result says ``timed_out``. Never raises,
+    except that a KeyboardInterrupt is passed on after the child got the same treatment."""
+    args = [str(a) for a in argv]
+    start = time.perf_counter()
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (OSError, AttributeError):
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            **_new_group(),
+        )
+    except FileNotFoundError:
+        return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
+    except OSError as exc:
+        return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
+    fired = threading.Event()
+
+    def stop() -> None:
+        """Interrupt, wait ``grace``, kill. Best effort: never raises (it runs on the timer thread too)."""
+        _interrupt_group(proc)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+        except Exception:  # noqa: BLE001 - a timer thread must not die with the child still running
+            _kill_group(proc)
+
+    def on_timeout() -> None:
+        fired.set()
+        stop()
+
+    lines: queue.Queue[str | None] = queue.Queue()
+    assert proc.stdout is not None
+    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    timer = threading.Timer(timeout, on_timeout)
+    timer.daemon = True
+    timer.start()
+    tail: deque[str] = deque(maxlen=STREAM_TAIL)
+    try:
+        exited_at = None
+        while True:
+            try:
+                line = lines.get(timeout=0.1)
+            except queue.Empty:
+                if proc.poll() is None:
+                    continue
+                # The child is gone; a grandchild that outlived it (or survived the kill where only
+                # the child could be killed) may hold the pipe open: do not wait on it forever.
+                exited_at = exited_at or time.perf_counter()
+                if time.perf_counter() - exited_at > DRAIN_S:
+                    break
+                continue
+            if line is None:
+                break
+            tail.append(line)
+            on_line(line)
+        code = proc.wait()
+    except KeyboardInterrupt:
+        timer.cancel()
+        stop()
+        raise
+    finally:
+        timer.cancel()
+    seconds = time.perf_counter() - start
+    if fired.is_set():
+        return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)
+    return RunResult(args, code, "\n".join(tail), seconds=seconds)
+
+
+def _pump(stream, out: queue.Queue) -> None:
+    try:
+        for raw in stream:
+            out.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+    except (OSError, ValueError):
+        pass
+    finally:
+        out.put(None)
+
+
+def _new_group() -> dict:
+    """Popen options that start the child in a process group of its own."""
+    if os.name == "nt":
+        return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)}
+    return {"start_new_session": True}
+
+
+def _interrupt_group(proc: subprocess.Popen) -> None:
+    """SIGINT to the child's group (Windows: CTRL_BREAK_EVENT to its group); the child alone where there
+    are no groups to signal; a kill where it cannot be interrupted at all."""
+    killpg, sigint = getattr(os, "killpg", None), getattr(signal, "SIGINT", None)
+    if killpg is not None and sigint is not None:
+        try:
+            killpg(proc.pid, sigint)
+            return
+        except OSError:
+            pass  # the group is gone or not ours: the child alone below
+    try:
+        if os.name == "nt" and hasattr(signal, "CTRL_BREAK_EVENT"):
+            proc.send_signal(signal.CTRL_BREAK_EVENT)
+        elif sigint is not None:
+            proc.send_signal(sigint)
+        else:
+            proc.terminate()
+    except (OSError, ValueError):
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to the child's group; ``proc.kill()`` where there is no ``os.killpg``/``signal.SIGKILL``."""
+    killpg, sigkill = getattr(os, "killpg", None), getattr(signal, "SIGKILL", None)
+    if killpg is not None and sigkill is not None:
+        try:
+            killpg(proc.pid, sigkill)
+            return
+        except OSError:
+            pass
+    try:
         proc.kill()
+    except OSError:
+        pass
 
 
 def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:

@@ -141,11 +141,27 @@ def installed(venv: Path) -> dict[str, str]:
     return out
 
 
-def restore_command(stdout: str) -> list[str]:
-    lines = stdout.splitlines()
+def split_commands(line: str) -> list[list[str]]:
+    """'a b && c d' -> [['a', 'b'], ['c', 'd']]."""
     import shlex
 
-    return shlex.split(lines[lines.index("  restore with:") + 1].strip())
+    out: list[list[str]] = [[]]
+    for word in shlex.split(line.strip()):
+        if word == "&&":
+            out.append([])
+        else:
+            out[-1].append(word)
+    return out
+
+
+def restore_command(stdout: str) -> list[list[str]]:
+    lines = stdout.splitlines()
+    return split_commands(lines[lines.index("  restore with:") + 1])
+
+
+def run_restore(commands: list[list[str]], env=None) -> None:
+    for argv in commands:
+        subprocess.run(argv, check=True, capture_output=True, env=env or isolated_env())
 
 
 def assert_builds(venv, builds):
@@ -171,11 +187,41 @@ def test_pip_fix_turns_cpu_into_cu121_keeps_numpy_and_the_restore_command_brings
     assert set(after) - set(before) == {"nvidia-cuda-runtime-cu12"}
     restore_file = next(tmp_path.glob("torchdoctor-restore-*.txt"))
     assert "torch==2.5.1+cpu  # from the /whl/cpu index" in restore_file.read_text()
-    command = restore_command(res.stdout)
-    assert command[-2:] == ["--index-url", world["index"].as_uri() + "/cpu"]
-    subprocess.run(command, check=True, capture_output=True, env=isolated_env())
+    uninstall, install = restore_command(res.stdout)
+    # The CUDA wheel the fix pulled in was not there before: pins cannot remove it, the uninstall does.
+    assert uninstall[-4:] == ["pip", "uninstall", "-y", "nvidia-cuda-runtime-cu12"]
+    assert install[-2:] == ["--index-url", world["index"].as_uri() + "/cpu"]
+    run_restore([uninstall, install])
     assert_builds(venv, CPU)
-    assert installed(venv)["numpy"] == "1.0.0"
+    assert installed(venv) == before  # nvidia-cuda-runtime-cu12 is gone, nothing else moved
+
+
+def test_restore_reinstalls_the_cuda_wheels_of_a_cuda_build_from_torchs_index(world, tmp_path):
+    # This table's target for the 4090 is cu121 itself, so fix has nothing to do from the cu121 builds:
+    # their restore is run directly. The CUDA runtime wheel (no local tag) comes from torch's cu121 index.
+    from doctor.fixer import restore_argvs, restore_pins, restore_text
+    from doctor.installers import InstallSource
+
+    venv = fresh_venv(world, tmp_path)
+    pip_install(venv, [f"{n}=={v}" for n, v in CU121.items()], world["index"].as_uri() + "/cu121")
+    before = installed(venv)
+    freeze = {k.lower(): v for k, v in before.items() if "/" not in k}
+    assert restore_pins(freeze) == [
+        *(f"{n}=={v}" for n, v in CU121.items()),
+        "nvidia-cuda-runtime-cu12==12.1.105",
+    ]
+    site = site_packages(venv)
+    shutil.rmtree(site / "nvidia")  # what a fix to another CUDA build would have replaced
+    python = str(venv / "bin" / "python")
+    restore_file = tmp_path / "restore.txt"
+    commands = restore_argvs(
+        "pip", python, freeze, [], InstallSource(world["index"].as_uri()), str(restore_file)
+    )
+    restore_file.write_text(restore_text(python, freeze, "-", [], "now"))
+    assert len(commands) == 1 and commands[0][-2:] == ["--index-url", world["index"].as_uri() + "/cu121"]
+    run_restore(commands)
+    assert (site / "nvidia" / "cuda_runtime" / "__init__.py").is_file()
+    assert installed(venv) == before
 
 
 def test_mirror_through_the_env_var_and_a_second_index(world, tmp_path):
@@ -198,10 +244,11 @@ def test_offline_from_a_flat_wheel_folder(world, tmp_path):
         and "--index-url" not in res.stdout.split("Fix plan")[1]
     )
     assert_builds(venv, CU121)
-    command = restore_command(res.stdout)
-    assert command[-3:] == ["--find-links", str(flat), "--no-index"]
-    subprocess.run(command, check=True, capture_output=True, env=isolated_env())
+    commands = restore_command(res.stdout)
+    assert commands[-1][-3:] == ["--find-links", str(flat), "--no-index"]
+    run_restore(commands)
     assert_builds(venv, CPU)
+    assert "nvidia-cuda-runtime-cu12" not in installed(venv)
 
 
 def test_uv_made_env_is_fixed_with_uv(world, tmp_path):
@@ -243,8 +290,9 @@ def test_uv_made_env_is_fixed_with_uv(world, tmp_path):
     assert " pip install --python " in res.stdout and "-m pip" not in res.stdout.split("will change")[1]
     assert_builds(venv, CU121)
     assert installed(venv)["numpy"] == "1.0.0"
-    subprocess.run(restore_command(res.stdout), check=True, capture_output=True, env=env)
+    run_restore(restore_command(res.stdout), env=env)
     assert_builds(venv, CPU)
+    assert "nvidia-cuda-runtime-cu12" not in installed(venv)
 
 
 def test_install_failing_midway_leaves_a_restorable_env_and_the_restore_command(world, tmp_path):
@@ -261,9 +309,7 @@ def test_install_failing_midway_leaves_a_restorable_env_and_the_restore_command(
     command = lines[
         lines.index("  the environment may be partly changed; restore the previous builds with:") + 1
     ]
-    import shlex
-
-    subprocess.run(shlex.split(command), check=True, capture_output=True, env=isolated_env())
+    run_restore(split_commands(command))
     site = site_packages(venv)
     for name, version in CPU.items():
         scope: dict = {}
@@ -288,6 +334,7 @@ def test_no_consent_without_yes_in_a_non_interactive_run(world, tmp_path):
     res = run_fix(world, venv, "--index-url-base", world["index"].as_uri())
     assert res.returncode == 6, res.stdout + res.stderr
     assert "stdin is not a terminal, so fix only prints the plan: pass --yes" in res.stderr
-    assert "restore with:" in res.stdout  # the plan, the commands and the restore command were shown
+    assert "Fix plan" in res.stdout  # the plan was shown...
+    assert "restore with:" not in res.stdout  # ...but nothing resolved: the dry run can download gigabytes
     assert_builds(venv, CPU)
     assert not list(tmp_path.glob("torchdoctor-restore-*"))

@@ -27,8 +27,11 @@ from doctor.fixer import (
     parse_pip_report,
     parse_uv_dry_run,
     project_change,
-    restore_argv,
+    restore_argvs,
+    restore_command,
     run_fix,
+    target_project,
+    variant_of,
 )
 from doctor.installers import InstallSource
 from doctor.runner import RunResult
@@ -161,12 +164,14 @@ def test_yes_runs_the_pinned_install_writes_restore_and_verifies(table, tmp_path
     assert "gone torch-cpu-build" in out and "Fixed: torch-cpu-build." in out
 
 
-def test_no_consent_in_a_non_interactive_run_refuses_with_exit_6(table, tmp_path):
+def test_no_consent_in_a_non_interactive_run_refuses_with_exit_6_before_any_installer_call(table, tmp_path):
     fake = FakeInstaller()
     with pytest.raises(DoctorError) as exc:
         run_fix(opts(), FixOptions(), fake_machine(fake, [cpu_snapshot()], table, tmp_path))
     assert exc.value.exit_code == exitcodes.REFUSED and "pass --yes" in str(exc.value)
     assert fake.steps == 0 and not list(tmp_path.glob("torchdoctor-restore-*"))
+    # Not even a freeze or the dry run (which resolves, and may download, the whole plan).
+    assert fake.calls == []
 
 
 @pytest.mark.parametrize("answer, code, steps", [("n\n", exitcodes.REFUSED, 0), ("y\n", exitcodes.OK, 1)])
@@ -245,10 +250,16 @@ def test_changes_outside_torch_refused_under_yes_unless_forced(table, tmp_path):
     assert fake.steps == 0
 
 
+def project_snapshot(project: Path):
+    venv = project / ".venv"
+    return cpu_snapshot(prefix=str(venv), path=str(venv / "bin" / "python"))
+
+
 def test_uv_and_poetry_projects_get_the_pyproject_change_not_an_install(table, tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.uv]\ndev-dependencies = []\n')
     fake = FakeInstaller()
-    assert run_fix(opts(), FixOptions(yes=True), fake_machine(fake, [cpu_snapshot()], table, tmp_path)) == 0
+    snap = project_snapshot(tmp_path)
+    assert run_fix(opts(), FixOptions(yes=True), fake_machine(fake, [snap], table, tmp_path)) == 0
     out = capsys.readouterr().out
     assert fake.steps == 0 and "This is a uv project" in out
     assert (
@@ -256,6 +267,37 @@ def test_uv_and_poetry_projects_get_the_pyproject_change_not_an_install(table, t
         in out
     )
     assert 'torch = { index = "pytorch-cu128" }' in out and '"torch==2.7.1+cu128",' in out
+
+
+def test_the_target_environments_project_counts_not_the_working_directorys(table, tmp_path, capsys):
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "uv.lock").write_text("")
+    # fix --python proj/.venv run from an unrelated folder: the environment's project refuses the install.
+    fake = FakeInstaller()
+    machine = fake_machine(fake, [project_snapshot(project)], table, elsewhere)
+    assert run_fix(opts(), FixOptions(yes=True), machine) == exitcodes.OK
+    assert fake.steps == 0 and "This is a uv project" in capsys.readouterr().out
+    # fix --python elsewhere/.venv run from inside the project: not the project's environment, installed.
+    fake = FakeInstaller()
+    machine = fake_machine(fake, [project_snapshot(elsewhere), make_snapshot()], table, project)
+    assert run_fix(opts(), FixOptions(yes=True), machine) == exitcodes.OK
+    assert fake.steps == 1 and "This is a uv project" not in capsys.readouterr().out
+
+
+def test_target_project_rules(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "poetry.lock").write_text("")
+    assert target_project(str(project / ".venv"), tmp_path) == "poetry"  # the env's folder, whatever the cwd
+    assert target_project(str(tmp_path / "other" / ".venv"), project) is None  # unrelated env
+    # The working directory's project, where the environment is plausibly its own:
+    assert target_project(str(project / "envs" / "a"), project) == "poetry"  # inside it
+    cache = tmp_path / ".cache" / "pypoetry" / "virtualenvs" / "proj-AbC123-py3.12"
+    assert target_project(str(cache), project) == "poetry"
+    assert target_project(str(tmp_path / "uvenv"), project, {"UV_PROJECT_ENVIRONMENT": "../uvenv"}) == "poetry"
+    assert target_project(None, project) == "poetry"  # unknown prefix: the working directory
 
 
 def test_project_detection(tmp_path):
@@ -318,7 +360,7 @@ def test_source_options_and_the_commands_they_make(tmp_path):
 
 def test_restore_command_reinstalls_the_old_builds_from_their_index():
     src = InstallSource()
-    argv = restore_argv("pip", "py", {"torch": "2.5.1+cpu", "torchvision": "0.20.1+cu121"}, [], src, "r.txt")
+    [argv] = restore_argvs("pip", "py", {"torch": "2.5.1+cpu", "torchvision": "0.20.1+cu121"}, [], src, "r.txt")
     assert argv == [
         "py",
         "-m",
@@ -334,7 +376,7 @@ def test_restore_command_reinstalls_the_old_builds_from_their_index():
         "https://download.pytorch.org/whl/cu121",
     ]
     # PyPI builds have no local tag: their index is the default one.
-    assert restore_argv("uv", "py", {"torch": "2.5.1"}, [], src, "r.txt", uv="uv") == [
+    assert restore_argvs("uv", "py", {"torch": "2.5.1"}, [], src, "r.txt", uv="uv") == [[
         "uv",
         "pip",
         "install",
@@ -344,16 +386,54 @@ def test_restore_command_reinstalls_the_old_builds_from_their_index():
         "r.txt",
         "--reinstall",
         "--no-deps",
-    ]
+    ]]
     # Nothing before: restoring is removing.
-    assert restore_argv("pip", "py", {}, ["torch==2.5.1+cu121"], src, "r.txt") == [
-        "py",
-        "-m",
-        "pip",
-        "uninstall",
-        "-y",
-        "torch",
+    assert restore_argvs("pip", "py", {}, ["torch"], src, "r.txt") == [["py", "-m", "pip", "uninstall", "-y", "torch"]]
+
+
+def test_restore_puts_back_the_old_cuda_wheels_and_removes_the_new_ones(table, tmp_path, capsys):
+    before = {
+        **BEFORE,
+        "nvidia-cublas-cu12": "12.1.3.1",
+        "triton": "3.1.0",
+        "filelock": "3.0.0",
+    }
+    after = {
+        **AFTER,
+        "nvidia-cublas-cu12": "12.8.3.14",
+        "nvidia-cuda-runtime-cu12": "12.8.57",
+        "triton": "3.3.1",
+        "filelock": "3.0.0",
+        "sympy": "1.13.1",  # a new dependency outside torch's family: left alone
+    }
+    fake = FakeInstaller(before=before, after=after)
+    machine = fake_machine(fake, [cpu_snapshot(), make_snapshot()], table, tmp_path)
+    assert run_fix(opts(), FixOptions(yes=True), machine) == exitcodes.OK
+    out = capsys.readouterr().out
+    restore = next(tmp_path.glob("torchdoctor-restore-*.txt"))
+    pins = [line.split()[0] for line in restore.read_text().splitlines() if not line.startswith("#")]
+    assert pins == [
+        "torch==2.7.1+cpu",
+        "torchvision==0.22.1+cpu",
+        "torchaudio==2.7.1+cpu",
+        "nvidia-cublas-cu12==12.1.3.1",
+        "triton==3.1.0",
     ]
+    command = (
+        f"{PY} -m pip uninstall -y nvidia-cuda-runtime-cu12 && "
+        f"{PY} -m pip install -r {restore} --force-reinstall --no-deps "
+        "--index-url https://download.pytorch.org/whl/cpu"
+    )
+    assert command in out and f"#   {command}\n" in restore.read_text()
+    assert "that was not there before: nvidia-cuda-runtime-cu12." in restore.read_text()
+    argvs = restore_argvs("uv", "py", before, ["torch", "nvidia-cuda-runtime-cu12", "sympy"], InstallSource(), "r")
+    assert argvs[0] == ["uv", "pip", "uninstall", "--python", "py", "nvidia-cuda-runtime-cu12"]
+    assert restore_command([]) == "nothing to restore"
+
+
+def test_variant_of_uses_the_index_variants():
+    assert variant_of("2.5.1+cu121") == "cu121" and variant_of("2.6.0+rocm6.2.4") == "rocm6.2.4"
+    assert variant_of("2.5.1") is None and variant_of("2.5.1+git123") is None and variant_of(None) is None
 
 
 def test_parse_pip_report_and_uv_dry_run(tmp_path):
