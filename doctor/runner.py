@@ -64,6 +64,19 @@ class RunResult:
 
 Runner = Callable[..., RunResult]
 
+# Children of run() still running, so that Ctrl-C can end them at once (they run in their own
+# process groups, which the terminal's SIGINT does not reach).
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_running() -> None:
+    """End every child run() is waiting for (on Ctrl-C: the waiting threads then return at once)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _kill_group(proc)
+
 
 def run(
     argv: Sequence[str],
@@ -88,6 +101,8 @@ def run(
         return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
     except OSError as exc:
         return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -101,6 +116,9 @@ def run(
             timed_out=True,
             seconds=time.perf_counter() - start,
         )
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     return RunResult(args, proc.returncode, _decode(out), _decode(err), seconds=time.perf_counter() - start)
 
 

@@ -204,3 +204,24 @@ def test_torch_that_segfaults_on_import_is_a_finding_not_a_crash(tmp_path, sysro
     assert crashed["evidence"]["signal"] == 11
     assert any("faulthandler" in c for c in crashed["fix"]["commands"])
     assert res.returncode == 1 and "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_check_at_once_with_130(tmp_path):
+    import signal
+    import time
+
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "check", "--python", str(slow)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 5  # the children (30 s sleepers) were ended, not waited for
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "torchdoctor: interrupted" and "Traceback" not in err

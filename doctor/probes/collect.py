@@ -78,7 +78,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             lambda why: TorchRuntime(status="error", detail=why),
         )
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    pool = ThreadPoolExecutor(max_workers=3)
+    try:
         f_runtime = pool.submit(runtime) if smoke else None
         f_inspect = pool.submit(inspect)
         from doctor.probes.nvidia import probe_nvidia
@@ -119,6 +120,15 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             runtime=f_runtime.result() if f_runtime else runtime(),
             environment=dict(environment),
         )
+    except KeyboardInterrupt:
+        # The children run in their own process groups, which Ctrl-C does not reach: end them now,
+        # or the pool would wait for each one's time limit.
+        from doctor.runner import kill_running
+
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if install.status == "absent" and snap.runtime.status == "import-error":
         # The two ran side by side; with no torch installed the failed import says nothing new.
         snap.runtime = TorchRuntime(status="skipped", detail="torch is not installed: nothing to import")
