@@ -180,7 +180,7 @@ def fix(
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
         smoke_timeout=smoke_timeout, device=device,
-    ), dry_run=dry_run, fix=FixOptions(
+    ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,
     )))

@@ -292,13 +292,11 @@ def run_report(opts: CheckOptions) -> int:
     return exitcodes.OK
 
 
-def run_fix(opts: CheckOptions, dry_run: bool, fix=None) -> int:
-    """Carry out the plan (doctor/fixer.py); ``dry_run`` only prints it."""
-    from doctor.fixer import FixOptions
+def run_fix(opts: CheckOptions, fix) -> int:
+    """Carry out the plan (doctor/fixer.py); ``fix.dry_run`` only prints it."""
     from doctor.fixer import run_fix as carry_out
 
-    fix = fix or FixOptions()
-    fix.dry_run = dry_run
+    validate(opts)
     return carry_out(opts, fix)
 
 

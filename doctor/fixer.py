@@ -30,6 +30,9 @@ from doctor.torchbuild import _VARIANT_RE, split_local
 STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
 TORCH_TRIO = ("torch", "torchvision", "torchaudio")
 
+# fix runs its commands on this machine: they are shown in this machine's shell syntax.
+_LOCAL_OS = "windows" if sys.platform == "win32" else "linux"
+
 
 @dataclass
 class FixOptions:
@@ -241,7 +244,7 @@ def restore_argvs(
 
 def restore_command(argvs: list[list[str]]) -> str:
     """One line for the user: the commands joined by ``&&`` (POSIX shells, cmd, PowerShell 7)."""
-    return " && ".join(render_argv(a) for a in argvs) or "nothing to restore"
+    return " && ".join(render_argv(a, _LOCAL_OS) for a in argvs) or "nothing to restore"
 
 
 def _reinstall_argv(installer, python, before, pins, source, path, uv) -> list[str]:
@@ -564,7 +567,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     runnable = [s for s in plan.steps if s.argv]
     with Progress(con, len(runnable)) as progress:
         for number, step in enumerate(runnable, 1):
-            progress.start(number, step.description, step.command or render_argv(step.argv))
+            progress.start(number, step.description, step.command or render_argv(step.argv, _LOCAL_OS))
             try:
                 result = m.stream(step.argv, STEP_TIMEOUT, progress.line, env)
             except KeyboardInterrupt:

@@ -54,15 +54,20 @@ class RunResult:
         if self.error:
             return f"{name} could not start: {self.error}"
         if self.signal:
-            try:
-                signame = signal.Signals(self.signal).name
-            except ValueError:
-                signame = f"signal {self.signal}"
+            signame = signal_name(self.signal)
             return f"{name} killed by {signame}"
         return f"{name} exited with {self.returncode}"
 
 
 Runner = Callable[..., RunResult]
+
+
+def signal_name(number: int) -> str:
+    """11 -> 'SIGSEGV'; a number the platform does not name -> 'signal N'."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 # Children of run() still running, so that Ctrl-C can end them at once (they run in their own
 # process groups, which the terminal's SIGINT does not reach).

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.runner import Runner, RunResult, run
+from doctor.runner import Runner, RunResult, run, signal_name
 from doctor.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 
 CHILD_SCRIPT = Path(__file__).with_name("torch_child.py")
@@ -228,7 +227,7 @@ def interpret(result: RunResult, out: ChildOutput, timeout: float) -> TorchRunti
         )
     elif result.signal or result.returncode in _WINDOWS_CRASHES:
         runtime.status, runtime.signal = "crashed", result.signal
-        how = _signal_name(result.signal) if result.signal else _WINDOWS_CRASHES[result.returncode]
+        how = signal_name(result.signal) if result.signal else _WINDOWS_CRASHES[result.returncode]
         libraries = name_cuda_libraries(result.stderr)
         runtime.detail = f"torch crashed ({how})" + (f" during {running}" if running else "")
         if libraries:
@@ -267,13 +266,6 @@ def _add_unfinished(runtime: TorchRuntime, out: ChildOutput, message: str, data:
     name, device = out.running
     data = dict(data, unfinished=True)
     runtime.steps.append(SmokeStep(name=name, status="failed", message=message, device=device, data=data))
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _summary(runtime: TorchRuntime) -> str:
