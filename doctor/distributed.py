@@ -90,6 +90,8 @@ def classify_failure(message: str, error_type: str = "") -> str:
         return WRONG_RESULT
     if error_type == "RankMissing":
         return RENDEZVOUS
+    if error_type == "Timeout":  # our own watchdog gave up on this rank
+        return PEER_DIED if "SIGTERM" in (message or "") else COLLECTIVE_TIMEOUT
     for kind, pattern in _PATTERNS:
         if pattern.search(message or ""):
             return kind
@@ -845,8 +847,12 @@ def run_rank(
         _destroy(dist)
         return exitcodes.OK
     if results is None:  # rank 0 failed, or gather_object did: read what the others published
+        import time
+
+        # One shared grace period for all ranks, not one per rank: 64 silent ranks must not take minutes.
+        deadline = time.monotonic() + min(args.timeout, 5.0)
         results = [state.result()] + [
-            _entry_from_published(r, _collect(child, state.store, r, args.timeout)) for r in range(1, world)
+            _entry_from_published(r, _collect(child, state.store, r, deadline)) for r in range(1, world)
         ]
     report = build_report(
         [r for r in results if r],
@@ -888,13 +894,12 @@ def _entry_from_published(rank: int, published: dict | None, arrived: bool = Fal
     return entry
 
 
-def _collect(child: Any, store: Any, rank: int, timeout_s: float) -> dict:
-    """Give a failing rank a moment to publish its own error before reading what it left."""
+def _collect(child: Any, store: Any, rank: int, deadline: float) -> dict:
+    """Give a failing rank until ``deadline`` (time.monotonic) to publish its own error, then read what it left."""
     import time
 
     if store is None:
         return {}
-    deadline = time.monotonic() + min(timeout_s, 5.0)
     while True:
         published = child.read_rank_from_store(store, rank)
         if published.get("result") or published.get("error") or time.monotonic() >= deadline:

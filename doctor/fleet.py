@@ -116,7 +116,8 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
     nvidia = _obj(snapshot.get("nvidia"))
     torch = _obj(_obj(snapshot.get("install")).get("torch"))
     hostname = environment.get("hostname")
-    node = hostname if isinstance(hostname, str) and hostname else _stem(path)
+    # A redacted report says "<host>": then the file name (srun --output=reports/%N.json) names the node.
+    node = hostname if isinstance(hostname, str) and hostname and hostname != "<host>" else _stem(path)
     driver = _obj(nvidia.get("driver_version")).get("value")
     build = torch.get("build_version") or torch.get("version")
     models = Counter(str(g.get("name") or "?") for g in _list(nvidia.get("gpus")) if isinstance(g, dict))
@@ -163,15 +164,19 @@ def summarize(nodes: list[NodeReport], unreadable: list[tuple[str, str]] | None 
         "gpu_model": _gpu_model_counts(nodes),
     }
     for dimension, _label in DIMENSIONS:
-        values = Counter(n.value(dimension) for n in nodes)
+        # A node is odd only against a real majority (more than half of the known values), and an
+        # unknown value is no vote: three unknown drivers must not make the two known ones "odd".
+        values = Counter(v for v in (n.value(dimension) for n in nodes) if v != UNKNOWN)
         if values:
-            # most common; a tie goes to the value seen first (Counter keeps insertion order)
-            summary.majority[dimension] = values.most_common(1)[0][0]
+            value, count = values.most_common(1)[0]
+            if 2 * count > sum(values.values()):
+                summary.majority[dimension] = value
     for node in nodes:
         differs = {
             dimension: node.value(dimension)
             for dimension, _label in DIMENSIONS
-            if node.value(dimension) != summary.majority[dimension]
+            if dimension in summary.majority
+            and node.value(dimension) not in (summary.majority[dimension], UNKNOWN)
         }
         if differs:
             summary.odd.append({"node": node.node, "path": node.path, "differs": differs})

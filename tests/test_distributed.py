@@ -647,3 +647,10 @@ def test_real_rank_that_never_starts_is_named_by_rank_0(torch_python, tmp_path):
     assert report["missing_ranks"] == [1] and report["ranks"][0]["status"] == "ok"
     (finding,) = report["findings"]
     assert finding["id"] == "distributed-rendezvous-timeout" and finding["evidence"]["missing_ranks"] == [1]
+
+
+def test_the_watchdogs_own_timeout_is_classified_as_a_timeout():
+    from doctor.distributed import COLLECTIVE_TIMEOUT, PEER_DIED, classify_failure
+
+    assert classify_failure("deadline of 60s reached during all_reduce", "Timeout") == COLLECTIVE_TIMEOUT
+    assert classify_failure("SIGTERM from torchrun during barrier", "Timeout") == PEER_DIED

@@ -155,6 +155,30 @@ def test_summary_counts_odd_nodes_and_fix_groups(tmp_path):
     assert summary.exit_code == exitcodes.FINDINGS
 
 
+def test_without_a_real_majority_nobody_is_odd_and_unknown_is_no_vote(tmp_path):
+    # 4 + 3 + 3 finding sets: no set is held by more than half, so none of them is "the odd one"
+    for i in range(4):
+        write(tmp_path, f"s{i}.json", report(hostname=f"s{i}", finding="shm-too-small"))
+    for i in range(3):
+        write(tmp_path, f"h{i}.json", report(hostname=f"h{i}"))
+        write(tmp_path, f"c{i}.json", report(hostname=f"c{i}", finding="cpu-quota-low"))
+    summary = fleet.summarize_paths([str(tmp_path)])
+    assert not any("findings" in o["differs"] for o in summary.odd)
+    # 3 unknown drivers and 2 known ones: the known ones are not odd
+    other = tmp_path / "drivers"
+    for i in range(3):
+        write(other, f"u{i}.json", report(hostname=f"u{i}", driver=None))
+    for i in range(2):
+        write(other, f"k{i}.json", report(hostname=f"k{i}", driver="550.54.15"))
+    summary = fleet.summarize_paths([str(other)])
+    assert summary.odd == []
+
+
+def test_redacted_reports_are_named_by_their_file(tmp_path):
+    write(tmp_path, "gpu-node-07.json", report(hostname="<host>"))
+    assert fleet.summarize_paths([str(tmp_path)]).nodes[0].node == "gpu-node-07"
+
+
 def test_a_uniform_fleet_exits_0_and_renders_everywhere(tmp_path, capsys):
     for i in range(3):
         write(tmp_path, f"n{i}.json", report(hostname=f"n{i}"))

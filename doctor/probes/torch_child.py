@@ -22,8 +22,10 @@ import os  # already loaded by site.py: importing it cannot pick up a stray file
 import sys
 
 # Our own folder comes first on sys.path; nothing in it may shadow torch or the stdlib.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+# realpath on both sides: run through a symlink, sys.path[0] is the resolved folder, and our
+# nvidia.py must never shadow the nvidia package of the CUDA wheels.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if sys.path and os.path.realpath(sys.path[0] or os.curdir) == _HERE:
     del sys.path[0]
 
 import argparse  # noqa: E402
@@ -137,6 +139,9 @@ class Smoke:
     def skip(self, name, device, why):
         self._send_step(name, device, "skipped", None, "skipped: %s" % why, {})
 
+    def fail(self, name, device, message):
+        self._send_step(name, device, "failed", None, message, {})
+
     def _send_step(self, name, device, status, seconds, message, data):
         if status == "failed":
             self.failed += 1
@@ -199,14 +204,23 @@ def init_backend(torch, backend, explicit_device, facts):
         count = torch.cuda.device_count()
         facts["device_count"] = count
         devices = _pick(explicit_device, count)
+        usable, problems = [], []
         for index in devices:
-            device = {"index": index, "name": str(torch.cuda.get_device_name(index))}
+            device = {"index": index}
             facts["devices"].append(device)
-            major, minor = torch.cuda.get_device_capability(index)
-            device["capability"] = "%d.%d" % (major, minor)
-            free, total = torch.cuda.mem_get_info(index)  # creates the context: busy/OOM show here
-            device["free_memory_mib"], device["total_memory_mib"] = _mib(free), _mib(total)
-        return devices
+            try:  # one busy or broken GPU must not hide the others
+                device["name"] = str(torch.cuda.get_device_name(index))
+                major, minor = torch.cuda.get_device_capability(index)
+                device["capability"] = "%d.%d" % (major, minor)
+                free, total = torch.cuda.mem_get_info(index)  # creates the context: busy/OOM show here
+                device["free_memory_mib"], device["total_memory_mib"] = _mib(free), _mib(total)
+                usable.append(index)
+            except Exception as exc:
+                device["error"] = _describe(exc)
+                problems.append("device %d: %s" % (index, device["error"]))
+        if problems and not usable:
+            raise RuntimeError("; ".join(problems))
+        return usable
     if backend == "xpu":
         init = getattr(torch.xpu, "init", None)
         if init is not None:
@@ -261,7 +275,14 @@ def read_versions(torch, backend, facts):
     if backend in ("cuda", "rocm"):
         try:
             nccl = torch.cuda.nccl.version()
-            text = ".".join(str(part) for part in nccl) if isinstance(nccl, tuple) else str(nccl)
+            if isinstance(nccl, tuple):
+                text = ".".join(str(part) for part in nccl)
+            elif isinstance(nccl, int):  # torch < 1.13: an int, 2708 = 2.7.8, 21903 = 2.19.3
+                major, minor, patch = ((nccl // 10000, nccl // 100 % 100, nccl % 100) if nccl >= 10000
+                                       else (nccl // 1000, nccl // 100 % 10, nccl % 100))
+                text = "%d.%d.%d" % (major, minor, patch)
+            else:
+                text = str(nccl)
             data["nccl"] = facts["nccl_version"] = text
         except Exception as exc:  # NCCL is absent from some builds (Windows): not a failure
             data["nccl_error"] = _describe(exc)
@@ -485,6 +506,9 @@ def run(args, channel, warning_log):
     def do_import():
         import torch
 
+        if getattr(torch, "__file__", None) is None:  # a folder without __init__.py: a namespace package
+            raise ImportError("'torch' is a folder without __init__.py at %s: a leftover of an uninstall or "
+                              "a broken install" % ", ".join(getattr(torch, "__path__", [])))
         box["torch"] = torch
         version = getattr(torch, "version", None)
         facts["torch_version"] = str(getattr(torch, "__version__", "")) or None
@@ -513,6 +537,9 @@ def run(args, channel, warning_log):
         return "%s: %d device(s)" % (backend, len(facts["devices"])), {"backend": backend}
 
     initialised = smoke.step("init", None, do_init)
+    for device in facts["devices"]:
+        if initialised and device.get("error"):  # the others are tested; this one failed at its start
+            smoke.fail("init", device["index"], device["error"])
 
     def do_versions():
         try:

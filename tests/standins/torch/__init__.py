@@ -249,6 +249,8 @@ def _cuda_init():
 def _mem_get_info(index=0):
     _hook("mem_get_info")
     device = _DEVICES[index]
+    if device.get("busy"):  # this device alone is held by another process
+        raise AcceleratorError("CUDA error: CUDA-capable device(s) is/are busy or unavailable")
     return device.get("free", 1 << 34), device.get("total", 1 << 35)
 
 
