@@ -401,10 +401,12 @@ def find_slow_rank(ranks: list[dict], factor: float = 2.0) -> list[Finding]:
         Finding(
             id="distributed-slow-rank",
             severity=WARNING,
-            title="rank {} ({}) is {:.1f}x slower than the median at all_reduce".format(
+            title="rank {} ({}) measured {:.1f}x the median all_reduce time".format(
                 slow["rank"], slow["node"], slow["seconds"] / slow["median_seconds"]
             ),
-            detail="One slow rank (a slow link, a throttled GPU, a busy host) sets the pace of every collective.",
+            detail="One slow rank (a slow link, a throttled GPU, a busy host) sets the pace of every collective. "
+            "Each rank times its own all_reduce after a barrier, so the collective itself hides much of a "
+            "slow rank: treat this as a lead, and confirm with NCCL_DEBUG=INFO or nvidia-smi on that node.",
             evidence=slow,
         )
     ]
