@@ -38,13 +38,12 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.evidence.get("source") == "smoke-test" or f.id not in runtime_ids]
 
 
-def diagnose(snap: Snapshot, table, index_base: str | None = None, rules=None) -> Diagnosis:
+def diagnose(snap: Snapshot, table, rules=None) -> Diagnosis:
     from doctor.rules import run_rules
-    from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
 
     enrich(snap, table)
     findings, checks = run_rules(snap, table, rules)
     findings = _dedupe(findings)
-    plan = build_plan(snap, table, findings, index_base or DEFAULT_INDEX)
+    plan = build_plan(snap, table, findings)
     attach_commands(findings, plan)
     return Diagnosis(snap, findings, checks, plan)

@@ -14,7 +14,6 @@ from doctor import installers
 from doctor.findings import Finding
 from doctor.installers import PIP, InstallSource
 from doctor.snapshot import Snapshot
-from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
 from doctor.table import index_url
 from doctor.torchbuild import torch_build
 from doctor.wheels import Fit, choose, machine_from_snapshot
@@ -73,14 +72,6 @@ def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
     return pins
 
 
-def install_argv(python: str, pins: list[str], variant: str, snap: Snapshot, index_base: str,
-                 source: InstallSource | None = None, installer: str = PIP, uv: str = "uv") -> list[str]:
-    """pip (or uv) installing ``pins`` from the variant's index; macOS wheels come from the default index."""
-    source = source or InstallSource(index_base)
-    return installers.install_argv(installer, python, pins, variant if snap.host.os != "darwin" else None,
-                                   source, uv)
-
-
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
     """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
 
@@ -118,13 +109,12 @@ def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
     }
 
 
-def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str = DEFAULT_INDEX,
-               source: InstallSource | None = None, installer: str = PIP, uv: str = "uv",
-               conda: str = "conda") -> Plan:
-    """``source`` (a mirror, find-links, offline) and ``installer`` (pip or uv) only change the commands;
-    ``conda``: the conda executable for the removal steps when conda itself owns torch."""
-    if source is not None:
-        index_base = source.index_base
+def build_plan(snap: Snapshot, table, findings: list[Finding], source: InstallSource | None = None,
+               installer: str = PIP, uv: str = "uv", conda: str = "conda") -> Plan:
+    """``source`` (a mirror, find-links, offline; default: download.pytorch.org) and ``installer`` (pip or
+    uv) only change the commands; ``conda``: the conda executable for the removal steps when conda owns torch."""
+    source = source or InstallSource()
+    index_base = source.index_base
     python = snap.interpreter.path or "python3"
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
@@ -178,7 +168,9 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], index_base: str =
             and not _companions_wrong(findings):
         plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
         return plan
-    argv = install_argv(python, pins, fit.wheel.variant, snap, index_base, source, installer, uv)
+    # macOS wheels come from PyPI: no variant index there
+    variant = fit.wheel.variant if snap.host.os != "darwin" else None
+    argv = installers.install_argv(installer, python, pins, variant, source, uv)
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
     plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
                            render_argv(argv, snap.host.os), argv))
