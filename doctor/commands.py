@@ -105,8 +105,8 @@ def make_report(table, diag, code: int) -> dict:
     return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code)
 
 
-def emit(report: dict, diag, opts: CheckOptions, mode: str = "check") -> None:
-    deliver(render(report, diag, opts, mode), opts)
+def emit(report: dict, opts: CheckOptions, mode: str = "check") -> None:
+    deliver(render(report, opts, mode), opts)
 
 
 def _requirements(opts: CheckOptions):
@@ -172,7 +172,7 @@ def rediagnose(path: Path, table, req, ignore: list[str] = ()):
     return diag
 
 
-def render(report: dict, diag, opts: CheckOptions, mode: str = "check") -> str | None:
+def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     """The chosen format as text, or None for the human text renderer (which prints itself)."""
     fmt = opts.output_format
     if opts.redact and (opts.shared or opts.output is not None or fmt in ("markdown", "github")):
@@ -203,11 +203,11 @@ def render(report: dict, diag, opts: CheckOptions, mode: str = "check") -> str |
         from doctor.render.text import render_text
 
         buf = io.StringIO()
-        render_text(report, diag, verbose=opts.verbose, mode=mode, file=buf, width=100)
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100)
         return buf.getvalue()
     from doctor.render.text import render_text
 
-    render_text(report, diag, verbose=opts.verbose, mode=mode)
+    render_text(report, verbose=opts.verbose, mode=mode)
     return None
 
 
@@ -238,7 +238,7 @@ def run_check(opts: CheckOptions) -> int:
     table, diag = diagnose_machine(opts)
     apply_requirements(diag, req, opts.ignore)
     code = exit_code_for(diag.findings, strict)
-    deliver(render(make_report(table, diag, code), diag, opts), opts)
+    deliver(render(make_report(table, diag, code), opts), opts)
     return code
 
 
@@ -247,7 +247,7 @@ def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
     if len(files) == 1:
         diag = rediagnose(files[0], table, req, opts.ignore)
         code = exit_code_for(diag.findings, strict)
-        deliver(render(make_report(table, diag, code), diag, opts), opts)
+        deliver(render(make_report(table, diag, code), opts), opts)
         return code
     # Many reports: one line each (text) or one JSON report per line; unreadable ones are listed, not fatal.
     import json
@@ -288,7 +288,7 @@ def run_report(opts: CheckOptions) -> int:
     opts.shared = True
     table, diag = diagnose_machine(opts)
     code = exit_code_for(diag.findings)
-    deliver(render(make_report(table, diag, code), diag, opts), opts)
+    deliver(render(make_report(table, diag, code), opts), opts)
     return exitcodes.OK
 
 

@@ -433,7 +433,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     )
 
     if fix.dry_run:
-        emit(make_report(table, diag, code), diag, opts, mode="fix")
+        emit(make_report(table, diag, code), opts, mode="fix")
         if not opts.json:
             from doctor.render.text import _console
 
@@ -449,7 +449,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     con = _console(sys.stderr if opts.json else None)
     err = _console(sys.stderr)
     # With --json, stdout carries the report (the state before the fix); the run itself goes to stderr.
-    emit(make_report(table, diag, code), diag, opts, mode="check")
+    emit(make_report(table, diag, code), opts, mode="check")
     if not opts.json:
         con.print()
     if plan.status == HEALTHY or not plan.steps:

@@ -73,7 +73,7 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def render_text(report: dict, diag=None, verbose: bool = False, mode: str = "check", file=None, width=None) -> None:
+def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None) -> None:
     from rich.text import Text
 
     con = _console(file, width)
