@@ -33,7 +33,7 @@ WHEEL_DIR = Path("/opt/wheels")
 WHEEL_GLOB = "torch-2.13.0+cpu-cp311-cp311-*.whl"
 CACHE = Path("/tmp/torchdoctor-realtorch-cache")  # shared with tests/realtorch.py
 COMPLETE = ".torchdoctor-complete"
-CHILD = REPO / "doctor" / "probes" / "torch_child.py"
+CHILD = REPO / "doctor" / "target" / "smoke.py"
 OK_CODES = (0, 1)  # torchdoctor: healthy, or error findings; both are a finished run
 
 
@@ -212,9 +212,9 @@ def write_reports(base_json: bytes, count: int, folder: Path) -> None:
 # Fallback when the CLI has no `check --from` yet: the same work in one process, timed inside.
 IN_PROCESS = r"""
 import sys, time, pathlib, json
-from doctor.report_io import read_report
-from doctor.diagnose import diagnose
-from doctor.table import load_table
+from doctor.inputs.reports import read_report
+from doctor.app.diagnose import diagnose
+from doctor.table.load import load_table
 t0 = time.perf_counter()
 table = load_table(None)
 paths = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
@@ -228,7 +228,7 @@ print(json.dumps({"n": len(paths), "setup_s": t1 - t0, "loop_s": t2 - t1}))
 
 
 NO_CLI = (
-    "import sys\nfrom doctor.commands import CheckOptions, run_check\n"
+    "import sys\nfrom doctor.app.commands import CheckOptions, run_check\n"
     "sys.exit(run_check(CheckOptions(python=sys.argv[1], smoke=False, json=True)))"
 )
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             # Not a target: the same check without the CLI layer (typer), to show what typer costs.
             Command(
                 "no_cli",
-                "  same, calling doctor.commands.run_check (no typer)",
+                "  same, calling doctor.app.commands.run_check (no typer)",
                 [tool_python, "-c", NO_CLI, target],
                 OK_CODES,
                 True,

@@ -2,7 +2,7 @@
 
     python benchmarks/fleet_bench.py [--nodes 10000] [--keep DIR]
 
-Each report is built by doctor.report.build_report from a real Snapshot (so it has the shape
+Each report is built by doctor.model.report.build_report from a real Snapshot (so it has the shape
 `torchdoctor check --json` writes), then varied per node. Prints the generation time, the
 summarize time and whether exactly the planted nodes came out as odd. tests/test_fleet.py
 imports `write_fleet` from here to check correctness on the same fleet (not the time).
@@ -21,9 +21,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from doctor.findings import ERROR, Finding, Fix  # noqa: E402
-from doctor.report import build_report  # noqa: E402
-from doctor.snapshot import Dist, Fact, Gpu, Nvidia, Snapshot, TorchInstall  # noqa: E402
+from doctor.model.findings import ERROR, Finding, Fix  # noqa: E402
+from doctor.model.report import build_report  # noqa: E402
+from doctor.model.snapshot import Dist, Fact, Gpu, Nvidia, Snapshot, TorchInstall  # noqa: E402
 
 DRIVER = "570.124.06"
 TORCH = "2.13.0+cu128"
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         planted = write_fleet(folder, args.nodes)
         generated = time.perf_counter() - start
-        from doctor.fleet import summarize_paths
+        from doctor.app.fleet import summarize_paths
 
         start = time.perf_counter()
         summary = summarize_paths([folder])

@@ -116,7 +116,7 @@ def check(
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix."""
-    from doctor.commands import CheckOptions, run_check
+    from doctor.app.commands import CheckOptions, run_check
 
     raise typer.Exit(run_check(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
@@ -140,7 +140,7 @@ def report(
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found."""
-    from doctor.commands import CheckOptions, run_report
+    from doctor.app.commands import CheckOptions, run_report
 
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
@@ -174,8 +174,8 @@ def fix(
         "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it)."""
-    from doctor.commands import CheckOptions, run_fix
-    from doctor.fixer import FixOptions
+    from doctor.app.commands import CheckOptions, run_fix
+    from doctor.fix.run import FixOptions
 
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
@@ -198,7 +198,7 @@ def fleet_summarize(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
 ) -> None:
     """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group."""
-    from doctor.fleet import main as fleet_main
+    from doctor.app.fleet import main as fleet_main
 
     args = ["summarize", *map(str, reports)] + (["--json"] if json_out else []) + (["--markdown"] if markdown else [])
     raise typer.Exit(fleet_main(args + (["-o", str(output)] if output else [])))
@@ -213,8 +213,8 @@ def distributed(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
-    For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`."""
-    from doctor.commands import run_distributed
+    For multi-node jobs run `torchrun ... -m doctor.distributed.core` or `srun python -m doctor.distributed.core`."""
+    from doctor.app.commands import run_distributed
 
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))
 

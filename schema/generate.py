@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from doctor import findings as findings_module  # noqa: E402
-from doctor import snapshot as snapshot_module  # noqa: E402
-from doctor.report import REPORT_SCHEMA_VERSION  # noqa: E402
+from doctor.model import findings as findings_module  # noqa: E402
+from doctor.model import snapshot as snapshot_module  # noqa: E402
+from doctor.model.report import REPORT_SCHEMA_VERSION  # noqa: E402
 
 SCHEMA_PATH = ROOT / "schema" / "report.schema.json"
 SCHEMA_ID = "urn:torchdoctor:report-schema:1"  # a name, not a URL to fetch

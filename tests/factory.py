@@ -6,7 +6,7 @@ venv, torch 2.7.1+cu128 with torchvision 0.22.1+cu128 and torchaudio 2.7.1+cu128
 
 from __future__ import annotations
 
-from doctor.snapshot import Dist, Fact, Gpu, Host, Interpreter, Nvidia, Snapshot, TorchInstall
+from doctor.model.snapshot import Dist, Fact, Gpu, Host, Interpreter, Nvidia, Snapshot, TorchInstall
 
 
 def gpu(name: str = "NVIDIA GeForce RTX 4090", cc: str | None = "8.9", index: int = 0, mem: int = 24564) -> Gpu:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.collect_env import WHY_NO_CC, WHY_NO_MAX_CUDA, looks_like_collect_env, parse_collect_env
 from doctor.errors import ReportError
-from doctor.snapshot import Snapshot
+from doctor.inputs.collect_env import WHY_NO_CC, WHY_NO_MAX_CUDA, looks_like_collect_env, parse_collect_env
+from doctor.model.snapshot import Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "collect_env"
 ALL = sorted(p.name for p in FIXTURES.glob("*.txt"))

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor import distributed as D
-from doctor import distributed_child as C
 from doctor import exitcodes
+from doctor.distributed import core as D
+from doctor.target import rank as C
 
 REPO = Path(__file__).resolve().parents[1]
 MESSAGES = json.loads((Path(__file__).parent / "fixtures" / "distributed" / "messages.json").read_text())
@@ -526,7 +526,7 @@ WATCHDOG_SCRIPT = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {repo!r})
-    from doctor.distributed_child import Watchdog
+    from doctor.target.rank import Watchdog
     Watchdog({deadline}, lambda reason: print("FIRED", reason, flush=True), exit_code=9).start()
     print("READY", flush=True)
     time.sleep(30)
@@ -650,7 +650,7 @@ def test_real_rank_that_never_starts_is_named_by_rank_0(torch_python, tmp_path):
 
 
 def test_the_watchdogs_own_timeout_is_classified_as_a_timeout():
-    from doctor.distributed import COLLECTIVE_TIMEOUT, PEER_DIED, classify_failure
+    from doctor.distributed.core import COLLECTIVE_TIMEOUT, PEER_DIED, classify_failure
 
     assert classify_failure("deadline of 60s reached during all_reduce", "Timeout") == COLLECTIVE_TIMEOUT
     assert classify_failure("SIGTERM from torchrun during barrier", "Timeout") == PEER_DIED

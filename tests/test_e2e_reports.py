@@ -10,7 +10,7 @@ import pytest
 from fakeenv import find_python, make_fake_env
 from test_e2e_check import RTX5090, run_cli, write_fake_nvidia_smi
 
-from doctor.report_io import validate_report
+from doctor.inputs.reports import validate_report
 
 COLLECT_ENV = Path(__file__).parent / "fixtures" / "collect_env"
 
@@ -183,7 +183,7 @@ def test_readme_ci_examples_exist_and_parse(tmp_path):
     assert any("torchdoctor check" in json.dumps(y) for y in yamls)  # GitHub Actions step
     assert any("script" in json.dumps(y) for y in yamls)  # GitLab CI job
     assert any("RUN torchdoctor check --require cuda" in b for b in blocks["dockerfile"])
-    from doctor.requirements import load_pyproject_requirements
+    from doctor.app.requirements import load_pyproject_requirements
 
     configs = [b for b in blocks["toml"] if "tool" in tomllib.loads(b)]
     assert configs

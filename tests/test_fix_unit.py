@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from factory import companion, make_snapshot, torch_dist
 
-from doctor import exitcodes, installers
-from doctor.commands import CheckOptions
-from doctor.diagnose import diagnose
+from doctor import exitcodes
+from doctor.app.commands import CheckOptions
+from doctor.app.diagnose import diagnose
 from doctor.errors import DoctorError
-from doctor.fixer import (
+from doctor.fix.run import (
     Change,
     FixOptions,
     Machine,
@@ -33,9 +33,10 @@ from doctor.fixer import (
     target_project,
     variant_of,
 )
-from doctor.installers import InstallSource
+from doctor.plan import installers
+from doctor.plan.installers import InstallSource
 from doctor.runner import RunResult
-from doctor.table import load_table
+from doctor.table.load import load_table
 
 PY = "/home/u/venv/bin/python"
 BEFORE = {"torch": "2.7.1+cpu", "torchvision": "0.22.1+cpu", "torchaudio": "2.7.1+cpu", "numpy": "1.26.4"}

@@ -1,6 +1,6 @@
 """`torchdoctor fleet summarize`: reports from many nodes -> counts, odd nodes out, fix per group.
 
-Reports are built with the real doctor.report.build_report (the shape `check --json` writes); the
+Reports are built with the real doctor.model.report.build_report (the shape `check --json` writes); the
 10,000-node fleet comes from benchmarks/fleet_bench.py so the test and the benchmark see the same data.
 """
 
@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor import exitcodes, fleet
-from doctor.findings import ERROR, Finding, Fix
+from doctor import exitcodes
+from doctor.app import fleet
+from doctor.model.findings import ERROR, Finding, Fix
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "fleet_bench.py"
 

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_report_schema import full_report
 
-from doctor.collect_env import parse_collect_env
 from doctor.errors import ReportError
+from doctor.inputs.collect_env import parse_collect_env
+from doctor.inputs.reports import detect_input_kind, read_report
 from doctor.render.github import render_github
 from doctor.render.junit import render_junit
 from doctor.render.markdown import render_markdown
-from doctor.report_io import detect_input_kind, read_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "collect_env"
 REPORT_TEXT = json.dumps(full_report())

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from fakeenv import add_dist_info, make_fake_env, site_packages
 
+from doctor.model.snapshot import Host, Snapshot
 from doctor.probes.environment import probe_environment
 from doctor.rules import hazards as H
-from doctor.snapshot import Host, Snapshot
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from doctor.model.snapshot import Host
 from doctor.probes import environment as E
-from doctor.snapshot import Host
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hazards"
 SECTIONS = {"container", "shm", "cpu", "memory", "visible_devices", "libraries", "cuda_home", "wsl"}

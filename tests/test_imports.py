@@ -19,7 +19,7 @@ def modules_after(code: str, env_extra=None) -> set[str]:
 
 
 def test_rules_plan_and_diagnosis_are_pure():
-    mods = modules_after("import doctor.rules, doctor.diagnose, doctor.plan, doctor.table\n"
+    mods = modules_after("import doctor.rules, doctor.app.diagnose, doctor.plan.plan, doctor.table.load\n"
                          "doctor.rules.all_rules()")
     assert not {"subprocess", "pynvml", "psutil", "torch", "rich", "typer"} & mods
 
@@ -27,7 +27,7 @@ def test_rules_plan_and_diagnosis_are_pure():
 def test_help_imports_nothing_heavy():
     mods = modules_after("import contextlib, io\nfrom doctor.cli import main\n"
                          "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])")
-    assert not {"torch", "pynvml", "psutil", "rich", "doctor.table", "doctor.probes.nvidia"} & mods
+    assert not {"torch", "pynvml", "psutil", "rich", "doctor.table.load", "doctor.probes.nvidia"} & mods
 
 
 def test_check_no_smoke_never_imports_torch(tmp_path):

@@ -16,8 +16,8 @@ import pytest
 from fakeenv import IMPORT_MUST_NOT_HAPPEN, add_dist_info, find_python, make_fake_env, site_packages
 from realtorch import real_cpu_torch_python
 
-from doctor.probes import inspector
 from doctor.probes.interpreter import INSPECTOR, inspect_interpreter_full
+from doctor.target import inspector
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inspector"
 # The interpreters this project's machines have (pyenv); 3.14 is covered by the inspector's code

@@ -20,6 +20,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from doctor.compat.builds import parse_cc
+from doctor.model.snapshot import (
+    NVIDIA_CONTAINER_LOST,
+    NVIDIA_MISMATCH,
+    NVIDIA_NO_DRIVER,
+    NVIDIA_NO_GPU,
+    NVIDIA_NO_PERMISSION,
+    NVIDIA_OK,
+    NVIDIA_UNKNOWN,
+)
 from doctor.probes import nvidia
 from doctor.probes.nvidia import (
     COMPUTE_CAP_ARGS,
@@ -37,16 +47,6 @@ from doctor.probes.nvidia import (
     probe_nvidia,
 )
 from doctor.runner import RunResult, run
-from doctor.snapshot import (
-    NVIDIA_CONTAINER_LOST,
-    NVIDIA_MISMATCH,
-    NVIDIA_NO_DRIVER,
-    NVIDIA_NO_GPU,
-    NVIDIA_NO_PERMISSION,
-    NVIDIA_OK,
-    NVIDIA_UNKNOWN,
-)
-from doctor.torchbuild import parse_cc
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvidia"
 

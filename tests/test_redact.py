@@ -7,8 +7,8 @@ import json
 import pytest
 from test_report_schema import full_report
 
-from doctor.redact import ENV_ALLOW_LIST, redact_report
-from doctor.report_io import validate_report
+from doctor.inputs.reports import validate_report
+from doctor.render.redact import ENV_ALLOW_LIST, redact_report
 
 USER = "alice"
 HOST = "gpu-box-17.corp.example"

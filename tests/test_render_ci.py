@@ -9,13 +9,13 @@ import xml.etree.ElementTree as ET
 from test_report_schema import full_report
 
 from doctor import exitcodes
-from doctor.findings import CheckResult, Finding, Fix
-from doctor.redact import redact_report
+from doctor.model.findings import CheckResult, Finding, Fix
+from doctor.model.report import build_report
+from doctor.model.snapshot import Snapshot
 from doctor.render.github import escape_data, escape_property, render_github
 from doctor.render.junit import render_junit
 from doctor.render.markdown import render_markdown
-from doctor.report import build_report
-from doctor.snapshot import Snapshot
+from doctor.render.redact import redact_report
 
 # --- Markdown ----------------------------------------------------------------------------------
 
@@ -60,7 +60,7 @@ def test_markdown_escapes_pipes_html_and_backtick_fences():
 def test_markdown_of_a_collect_env_snapshot_and_redacted_report():
     from pathlib import Path
 
-    from doctor.collect_env import parse_collect_env
+    from doctor.inputs.collect_env import parse_collect_env
 
     text = (Path(__file__).parent / "fixtures/collect_env/composed-2.5.1-conda-4xA100.txt").read_text()
     report = build_report(parse_collect_env(text), {}, [], [], {}, exitcodes.OK)

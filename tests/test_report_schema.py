@@ -13,9 +13,7 @@ import pytest
 
 from doctor import exitcodes
 from doctor.errors import ReportError
-from doctor.findings import CheckResult, Finding, Fix
-from doctor.report import REPORT_SCHEMA_VERSION, build_report
-from doctor.report_io import (
+from doctor.inputs.reports import (
     MAX_INPUT_BYTES,
     decode_input,
     detect_input_kind,
@@ -23,7 +21,9 @@ from doctor.report_io import (
     read_report,
     validate_report,
 )
-from doctor.snapshot import (
+from doctor.model.findings import CheckResult, Finding, Fix
+from doctor.model.report import REPORT_SCHEMA_VERSION, build_report
+from doctor.model.snapshot import (
     Dist,
     Fact,
     Gpu,

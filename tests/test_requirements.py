@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
-from doctor.errors import DoctorError
-from doctor.requirements import (
+from doctor.app.requirements import (
     REQUIREMENT_IDS,
     Requirements,
     check_requirements,
@@ -15,7 +14,8 @@ from doctor.requirements import (
     parse_memory_mib,
     validate_requirements,
 )
-from doctor.snapshot import RuntimeDevice, TorchRuntime
+from doctor.errors import DoctorError
+from doctor.model.snapshot import RuntimeDevice, TorchRuntime
 
 
 def ids(snapshot, **req) -> list[str]:

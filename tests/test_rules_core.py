@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from factory import companion, gpu, make_snapshot, torch_dist
 
-from doctor.archcheck import arch_supports
-from doctor.diagnose import diagnose
-from doctor.table import load_table
+from doctor.app.diagnose import diagnose
+from doctor.compat.arch import arch_supports
+from doctor.table.load import load_table
 
 
 @pytest.fixture(scope="module")

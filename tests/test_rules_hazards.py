@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
-from doctor import snapshot as S
-from doctor.findings import ERROR, INFO, WARNING
+from doctor.model import snapshot as S
+from doctor.model.findings import ERROR, INFO, WARNING
 from doctor.rules import all_rules
 from doctor.rules import hazards as H
 

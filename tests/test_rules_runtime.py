@@ -13,9 +13,9 @@ import pytest
 from factory import make_snapshot, torch_dist
 from standins import messages as M
 
+from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.rules import all_rules
 from doctor.rules.runtime import RULES, check_runtime
-from doctor.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 
 EMITTED: set[str] = set()
 

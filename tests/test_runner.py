@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from doctor import fixer, runner
+from doctor import runner
+from doctor.fix import run as fixer
 from doctor.runner import run, stream_run
 
 SLEEP = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]

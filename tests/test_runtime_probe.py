@@ -23,6 +23,7 @@ from factory import gpu, make_snapshot
 from fakeenv import find_python, site_packages
 from standins import messages as M
 
+from doctor.model.snapshot import Snapshot
 from doctor.probes.runtime import (
     CHILD_SCRIPT,
     child_argv,
@@ -34,7 +35,6 @@ from doctor.probes.runtime import (
 )
 from doctor.rules.runtime import check_runtime
 from doctor.runner import RunResult
-from doctor.snapshot import Snapshot
 
 STANDINS = Path(__file__).parent / "standins"
 

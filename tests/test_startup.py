@@ -63,15 +63,15 @@ def test_check_no_smoke_loads_only_what_it_uses(tmp_path):
         "doctor.probes.runtime",
         "doctor.render.text",
         "doctor.render.markdown",
-        "doctor.fixer",
-        "doctor.report_io",
-        "doctor.collect_env",
-        "doctor.fleet",
+        "doctor.fix.run",
+        "doctor.inputs.reports",
+        "doctor.inputs.collect_env",
+        "doctor.app.fleet",
         "doctor.distributed",
     }
     assert not unused & mods
     # What it does use is there (so this test notices when the path changes rather than passing vacuously).
-    assert {"doctor.probes.interpreter", "doctor.diagnose", "doctor.render.json"} <= mods
+    assert {"doctor.probes.interpreter", "doctor.app.diagnose", "doctor.render.json"} <= mods
 
 
 def _inspector_modules(python: str) -> tuple[dict, set[str]]:

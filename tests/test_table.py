@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from doctor import exitcodes
 from doctor.errors import TableError
-from doctor.table import (
+from doctor.table.load import (
     CONFIDENCES,
     CompatTable,
     default_table_path,

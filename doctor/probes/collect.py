@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from doctor import __version__
+from doctor.model.snapshot import Interpreter, Nvidia, Snapshot, TorchInstall, TorchRuntime
 from doctor.runner import run
-from doctor.snapshot import Interpreter, Nvidia, Snapshot, TorchInstall, TorchRuntime
 
 
 @dataclass
@@ -140,7 +140,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 
 def _import_diagnosis() -> None:
     """What `diagnose` will import anyway (rules, plan): ~20 ms of imports done while the children run."""
-    import doctor.diagnose  # noqa: F401
+    import doctor.app.diagnose  # noqa: F401
     from doctor.rules import all_rules
 
     all_rules()
@@ -154,7 +154,7 @@ def _float(text: str | None, default: float) -> float:
 
 
 def _host_fallback():
-    from doctor.snapshot import Host
+    from doctor.model.snapshot import Host
 
     return Host()
 

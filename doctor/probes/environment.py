@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from doctor.snapshot import Host
+from doctor.model.snapshot import Host
 
 GIB = 1024**3
 

@@ -12,7 +12,7 @@ import platform as _platform
 from collections.abc import Mapping
 from types import ModuleType
 
-from doctor.snapshot import Host
+from doctor.model.snapshot import Host
 
 # platform.machine() spellings -> the compat table's names, per OS (arm64 means aarch64 on Linux).
 _MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "x86_64": "x86_64", "i386": "x86", "i686": "x86"}

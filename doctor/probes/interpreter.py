@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doctor.compat.builds import cuda_from_requires
+from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.runner import RunResult, run
-from doctor.snapshot import Dist, Interpreter, TorchInstall
-from doctor.torchbuild import cuda_from_requires
 
-INSPECTOR = Path(__file__).with_name("inspector.py")
+INSPECTOR = Path(__file__).resolve().parent.parent / "target" / "inspector.py"
 
 # Where an environment folder keeps its python: venv/conda on POSIX, venv on Windows, conda on Windows.
 _PYTHON_IN_ENV = ("bin/python", "bin/python3", "Scripts/python.exe", "python.exe")

@@ -28,9 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.probes.host import read_text, read_wsl_marker
-from doctor.runner import RunResult, run
-from doctor.snapshot import (
+from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
     NVIDIA_MISMATCH,
     NVIDIA_NO_DRIVER,
@@ -42,6 +40,8 @@ from doctor.snapshot import (
     Gpu,
     Nvidia,
 )
+from doctor.probes.host import read_text, read_wsl_marker
+from doctor.runner import RunResult, run
 
 ENV_DRIVER = "TORCHDOCTOR_DRIVER_VERSION"
 ENV_CUDA = "TORCHDOCTOR_CUDA_DRIVER_VERSION"

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.runner import Runner, RunResult, run, signal_name
-from doctor.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 
-CHILD_SCRIPT = Path(__file__).with_name("torch_child.py")
+CHILD_SCRIPT = Path(__file__).resolve().parent.parent / "target" / "smoke.py"
 MODES = ("import", "smoke")
 DEFAULT_TIMEOUT = 60.0
 STDERR_TAIL_CHARS = 4000

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from doctor.findings import WARNING, CheckResult, Finding
-from doctor.snapshot import Snapshot
+from doctor.model.findings import WARNING, CheckResult, Finding
+from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings
 

@@ -2,18 +2,25 @@
 companion packages, Python. Each ``check_*`` is a pure function of (snapshot, table).
 
 Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix plan
-(``doctor.plan``) chooses the one target for all of them and fills the exact command in.
+(``doctor.plan.plan``) chooses the one target for all of them and fills the exact command in.
 """
 
 from __future__ import annotations
 
-from doctor import snapshot as S
-from doctor.archcheck import arch_supports, format_cc, sm_name
-from doctor.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.compat.arch import arch_supports, format_cc, sm_name
+from doctor.compat.builds import dist_build, parse_cc, torch_build, version_tuple
+from doctor.compat.wheels import (
+    MINOR_COMPAT,
+    TOO_OLD,
+    arch_row,
+    choose,
+    driver_verdict,
+    machine_from_snapshot,
+)
+from doctor.model import snapshot as S
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.rules import Rule
-from doctor.table import index_url
-from doctor.torchbuild import dist_build, parse_cc, torch_build, version_tuple
-from doctor.wheels import MINOR_COMPAT, TOO_OLD, arch_row, choose, driver_verdict, machine_from_snapshot
+from doctor.table.load import index_url
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"

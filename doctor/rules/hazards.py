@@ -15,10 +15,10 @@ import re
 import shlex
 from typing import Any
 
-from doctor import snapshot as S
-from doctor.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.compat.builds import torch_build
+from doctor.model import snapshot as S
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.rules import Rule
-from doctor.torchbuild import torch_build
 
 GIB = 1024**3
 MIB = 1024**2

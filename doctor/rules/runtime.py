@@ -14,8 +14,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from doctor import snapshot as S
-from doctor.findings import ERROR, WARNING, Finding, Fix
+from doctor.model import snapshot as S
+from doctor.model.findings import ERROR, WARNING, Finding, Fix
 from doctor.rules import Rule
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from doctor.snapshot import Dist, Snapshot
-from doctor.table import variant_cuda
+from doctor.model.snapshot import Dist, Snapshot
+from doctor.table.load import variant_cuda
 
 _VARIANT_RE = re.compile(r"^(cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict, dataclass, field
 
-from doctor import installers
-from doctor.findings import Finding
-from doctor.installers import PIP, InstallSource
-from doctor.snapshot import Snapshot
-from doctor.table import index_url
-from doctor.torchbuild import torch_build
-from doctor.wheels import Fit, choose, machine_from_snapshot
+from doctor.compat.builds import torch_build
+from doctor.compat.wheels import Fit, choose, machine_from_snapshot
+from doctor.model.findings import Finding
+from doctor.model.snapshot import Snapshot
+from doctor.plan import installers
+from doctor.plan.installers import PIP, InstallSource
+from doctor.table.load import index_url
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {

@@ -20,12 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from doctor import exitcodes, installers
+from doctor import exitcodes
+from doctor.compat.builds import _VARIANT_RE, split_local
 from doctor.errors import DoctorError
-from doctor.installers import PIP, UV, InstallSource
-from doctor.plan import DRIVER_FIRST, HEALTHY, INSTALL, WHEEL_FINDINGS, Plan, build_plan, render_argv
+from doctor.plan.installers import PIP, UV, InstallSource
+from doctor.plan.plan import (
+    DRIVER_FIRST,
+    HEALTHY,
+    INSTALL,
+    WHEEL_FINDINGS,
+    Plan,
+    build_plan,
+    installers,
+    render_argv,
+)
 from doctor.runner import RunResult, run, stream_run  # noqa: F401 - stream_run: the default Machine.stream
-from doctor.torchbuild import _VARIANT_RE, split_local
 
 STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
 TORCH_TRIO = ("torch", "torchvision", "torchaudio")
@@ -409,7 +418,7 @@ class Machine:
 
 
 def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
-    from doctor.commands import diagnose_machine, emit, exit_code_for, make_report
+    from doctor.app.commands import diagnose_machine, emit, exit_code_for, make_report
 
     m = machine or Machine()
     env = dict(os.environ if m.env is None else m.env)
@@ -685,7 +694,7 @@ def report_failure(err, number, total, step, result: RunResult, restore_cmd) -> 
 
 def verify(con, err, opts, diagnose, before_diag, plan: Plan, restore_cmd) -> int:
     """Diagnose again (with the smoke test unless --no-smoke) and compare."""
-    from doctor.commands import exit_code_for
+    from doctor.app.commands import exit_code_for
 
     con.print("Checking again" + (" (with the smoke test)..." if opts.smoke else "..."))
     _, after = diagnose(opts)

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 from doctor import __version__, exitcodes
-from doctor.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 
 DISTRIBUTED_SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT_S = 60.0
@@ -690,7 +690,7 @@ def run_local(
 
     runner = runner or run
     child_env = dict(os.environ if env is None else env)
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="torchdoctor-dist-") as tmp:
         out = os.path.join(tmp, "report.json")
@@ -745,7 +745,7 @@ def parse_sizes(text: str) -> tuple:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from doctor import distributed_child as child
+    from doctor.target import rank as child
 
     try:
         args = parse_args(argv)
@@ -783,7 +783,7 @@ def run_rank(
     watchdog: Any,
 ) -> int:
     """One rank's whole check; rank 0 also writes the report. torch/dist/nvml may be stand-ins."""
-    from doctor import distributed_child as child
+    from doctor.target import rank as child
 
     renv = state.env
     rank, world = renv.rank, renv.world_size
@@ -911,7 +911,7 @@ def _collect(child: Any, store: Any, rank: int, deadline: float) -> dict:
 
 def _give_up(state: Any, args: argparse.Namespace, seams: dict, reason: str) -> None:
     """Called by the watchdog thread: report what is known, without touching collectives."""
-    from doctor import distributed_child as child
+    from doctor.target import rank as child
 
     renv = state.env
     if state.error is None:

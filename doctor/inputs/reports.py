@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from doctor import __version__
-from doctor.collect_env import looks_like_collect_env, parse_collect_env
 from doctor.errors import ReportError
-from doctor.findings import SEVERITIES
-from doctor.report import REPORT_SCHEMA_VERSION
-from doctor.snapshot import Snapshot, SnapshotFormatError, field_types
+from doctor.inputs.collect_env import looks_like_collect_env, parse_collect_env
+from doctor.model.findings import SEVERITIES
+from doctor.model.report import REPORT_SCHEMA_VERSION
+from doctor.model.snapshot import Snapshot, SnapshotFormatError, field_types
 
 MAX_INPUT_BYTES = 20 * 1024 * 1024  # a report is ~20 KB; anything this big is not one
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "report.schema.json"  # source checkouts
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "report.schema.json"  # source checkouts
 
 REPORT = "report"
 COLLECT_ENV = "collect_env"

@@ -1,7 +1,7 @@
 """The per-rank side of `torchdoctor distributed`: runs INSIDE the target interpreter, with torch.
 
-Launched once per rank (``torchrun --nproc-per-node N -m doctor.distributed`` or ``srun python -m
-doctor.distributed``). Each rank takes a light snapshot, joins a process group with a timeout,
+Launched once per rank (``torchrun --nproc-per-node N -m doctor.distributed.core`` or ``srun python -m
+doctor.distributed.core``). Each rank takes a light snapshot, joins a process group with a timeout,
 checks all_reduce / broadcast / barrier on known values, times an all_reduce sweep, and sends its
 result to rank 0. torch, torch.distributed and pynvml are passed in (tests give stand-ins);
 nothing here imports typer or rich, and the code stays Python 3.8 compatible (old torch builds).

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 
+from doctor.compat.builds import cuda_from_requires
 from doctor.errors import ReportError
-from doctor.snapshot import (
+from doctor.model.snapshot import (
     NVIDIA_OK,
     NVIDIA_UNKNOWN,
     Dist,
@@ -27,7 +28,6 @@ from doctor.snapshot import (
     TorchInstall,
     TorchRuntime,
 )
-from doctor.torchbuild import cuda_from_requires
 
 SOURCE = "collect_env"
 WHY_NO_CC = "collect_env does not report compute capability"

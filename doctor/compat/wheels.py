@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from doctor.archcheck import arch_supports
-from doctor.snapshot import Snapshot
-from doctor.torchbuild import parse_cc, torch_build, variant_to_cuda, version_tuple
+from doctor.compat.arch import arch_supports
+from doctor.compat.builds import parse_cc, torch_build, variant_to_cuda, version_tuple
+from doctor.model.snapshot import Snapshot
 
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.findings import CheckResult, Finding
-from doctor.plan import Plan, attach_commands, build_plan
-from doctor.snapshot import Fact, Snapshot
+from doctor.model.findings import CheckResult, Finding
+from doctor.model.snapshot import Fact, Snapshot
+from doctor.plan.plan import Plan, attach_commands, build_plan
 
 
 @dataclass

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor import exitcodes
-from doctor.findings import ERROR, WARNING
+from doctor.model.findings import ERROR, WARNING
 
 
 @dataclass
@@ -52,7 +52,7 @@ def exit_code_for(findings, strict: bool = False) -> int:
 def diagnose_machine(opts: CheckOptions):
     """Load the table, probe, diagnose. Returns (table, diagnosis)."""
     from doctor.probes.collect import ProbeOptions, collect
-    from doctor.table import load_table
+    from doctor.table.load import load_table
 
     validate(opts)
     table = load_table(opts.table)
@@ -60,7 +60,7 @@ def diagnose_machine(opts: CheckOptions):
     snapshot = collect(ProbeOptions(python=python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device))
     # collect() imported the diagnosis modules while the children ran: off the critical path.
-    from doctor.diagnose import diagnose
+    from doctor.app.diagnose import diagnose
 
     diag = diagnose(snapshot, table)
     return table, diag
@@ -100,7 +100,7 @@ def table_meta(table) -> dict:
 
 
 def make_report(table, diag, code: int) -> dict:
-    from doctor.report import build_report
+    from doctor.model.report import build_report
 
     return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code)
 
@@ -117,7 +117,12 @@ def _requirements(opts: CheckOptions):
               or opts.torch or opts.cuda)
     if not stated and not opts.config and not path.is_file():
         return None
-    from doctor.requirements import Requirements, load_pyproject_requirements, merge, validate_requirements
+    from doctor.app.requirements import (
+        Requirements,
+        load_pyproject_requirements,
+        merge,
+        validate_requirements,
+    )
 
     cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
@@ -139,7 +144,7 @@ def _requirements(opts: CheckOptions):
 def apply_requirements(diag, req, ignore: list[str] = ()) -> None:
     """Add the unmet CI requirements as findings, then drop the ignored ids (--ignore and the config's)."""
     if req is not None:
-        from doctor.requirements import check_requirements
+        from doctor.app.requirements import check_requirements
 
         diag.findings.extend(check_requirements(diag.snapshot, req))
         ignore = [*ignore, *req.ignore]
@@ -163,8 +168,8 @@ def _expand_inputs(paths: list[Path]) -> list[Path]:
 
 def rediagnose(path: Path, table, req, ignore: list[str] = ()):
     """A report or collect_env text read back and diagnosed with the current rules and table."""
-    from doctor.diagnose import diagnose
-    from doctor.report_io import read_input_file, read_report
+    from doctor.app.diagnose import diagnose
+    from doctor.inputs.reports import read_input_file, read_report
 
     snapshot, _meta = read_report(read_input_file(str(path)), str(path))
     diag = diagnose(snapshot, table)
@@ -176,7 +181,7 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     """The chosen format as text, or None for the human text renderer (which prints itself)."""
     fmt = opts.output_format
     if opts.redact and (opts.shared or opts.output is not None or fmt in ("markdown", "github")):
-        from doctor.redact import redact_report
+        from doctor.render.redact import redact_report
 
         report = redact_report(report)  # output meant to be shared (a GitHub job summary can be public)
     if fmt == "json":
@@ -228,7 +233,7 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
 
 
 def run_check(opts: CheckOptions) -> int:
-    from doctor.table import load_table
+    from doctor.table.load import load_table
 
     validate(opts)
     req = _requirements(opts)
@@ -271,7 +276,7 @@ def _run_from(opts: CheckOptions, table, req, strict: bool) -> int:
         if opts.output_format == "json":
             report = make_report(table, diag, code)
             if opts.redact and (opts.shared or opts.output is not None):
-                from doctor.redact import redact_report
+                from doctor.render.redact import redact_report
 
                 report = redact_report(report)
             report["source"] = str(path)
@@ -294,7 +299,7 @@ def run_report(opts: CheckOptions) -> int:
 
 def run_fix(opts: CheckOptions, fix) -> int:
     """Carry out the plan (doctor/fixer.py); ``fix.dry_run`` only prints it."""
-    from doctor.fixer import run_fix as carry_out
+    from doctor.fix.run import run_fix as carry_out
 
     validate(opts)
     return carry_out(opts, fix)
@@ -305,7 +310,7 @@ def run_distributed(python: str | None, nproc: int, timeout: float, as_json: boo
     import json
     import os
 
-    from doctor.distributed import render_text, run_local
+    from doctor.distributed.core import render_text, run_local
     from doctor.errors import DoctorError
     from doctor.probes.interpreter import choose_interpreter
 

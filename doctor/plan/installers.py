@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doctor.table import DEFAULT_INDEX_BASE as DEFAULT_INDEX
-from doctor.table import index_url
+from doctor.table.load import DEFAULT_INDEX_BASE as DEFAULT_INDEX
+from doctor.table.load import index_url
 
 PIP = "pip"
 UV = "uv"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from doctor import __version__
-from doctor.findings import ERROR, INFO, WARNING, CheckResult, Finding
-from doctor.snapshot import Snapshot
+from doctor.model.findings import ERROR, INFO, WARNING, CheckResult, Finding
+from doctor.model.snapshot import Snapshot
 
 REPORT_SCHEMA_VERSION = 1  # major: bump only on an incompatible change; readers refuse other majors
 

@@ -252,11 +252,11 @@ def variant_cuda(variant: str) -> str | None:
 
 def default_table_path() -> Path:
     """The bundled table: doctor/compat_tables/ in an installed wheel, <repo>/compat_tables/ in a checkout."""
-    here = Path(__file__).resolve().parent
-    installed = here / "compat_tables" / "pytorch.json"
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "compat_tables" / "pytorch.json"
     if installed.is_file():
         return installed
-    return here.parent / "compat_tables" / "pytorch.json"
+    return package.parent / "compat_tables" / "pytorch.json"
 
 
 def load_table(path: str | Path | None = None) -> CompatTable:

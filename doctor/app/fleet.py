@@ -337,7 +337,7 @@ def _md(text: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m doctor.fleet",
+        prog="python -m doctor.app.fleet",
         description="Summarize torchdoctor JSON reports from many nodes.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

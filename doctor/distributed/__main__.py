@@ -1,0 +1,7 @@
+"""`torchrun ... -m doctor.distributed` / `srun python -m doctor.distributed`: one rank's check."""
+
+import sys
+
+from doctor.distributed.core import main
+
+sys.exit(main())
