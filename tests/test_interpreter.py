@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from fakeenv import find_python
 
+from doctor.model.versions import cuda_from_tag
 from doctor.probes.interpreter import (
     choose_interpreter,
-    cuda_from_local_tag,
     inspect_interpreter,
     inspect_interpreter_full,
     parse_cuda_from_requires,
@@ -169,8 +169,8 @@ def test_parse_cuda_from_requires_lines(line, cuda):
         ("2.6.0", None),
     ],
 )
-def test_cuda_from_local_tag(version, cuda):
-    assert cuda_from_local_tag(version) == cuda
+def test_cuda_from_tag(version, cuda):
+    assert cuda_from_tag(version) == cuda
 
 
 # --- mapping recorded inspector output ----------------------------------------------------------------

@@ -20,7 +20,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from doctor.compat.builds import parse_cc
 from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
     NVIDIA_MISMATCH,
@@ -30,6 +29,7 @@ from doctor.model.snapshot import (
     NVIDIA_OK,
     NVIDIA_UNKNOWN,
 )
+from doctor.model.versions import cuda_from_int, parse_cc
 from doctor.probes import nvidia
 from doctor.probes.nvidia import (
     COMPUTE_CAP_ARGS,
@@ -39,7 +39,6 @@ from doctor.probes.nvidia import (
     find_nvidia_smi,
     normalise_bus_id,
     parse_compute_caps,
-    parse_cuda_int,
     parse_proc_version,
     parse_smi_banner,
     parse_smi_query,
@@ -146,8 +145,8 @@ def test_mismatch_detail_keeps_the_nvml_library_line():
         (9020, "9.2"),
     ],
 )
-def test_parse_cuda_int(value, expected):
-    assert parse_cuda_int(value) == expected
+def test_cuda_from_int(value, expected):
+    assert cuda_from_int(value) == expected
 
 
 def test_banner_without_cuda_and_garbage():

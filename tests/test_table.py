@@ -15,13 +15,13 @@ from packaging.version import Version
 
 from doctor import exitcodes
 from doctor.errors import TableError
+from doctor.model.versions import variant_to_cuda
 from doctor.table.load import (
     CONFIDENCES,
     CompatTable,
     default_table_path,
     index_url,
     load_table,
-    variant_cuda,
 )
 
 TINY = Path(__file__).parent / "fixtures" / "tables" / "tiny.json"
@@ -255,7 +255,7 @@ def test_cuda_major_floors(table):
 def test_every_cuda_variant_has_driver_rows(table):
     for release in table.releases:
         for variant in itertools.chain.from_iterable(release.variants.values()):
-            cuda = variant_cuda(variant)
+            cuda = variant_to_cuda(variant)
             if cuda is None:
                 continue
             assert table.cuda_driver(cuda) is not None, (release.minor, variant)
@@ -366,8 +366,8 @@ def test_changed_file_is_read_again(tmp_path):
     [("cu128", "12.8"), ("cu118", "11.8"), ("cu130", "13.0"), ("cu126", "12.6"), ("cu134", "13.4"),
      ("cpu", None), ("rocm6.3", None), ("xpu", None), ("cuda", None), ("", None)],
 )  # fmt: skip
-def test_variant_cuda(variant, cuda):
-    assert variant_cuda(variant) == cuda
+def test_variant_to_cuda(variant, cuda):
+    assert variant_to_cuda(variant) == cuda
 
 
 def test_index_url():

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from doctor.compat.builds import parse_cc
 from doctor.errors import DoctorError
 from doctor.model.findings import ERROR, Finding
 from doctor.model.snapshot import NVIDIA_OK, Snapshot
+from doctor.model.versions import parse_cc
 
 BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
 RULE = "requirements"

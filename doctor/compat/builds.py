@@ -12,9 +12,13 @@ import re
 from dataclasses import dataclass
 
 from doctor.model.snapshot import Dist, Snapshot
-from doctor.table.load import variant_cuda
-
-_VARIANT_RE = re.compile(r"^(cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
+from doctor.model.versions import (
+    cuda_to_variant,
+    index_variant,
+    normalize_name,
+    split_local,
+    variant_to_cuda,
+)
 
 
 @dataclass(frozen=True)
@@ -32,23 +36,10 @@ class Build:
         return f"{self.version}+{self.variant}" if self.variant else self.version
 
 
-def split_local(version: str) -> tuple[str, str | None]:
-    base, _, local = (version or "").partition("+")
-    return base, (local or None)
 
 
-def cuda_to_variant(cuda: str | None) -> str | None:
-    if not cuda:
-        return None
-    parts = cuda.split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return None
-    return f"cu{parts[0]}{parts[1]}"
 
 
-def variant_to_cuda(variant: str | None) -> str | None:
-    """'cu128' -> '12.8', 'cu118' -> '11.8', 'cu130' -> '13.0'; None for other variants."""
-    return variant_cuda(variant or "")
 
 
 _REQUIREMENT = re.compile(
@@ -66,7 +57,7 @@ def cuda_from_requires(requires: list[str]) -> str | None:
         match = _REQUIREMENT.match(line.split(";")[0])
         if not match:
             continue
-        name = re.sub(r"[-_.]+", "-", match["name"]).lower()
+        name = normalize_name(match["name"])
         if name in _CUDA_PINS:
             major, minor = match["version"].split(".")
             return f"{int(major)}.{int(minor)}"
@@ -79,10 +70,7 @@ def dist_build(dist: Dist, cuda_from_requires_: str | None = None) -> Build:
     base, local = split_local(version_for_tag)
     if local is None:
         base, local = split_local(dist.version)
-    if local and not _VARIANT_RE.match(local):
-        local_variant = None  # a custom local tag ("+git1234"): not an index variant
-    else:
-        local_variant = local
+    local_variant = index_variant(local)  # None for a custom local tag ("+git1234")
 
     if dist.hip:
         return Build(base, local, "rocm", None, dist.hip, local_variant, "version.py hip")
@@ -123,19 +111,4 @@ def torch_build(snapshot: Snapshot) -> Build | None:
     return dist_build(dist, snapshot.install.cuda_from_requires)
 
 
-def parse_cc(value: str | None) -> tuple[int, int] | None:
-    if not value:
-        return None
-    major, _, minor = str(value).partition(".")
-    try:
-        return int(major), int(minor or 0)
-    except ValueError:
-        return None
 
-
-def version_tuple(version: str | None) -> tuple[int, ...] | None:
-    """'570.124.04' -> (570, 124, 4); '12.8' -> (12, 8); None when it does not parse."""
-    if not version:
-        return None
-    parts = re.findall(r"\d+", str(version).split("+")[0])
-    return tuple(int(p) for p in parts) if parts else None

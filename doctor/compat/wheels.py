@@ -12,8 +12,9 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from doctor.compat.arch import arch_supports
-from doctor.compat.builds import parse_cc, torch_build, variant_to_cuda, version_tuple
+from doctor.compat.builds import torch_build
 from doctor.model.snapshot import Snapshot
+from doctor.model.versions import parse_cc, variant_to_cuda, version_tuple
 
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's

@@ -21,8 +21,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from doctor import exitcodes
-from doctor.compat.builds import _VARIANT_RE, split_local
 from doctor.errors import DoctorError
+from doctor.model.versions import normalize_name, variant_of
 from doctor.plan.installers import PIP, UV, InstallSource
 from doctor.plan.plan import (
     DRIVER_FIRST,
@@ -86,18 +86,13 @@ class Preview:
 # --- pure helpers ------------------------------------------------------------------------------------
 
 
-def variant_of(version: str | None) -> str | None:
-    """'2.5.1+cu121' -> 'cu121'; None when the version has no PyTorch-index local tag (a PyPI build)."""
-    local = split_local(version or "")[1]
-    return local if local and _VARIANT_RE.match(local) else None
-
 
 def parse_pip_report(data: dict, before: dict[str, str], stat=os.path.getsize) -> Preview:
     """pip's ``--report`` JSON (pip >= 22.2) against the environment before -> changes and download size."""
     changes, size, known = [], 0, True
     for item in data.get("install") or []:
         meta = item.get("metadata") or {}
-        name = installers.normalize(meta.get("name") or "")
+        name = normalize_name(meta.get("name") or "")
         new = meta.get("version")
         if before.get(name) != new:
             changes.append(Change(name, before.get(name), new))
@@ -119,7 +114,7 @@ def parse_uv_dry_run(text: str, before: dict[str, str]) -> Preview:
     for line in text.splitlines():
         match = re.match(r"^\s*([+-])\s+([A-Za-z0-9._-]+)==(\S+)", line)
         if match:
-            (added if match[1] == "+" else removed)[installers.normalize(match[2])] = match[3]
+            (added if match[1] == "+" else removed)[normalize_name(match[2])] = match[3]
     changes = [
         Change(n, removed.get(n, before.get(n)), added.get(n)) for n in sorted(set(removed) | set(added))
     ]
@@ -224,7 +219,7 @@ def restore_pins(before: dict[str, str]) -> list[str]:
 
 def restore_removals(before: dict[str, str], added: list[str]) -> list[str]:
     """The torch-family packages the fix adds that were not there before: pins cannot remove them."""
-    names = dict.fromkeys(installers.normalize(n) for n in added)
+    names = dict.fromkeys(normalize_name(n) for n in added)
     return [n for n in names if n not in before and installers.in_torch_family(n)]
 
 

@@ -28,6 +28,7 @@ from doctor.model.snapshot import (
     TorchInstall,
     TorchRuntime,
 )
+from doctor.model.versions import cuda_from_tag, minor_key
 
 SOURCE = "collect_env"
 WHY_NO_CC = "collect_env does not report compute capability"
@@ -199,10 +200,6 @@ def _bool(raw: str | None) -> bool | None:
     return None
 
 
-def _major_minor(version: str | None) -> str | None:
-    match = re.match(r"^(\d+)\.(\d+)", version or "")
-    return f"{match.group(1)}.{match.group(2)}" if match else None
-
 
 # --- the snapshot parts ------------------------------------------------------------------------
 
@@ -292,10 +289,6 @@ def _package_versions(pip: list[str], conda: list[str], names: tuple[str, ...]) 
     return found
 
 
-def _cuda_from_tag(version: str | None) -> str | None:
-    m = re.search(r"\+cu(\d+)(\d)\b", version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
 
 def _dist(name: str, found: dict[str, str | None]) -> Dist | None:
     version = found["pip"] or found["conda"]
@@ -303,7 +296,7 @@ def _dist(name: str, found: dict[str, str | None]) -> Dist | None:
         return None
     # conda list shows pip-installed packages with channel "pypi"; no channel column means "defaults".
     installer = "conda" if found["conda"] and found["conda_channel"] != "pypi" else None
-    return Dist(name=name, version=version, installer=installer, cuda=_cuda_from_tag(version))
+    return Dist(name=name, version=version, installer=installer, cuda=cuda_from_tag(version))
 
 
 def _install(
@@ -321,7 +314,7 @@ def _install(
         hip_raw = _value(fields.get("hip_compiled_version"))
         xpu_raw = _value(fields.get("xpu_compiled_version"))
         if torch_imported:  # what torch.version said overrides what the wheel's tag suggests
-            torch.cuda = _major_minor(cuda_raw)
+            torch.cuda = minor_key(cuda_raw)
             torch.hip = hip_raw
             torch.xpu = xpu_raw
         else:

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.model.versions import normalize_name
 from doctor.table.load import DEFAULT_INDEX_BASE as DEFAULT_INDEX
 from doctor.table.load import index_url
 
@@ -38,12 +39,8 @@ CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cpuonly", "libtorch", 
 MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
 
 
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def in_torch_family(name: str) -> bool:
-    name = normalize(name)
+    name = normalize_name(name)
     return name in TORCH_FAMILY or name.startswith(FAMILY_PREFIXES)
 
 
@@ -178,7 +175,7 @@ def read_freeze(python: str, runner=None, timeout: float = 60.0) -> dict[str, st
     if not res.ok:
         return None
     try:
-        return {normalize(name): version for name, version in json.loads(res.stdout)}
+        return {normalize_name(name): version for name, version in json.loads(res.stdout)}
     except (ValueError, TypeError):
         return None
 
@@ -225,7 +222,7 @@ def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[
     wanted = {}
     for pin in pins:
         name, _, version = pin.partition("==")
-        wanted[normalize(name)] = version
+        wanted[normalize_name(name)] = version
     out = []
     for key, value in sorted(config.values.items()):
         option = key.rpartition(".")[2]
@@ -239,7 +236,7 @@ def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[
                         req = Requirement(line)
                     except InvalidRequirement:
                         continue
-                    target = wanted.get(normalize(req.name))
+                    target = wanted.get(normalize_name(req.name))
                     if target is None:
                         continue
                     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
+from doctor.model.versions import cuda_from_tag
 from doctor.runner import RunResult, run
 
 INSPECTOR = Path(__file__).resolve().parent.parent / "target" / "inspector.py"
@@ -242,7 +242,7 @@ def _dist(raw: dict[str, Any] | None) -> Dist | None:
     cuda = _str_or_none(version_py.get("cuda"))
     if cuda is None and "cuda" not in version_py:
         # torchvision/torchaudio compute `cuda` at import time; their local tag says it instead.
-        cuda = cuda_from_local_tag(build_version or raw.get("version") or "")
+        cuda = cuda_from_tag(build_version or raw.get("version") or "")
     return Dist(
         name=str(raw.get("name") or ""),
         version=str(raw.get("version") or ""),
@@ -290,10 +290,3 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
 # The parser lives with the build logic; the name stays for this module's callers and tests.
 parse_cuda_from_requires = cuda_from_requires
 
-
-def cuda_from_local_tag(version: str) -> str | None:
-    """'0.21.0+cu124' -> '12.4', '2.5.1+cu118' -> '11.8', '2.14.1+cu130' -> '13.0'; else None."""
-    match = re.search(r"\+cu(\d+)(\d)$", version)
-    if not match:
-        return None
-    return f"{int(match[1])}.{match[2]}"

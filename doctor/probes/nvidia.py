@@ -40,6 +40,7 @@ from doctor.model.snapshot import (
     Gpu,
     Nvidia,
 )
+from doctor.model.versions import cuda_from_int
 from doctor.probes.host import read_text, read_wsl_marker
 from doctor.runner import RunResult, run
 
@@ -105,10 +106,6 @@ _DETAIL_LIMIT = 500
 
 # --- pure parsers -----------------------------------------------------------------------------
 
-
-def parse_cuda_int(v: int) -> str:
-    """NVML's CUDA version integer as "major.minor": 12040 -> "12.4", 13000 -> "13.0"."""
-    return f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def parse_smi_banner(text: str) -> tuple[str, str | None] | None:
@@ -401,7 +398,7 @@ def _nvml_cuda(nvml: Any) -> Fact:
     for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
         value, why = _call(nvml, name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return Fact(parse_cuda_int(value), "nvml")
+            return Fact(cuda_from_int(value), "nvml")
         whys.append(why or f"NVML {name}: unexpected value {value!r}")
     return Fact.unknown("; ".join(whys), "nvml")
 
@@ -701,6 +698,6 @@ def _apply_overrides(result: Nvidia, env: Mapping[str, str]) -> None:
     cuda = (env.get(ENV_CUDA) or "").strip()
     if cuda:
         if cuda.isdigit() and int(cuda) >= 1000:
-            cuda = parse_cuda_int(int(cuda))  # accept NVML's integer form too: 12080 -> "12.8"
+            cuda = cuda_from_int(int(cuda))  # accept NVML's integer form too: 12080 -> "12.8"
         result.cuda_driver_version = Fact(cuda, f"env:{ENV_CUDA}")
         result.attempts.append(f"env: {ENV_CUDA}={cuda}")

@@ -8,7 +8,7 @@ Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix
 from __future__ import annotations
 
 from doctor.compat.arch import arch_supports, format_cc, sm_name
-from doctor.compat.builds import dist_build, parse_cc, torch_build, version_tuple
+from doctor.compat.builds import dist_build, torch_build
 from doctor.compat.wheels import (
     MINOR_COMPAT,
     TOO_OLD,
@@ -19,6 +19,7 @@ from doctor.compat.wheels import (
 )
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.versions import parse_cc, version_tuple
 from doctor.rules import Rule
 from doctor.table.load import index_url
 

@@ -11,13 +11,13 @@ section means "nothing to say", never an error.
 from __future__ import annotations
 
 import math
-import re
 import shlex
 from typing import Any
 
 from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.versions import normalize_name, version_tuple
 from doctor.rules import Rule
 
 GIB = 1024**3
@@ -35,16 +35,12 @@ def _section(snap: S.Snapshot, key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _norm(name: Any) -> str:
-    return re.sub(r"[-_.]+", "-", str(name or "")).lower()
-
-
 def _mm(version: Any) -> tuple[int, int | None] | None:
     """'12.4.127' -> (12, 4); '12' -> (12, None); None when it does not start with a number."""
-    parts = re.findall(r"\d+", str(version or "").split("+")[0])
+    parts = version_tuple(str(version or ""))
     if not parts:
         return None
-    return int(parts[0]), (int(parts[1]) if len(parts) > 1 else None)
+    return parts[0], (parts[1] if len(parts) > 1 else None)
 
 
 def _mm_text(version: Any) -> str:
@@ -643,7 +639,7 @@ def expected_lib_versions(snap: S.Snapshot) -> dict[str, tuple[str, str]]:
     dists = _section(snap, "python").get("dists") or []
     for family, names in _FAMILY_DISTS.items():
         for dist in dists:  # sys.path order: the first one is the one imported
-            if isinstance(dist, dict) and _norm(dist.get("name")) in names and dist.get("version"):
+            if isinstance(dist, dict) and normalize_name(dist.get("name")) in names and dist.get("version"):
                 expected[family] = (str(dist["version"]), f"{dist['name']} {dist['version']}")
                 break
     cuda = _torch_cuda(snap)
@@ -770,7 +766,7 @@ _CONDA_CUDA = ("pytorch-cuda", "cudatoolkit")
 
 
 def _torch_dists(py: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in py.get("dists") or [] if isinstance(d, dict) and _norm(d.get("name")) == "torch"]
+    return [d for d in py.get("dists") or [] if isinstance(d, dict) and normalize_name(d.get("name")) == "torch"]
 
 
 def _in_dir(location: Any, directory: Any) -> bool:
@@ -790,15 +786,15 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     conda = py.get("conda") if isinstance(py.get("conda"), dict) else {}
     records = [r for r in conda.get("records") or [] if isinstance(r, dict)]
     prefix = conda.get("prefix") or snap.interpreter.prefix
-    conda_torch = [r for r in records if _norm(r.get("name")) in _CONDA_TORCH]
-    conda_cuda = [r for r in records if _norm(r.get("name")) in _CONDA_CUDA]
+    conda_torch = [r for r in records if normalize_name(r.get("name")) in _CONDA_TORCH]
+    conda_cuda = [r for r in records if normalize_name(r.get("name")) in _CONDA_CUDA]
     pip_torch = [d for d in torches if d.get("installer") in ("pip", "uv")]
     reinstall = f"{python} -m pip install {_install_args(snap)}"
     uninstall = f"{python} -m pip uninstall -y torch torchvision torchaudio"
 
     if conda_torch and pip_torch:
         names = [r["name"] for r in conda_torch + conda_cuda] + [
-            r["name"] for r in records if _norm(r.get("name")) in ("torchvision", "torchaudio")
+            r["name"] for r in records if normalize_name(r.get("name")) in ("torchvision", "torchaudio")
         ]
         findings.append(
             Finding(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, WARNING, Finding, Fix
+from doctor.model.versions import cuda_from_int
 from doctor.rules import Rule
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
@@ -222,15 +223,11 @@ def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     )
 
 
-def _cuda_int(value: int) -> str:
-    """cudaDriverGetVersion's int as major.minor: 12040 -> "12.4"."""
-    return f"{value // 1000}.{(value % 1000) // 10}"
-
 
 def _driver_old(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     rt = snapshot.runtime
     found = int(match.group(1))
-    driver_cuda = _cuda_int(found)
+    driver_cuda = cuda_from_int(found)
     ev = _base_evidence(snapshot, seen)
     ev.update(
         {

@@ -20,19 +20,21 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from doctor.errors import TableError
+from doctor.model.versions import VARIANT_RE as _VARIANT_RE
+from doctor.model.versions import major_minor as _major_minor
+from doctor.model.versions import minor_key as _minor_key
+from doctor.model.versions import variant_to_cuda
 
 SCHEMA_VERSION = 1
 CONFIDENCES = ("verified", "inferred", "unverified")
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "darwin-arm64", "darwin-x86_64")
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 
-_VARIANT_RE = re.compile(r"^(cpu|xpu|cu\d{3}|rocm\d+\.\d+(\.\d+)?)$")
 _MINOR_RE = re.compile(r"^\d+\.\d+$")
 _LEADING_MINOR_RE = re.compile(r"^\s*v?(\d+)\.(\d+)")
 _DRIVER_RE = re.compile(r"^\d+(\.\d+)*$")
 _SM_RE = re.compile(r"^sm_\d+[af]?$")
 _PTX_RE = re.compile(r"^compute_\d+[af]?$")
-_CUDA_VARIANT_RE = re.compile(r"^cu(\d+)(\d)$")
 
 # GPU name normalisation (gpus.json naming_notes): vendor/brand prefixes, then form-factor/memory suffixes.
 _NAME_PREFIX_RE = re.compile(r"^(nvidia|tesla|geforce)\s+")
@@ -207,7 +209,7 @@ class CompatTable:
 
     def cuda_driver(self, cuda: str) -> CudaDriver | None:
         """The GA driver row of a CUDA minor: "12.8", "12.8.1" or "cu128"."""
-        key = variant_cuda(cuda.strip().lower()) or _minor_key(cuda)
+        key = variant_to_cuda(cuda.strip().lower()) or _minor_key(cuda)
         return self._cuda.get(key) if key else None
 
     def major_floor(self, major: int) -> MajorFloor | None:
@@ -242,12 +244,6 @@ class CompatTable:
 def index_url(variant: str, base: str = DEFAULT_INDEX_BASE) -> str:
     """The PyTorch wheel index of a variant: "cu128" -> https://download.pytorch.org/whl/cu128."""
     return f"{base.rstrip('/')}/{variant}"
-
-
-def variant_cuda(variant: str) -> str | None:
-    """The CUDA version of a variant: "cu128" -> "12.8", "cu118" -> "11.8", "cu130" -> "13.0"; else None."""
-    match = _CUDA_VARIANT_RE.match(variant or "")
-    return f"{int(match.group(1))}.{match.group(2)}" if match else None
 
 
 def default_table_path() -> Path:
@@ -560,19 +556,6 @@ def _json_kind(value: Any) -> str:
 
 
 # --- small pure helpers ------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
-def _minor_key(version: str) -> str | None:
-    """ "2.7.1+cu128" -> "2.7" (also "2.8.0a0+git1234", "v2.7"); None when there is no major.minor."""
-    match = _LEADING_MINOR_RE.match(version or "")
-    return f"{int(match.group(1))}.{int(match.group(2))}" if match else None
-
-
-@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
-def _major_minor(version: str) -> tuple[int, int] | None:
-    match = _LEADING_MINOR_RE.match(version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 @functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
