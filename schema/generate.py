@@ -68,7 +68,8 @@ def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") 
 
 def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    fields = dataclasses.fields(cls)
+    # fields marked metadata={"report": False} are working data, not part of the report
+    fields = [f for f in dataclasses.fields(cls) if f.metadata.get("report", True)]
     doc = (cls.__doc__ or "").strip().splitlines()
     schema: dict[str, Any] = {"type": "object"}
     if doc and not doc[0].startswith(f"{cls.__name__}("):  # dataclass's generated signature is no doc

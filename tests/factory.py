@@ -64,3 +64,11 @@ def make_snapshot(
         install=TorchInstall(status="ok" if torch else "absent", torch=torch, torchvision=torchvision,
                              torchaudio=torchaudio),
     )
+
+
+def written(findings: list, snap: Snapshot) -> list:
+    """Findings with their actions written out as the product does (pip, the PyTorch index, this OS)."""
+    from doctor.plan.plan import commands_for
+
+    commands_for(snap).fill(findings)
+    return findings

@@ -200,7 +200,7 @@ def test_restore_reinstalls_the_cuda_wheels_of_a_cuda_build_from_torchs_index(wo
     # This table's target for the 4090 is cu121 itself, so fix has nothing to do from the cu121 builds:
     # their restore is run directly. The CUDA runtime wheel (no local tag) comes from torch's cu121 index.
     from doctor.fix.run import restore_argvs, restore_pins, restore_text
-    from doctor.plan.installers import InstallSource
+    from doctor.plan.commands import InstallSource
 
     venv = fresh_venv(world, tmp_path)
     pip_install(venv, [f"{n}=={v}" for n, v in CU121.items()], world["index"].as_uri() + "/cu121")

@@ -15,9 +15,10 @@ import pytest
 from factory import companion, make_snapshot, torch_dist
 
 from doctor import exitcodes
-from doctor.app.commands import CheckOptions
+from doctor.app.commands import CheckOptions, emit, exit_code_for, make_report, source_from_options
 from doctor.app.diagnose import diagnose
 from doctor.errors import DoctorError
+from doctor.fix import environment as fixenv
 from doctor.fix.run import (
     Change,
     FixOptions,
@@ -33,8 +34,8 @@ from doctor.fix.run import (
     target_project,
     variant_of,
 )
-from doctor.plan import installers
-from doctor.plan.installers import InstallSource
+from doctor.plan import commands, installers
+from doctor.plan.commands import InstallSource
 from doctor.runner import RunResult
 from doctor.table.load import load_table
 
@@ -78,7 +79,7 @@ class FakeInstaller:
     def runner(self, argv, timeout=10.0, env=None, stdin=None, cwd=None):
         argv = [str(a) for a in argv]
         self.calls.append(argv)
-        if argv[1:2] == ["-c"] and argv[2] == installers.FREEZE_SCRIPT:
+        if argv[1:2] == ["-c"] and argv[2] == fixenv.FREEZE_SCRIPT:
             return RunResult(argv, 0, json.dumps(sorted(self.state.items())))
         if argv[1:] == ["-m", "pip", "--version"]:
             return RunResult(argv, 0, "pip 24.0 from /x/pip (python 3.12)\n")
@@ -127,6 +128,9 @@ def fake_machine(fake, snaps, table, tmp_path, stdin=None):
         env={"PATH": ""},
         cwd=tmp_path,
         diagnose=diagnose_fake,
+        report=make_report,
+        emit=emit,
+        exit_code=exit_code_for,
     )
 
 
@@ -332,7 +336,7 @@ def test_installer_choice():
 
 def test_source_options_and_the_commands_they_make(tmp_path):
     pins = ["torch==2.5.1+cu121"]
-    default = installers.install_argv("pip", "py", pins, "cu121", InstallSource())
+    default = commands.install_argv("pip", "py", pins, "cu121", InstallSource())
     assert default == [
         "py",
         "-m",
@@ -342,21 +346,21 @@ def test_source_options_and_the_commands_they_make(tmp_path):
         "--index-url",
         "https://download.pytorch.org/whl/cu121",
     ]
-    mirror = installers.source_from_options("https://mirror.example/pytorch/whl/", None, False)
+    mirror = source_from_options("https://mirror.example/pytorch/whl/", None, False)
     assert mirror.args("cu121") == ["--index-url", "https://mirror.example/pytorch/whl/cu121"]
-    flat = installers.source_from_options(None, str(tmp_path), False)
+    flat = source_from_options(None, str(tmp_path), False)
     assert flat.args("cu121") == ["--find-links", str(tmp_path)]  # the default index serves the other deps
-    offline = installers.source_from_options(None, str(tmp_path), True)
+    offline = source_from_options(None, str(tmp_path), True)
     assert offline.args("cu121") == ["--find-links", str(tmp_path), "--no-index"]
-    assert installers.source_from_options(str(tmp_path), None, False).args("cpu") == [
+    assert source_from_options(str(tmp_path), None, False).args("cpu") == [
         "--index-url",
         tmp_path.resolve().as_uri() + "/cpu",
     ]
     with pytest.raises(DoctorError):
-        installers.source_from_options(None, None, True)
-    uv = installers.install_argv("uv", "py", pins, "cu121", InstallSource(), uv="/bin/uv")
+        source_from_options(None, None, True)
+    uv = commands.install_argv("uv", "py", pins, "cu121", InstallSource(), uv="/bin/uv")
     assert uv[:5] == ["/bin/uv", "pip", "install", "--python", "py"]
-    assert installers.dry_run_argv("uv", uv, "")[:4] == ["/bin/uv", "pip", "install", "--dry-run"]
+    assert commands.dry_run_argv("uv", uv, "")[:4] == ["/bin/uv", "pip", "install", "--dry-run"]
 
 
 def test_restore_command_reinstalls_the_old_builds_from_their_index():
@@ -468,12 +472,12 @@ def test_pip_config_constraint_is_read_and_judged(tmp_path):
     # This machine's own constraint (/etc/xdg/pip/constraints.txt): "torch<=2.14.1".
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("# cap\ntorch<=2.14.1\ntorchvision<=0.29.1\n")
-    config = installers.parse_pip_config(
+    config = fixenv.parse_pip_config(
         f"global.constraint='{constraints}'\nglobal.extra-index-url='file:///opt/pypi/simple'\n"
     )
-    ok = installers.config_warnings(config, ["torch==2.5.1+cu121"])
+    ok = fixenv.config_warnings(config, ["torch==2.5.1+cu121"])
     assert any("the target satisfies it" in w for w in ok) and any("extra-index-url" in w for w in ok)
-    bad = installers.config_warnings(config, ["torch==2.15.0+cu126"])
+    bad = fixenv.config_warnings(config, ["torch==2.15.0+cu126"])
     assert any("forbids torch==2.15.0+cu126: pip will fail" in w for w in bad)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from factory import gpu, make_snapshot, torch_dist
+from factory import gpu, make_snapshot, torch_dist, written
 
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, WARNING
@@ -523,12 +523,12 @@ def test_conda_and_pip_torch_mixed():
     snap.interpreter.path = f"{prefix}/bin/python"
     snap = snap_with(snap=snap, python=py_facts(("torch", "2.7.1+cu128"), conda=conda_facts(
         prefix, ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0"), ("pytorch-cuda", "12.1", "ha16c6d3_6"))))  # fmt: skip
-    findings = H.check_mixed_installs(snap, None)
+    findings = written(H.check_mixed_installs(snap, None), snap)
     mixed = one(findings, "mixed-conda-pip-torch")
     assert mixed.fix.commands == [
         "conda remove -p /opt/conda/envs/ml pytorch pytorch-cuda",
-        f'"{prefix}/bin/python" -m pip uninstall -y torch torchvision torchaudio',
-        f'"{prefix}/bin/python" -m pip install torch torchvision torchaudio '
+        f"{prefix}/bin/python -m pip uninstall -y torch torchvision torchaudio",
+        f"{prefix}/bin/python -m pip install torch torchvision torchaudio "
         "--index-url https://download.pytorch.org/whl/cu128",
     ]
     cuda = one(findings, "conda-cuda-mismatch")
@@ -555,9 +555,10 @@ def test_user_site_shadows_the_venv():
         {"name": "torch", "version": "2.3.0", "location": user, "installer": "pip"},
         {"name": "torch", "version": "2.7.1+cu128", "location": SITE, "installer": "pip"},
     ]
-    findings = H.check_mixed_installs(snap_with(python=facts), None)
+    snap = snap_with(python=facts)
+    findings = written(H.check_mixed_installs(snap, None), snap)
     assert ids(findings) == ["user-site-torch-shadows"]
-    assert findings[0].fix.commands[0] == f'"{PY}" -m pip uninstall -y torch torchvision torchaudio'
+    assert findings[0].fix.commands[0] == f"{PY} -m pip uninstall -y torch torchvision torchaudio"
 
 
 def test_two_torch_copies_on_sys_path():
@@ -566,8 +567,9 @@ def test_two_torch_copies_on_sys_path():
         {"name": "torch", "version": "2.7.1+cu128", "location": SITE, "installer": "pip"},
         {"name": "torch", "version": "2.4.0", "location": "/opt/extra/site-packages", "installer": "pip"},
     ]
-    finding = one(H.check_mixed_installs(snap_with(python=facts), None), "duplicate-torch-installs")
-    assert finding.fix.commands[:2] == [f'"{PY}" -m pip uninstall -y torch torchvision torchaudio'] * 2
+    snap = snap_with(python=facts)
+    finding = one(written(H.check_mixed_installs(snap, None), snap), "duplicate-torch-installs")
+    assert finding.fix.commands[:2] == [f"{PY} -m pip uninstall -y torch torchvision torchaudio"] * 2
     assert finding.fix.commands[2].endswith("--index-url https://download.pytorch.org/whl/cu128")
 
 
@@ -586,9 +588,9 @@ def test_externally_managed_system_python():
         "/usr/bin/python3", "system", True)  # fmt: skip
     text = "[externally-managed]\nError=To install Python packages system-wide, try apt install python3-xyz"
     snap.environment["python"] = py_facts(externally_managed_text=text)
-    finding = one(H.check_interpreter_hygiene(snap, None), "externally-managed-python")
+    finding = one(written(H.check_interpreter_hygiene(snap, None), snap), "externally-managed-python")
     assert finding.fix.commands == [
-        '"/usr/bin/python3" -m venv .venv && .venv/bin/python -m pip install torch torchvision torchaudio '
+        "/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install torch torchvision torchaudio "
         "--index-url https://download.pytorch.org/whl/cu128"
     ]
 
@@ -596,7 +598,7 @@ def test_externally_managed_system_python():
 def test_conda_base():
     snap = make_snapshot()
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda-base", "/opt/miniconda3"
-    finding = one(H.check_interpreter_hygiene(snap, None), "conda-base-environment")
+    finding = one(written(H.check_interpreter_hygiene(snap, None), snap), "conda-base-environment")
     assert finding.fix.commands[:2] == ["conda create -n torch python=3.12", "conda activate torch"]
 
 

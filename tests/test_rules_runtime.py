@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from factory import make_snapshot, torch_dist
+from factory import make_snapshot, torch_dist, written
 from standins import messages as M
 
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
@@ -27,7 +27,7 @@ def snap_with(runtime: TorchRuntime, **changes):
 
 
 def check(snap):
-    findings = check_runtime(snap, None)
+    findings = written(check_runtime(snap, None), snap)
     EMITTED.update(f.id for f in findings)
     return findings
 

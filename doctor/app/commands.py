@@ -10,6 +10,7 @@ from pathlib import Path
 
 from doctor import exitcodes
 from doctor.model.findings import ERROR, WARNING
+from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
 
 @dataclass
@@ -299,10 +300,13 @@ def run_report(opts: CheckOptions) -> int:
 
 def run_fix(opts: CheckOptions, fix) -> int:
     """Carry out the plan (doctor/fixer.py); ``fix.dry_run`` only prints it."""
+    from doctor.fix.run import Machine
     from doctor.fix.run import run_fix as carry_out
 
     validate(opts)
-    return carry_out(opts, fix)
+    fix.source = source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
+    return carry_out(opts, fix, Machine(diagnose=diagnose_machine, report=make_report, emit=emit,
+                                        exit_code=exit_code_for))
 
 
 def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
@@ -325,3 +329,27 @@ def run_distributed(python: str | None, nproc: int, timeout: float, as_json: boo
     text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
     deliver(text, CheckOptions(output=output))
     return int(report.get("summary", {}).get("exit_code", exitcodes.OK))
+
+
+def source_from_options(index_url_base: str | None, find_links: str | None, no_index: bool) -> InstallSource:
+    """Validate and normalise the command-line source options (a local folder becomes a file:// URL)."""
+    from doctor.errors import DoctorError
+
+    if no_index and not find_links:
+        raise DoctorError("--no-index needs --find-links DIR_OR_URL (where the wheels are)")
+    base = DEFAULT_INDEX_BASE
+    if index_url_base:
+        base = index_url_base.strip()
+        if "://" not in base:
+            folder = Path(base).expanduser()
+            if not folder.is_dir():
+                raise DoctorError(f"--index-url-base {index_url_base!r}: not a URL and not a folder")
+            base = folder.resolve().as_uri()
+        base = base.rstrip("/")
+    links = find_links
+    if links and "://" not in links:
+        folder = Path(links).expanduser()
+        if not folder.exists():
+            raise DoctorError(f"--find-links {find_links!r}: no such folder")
+        links = str(folder.resolve())
+    return InstallSource(base, links, no_index, bool(index_url_base))

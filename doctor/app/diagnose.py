@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from doctor.model.findings import CheckResult, Finding
 from doctor.model.snapshot import Fact, Snapshot
-from doctor.plan.plan import Plan, attach_commands, build_plan
+from doctor.plan.commands import Commands
+from doctor.plan.plan import Plan, attach_commands, build_plan, commands_for
 
 
 @dataclass
@@ -38,12 +39,15 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.evidence.get("source") == "smoke-test" or f.id not in runtime_ids]
 
 
-def diagnose(snap: Snapshot, table, rules=None) -> Diagnosis:
+def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None) -> Diagnosis:
+    """``commands``: how this run writes commands (installer, mirror, shell); default pip from the PyTorch index."""
     from doctor.rules import run_rules
 
     enrich(snap, table)
     findings, checks = run_rules(snap, table, rules)
     findings = _dedupe(findings)
-    plan = build_plan(snap, table, findings)
+    commands = commands or commands_for(snap)
+    commands.fill(findings)
+    plan = build_plan(snap, table, findings, commands)
     attach_commands(findings, plan)
     return Diagnosis(snap, findings, checks, plan)

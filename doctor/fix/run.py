@@ -22,8 +22,18 @@ from urllib.parse import unquote, urlparse
 
 from doctor import exitcodes
 from doctor.errors import DoctorError
+from doctor.fix import environment as fixenv
 from doctor.model.versions import normalize_name, variant_of
-from doctor.plan.installers import PIP, UV, InstallSource
+from doctor.plan import installers
+from doctor.plan.commands import (
+    PIP,
+    UV,
+    InstallSource,
+    dry_run_argv,
+    install_argv,
+    render_argv,
+    uninstall_argv,
+)
 from doctor.plan.plan import (
     DRIVER_FIRST,
     HEALTHY,
@@ -31,8 +41,7 @@ from doctor.plan.plan import (
     WHEEL_FINDINGS,
     Plan,
     build_plan,
-    installers,
-    render_argv,
+    commands_for,
 )
 from doctor.runner import RunResult, run, stream_run  # noqa: F401 - stream_run: the default Machine.stream
 
@@ -53,6 +62,7 @@ class FixOptions:
     no_index: bool = False
     force: bool = False
     restore_file: Path | None = None
+    source: InstallSource = field(default_factory=InstallSource)  # from the index options, validated by the caller
 
 
 @dataclass
@@ -239,7 +249,7 @@ def restore_argvs(
     removals = restore_removals(before, added)
     if removals:
         # pip and uv skip (exit 0) names that are not installed, e.g. after a step failed early.
-        out.append(installers.uninstall_argv(installer, python, removals, uv))
+        out.append(uninstall_argv(installer, python, removals, uv))
     pins = restore_pins(before)
     if pins:
         out.append(_reinstall_argv(installer, python, before, pins, source, path, uv))
@@ -255,7 +265,7 @@ def _reinstall_argv(installer, python, before, pins, source, path, uv) -> list[s
     variants = [v for v in (variant_of(p.partition("==")[2]) for p in pins) if v]
     primary = variant_of(before.get("torch")) or (variants[0] if variants else None)
     extra = tuple(dict.fromkeys(v for v in variants if v != primary))
-    argv = installers.install_argv(installer, python, [], primary, source, uv, extra, requirements=path)
+    argv = install_argv(installer, python, [], primary, source, uv, extra, requirements=path)
     # Reinstall exactly these builds even where metadata says they are there (a half-done install can
     # leave that), and nothing else: their dependencies were in place before the fix.
     force = ["--reinstall", "--no-deps"] if installer == UV else ["--force-reinstall", "--no-deps"]
@@ -409,23 +419,25 @@ class Machine:
     env: dict | None = None
     cwd: Path | None = None
     now: object = None
-    diagnose: object = None  # (CheckOptions) -> (table, Diagnosis); default commands.diagnose_machine
+    diagnose: object = None  # (CheckOptions) -> (table, Diagnosis): the app's probe-and-judge run
+    report: object = None  # (table, Diagnosis, exit code) -> the report dict
+    emit: object = None  # (report, CheckOptions, mode) -> None: renders and writes it
+    exit_code: object = None  # (findings) -> int
 
 
 def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
-    from doctor.app.commands import diagnose_machine, emit, exit_code_for, make_report
-
-    m = machine or Machine()
+    m = machine
+    diagnose_machine, emit, exit_code_for, make_report = m.diagnose, m.emit, m.exit_code, m.report
     env = dict(os.environ if m.env is None else m.env)
     cwd = m.cwd or Path.cwd()
     stdin = m.stdin or sys.stdin
-    diagnose = m.diagnose or diagnose_machine
-    source = installers.source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
+    diagnose = diagnose_machine
+    source = fix.source
 
     table, diag = diagnose(opts)
     snap = diag.snapshot
     installer, why = installers.choose_installer(fix.installer, snap)
-    uv = (installers.find_uv(env) or "uv") if installer == UV else "uv"
+    uv = (fixenv.find_uv(env) or "uv") if installer == UV else "uv"
     conda = env.get("CONDA_EXE") or "conda"
     rebuild(diag, table, source, installer, uv, conda)
     plan: Plan = diag.plan
@@ -439,7 +451,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
     if fix.dry_run:
         emit(make_report(table, diag, code), opts, mode="fix")
         if not opts.json:
-            from doctor.render.text import _console
+            from doctor.render.text import console as _console
 
             con = _console()
             if installer != PIP and plan.steps:
@@ -448,7 +460,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
                 show_project(con, project, plan, snap, source, dry_run=True)
         return code
 
-    from doctor.render.text import _console
+    from doctor.render.text import console as _console
 
     con = _console(sys.stderr if opts.json else None)
     err = _console(sys.stderr)
@@ -482,15 +494,15 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
         )
 
     python = plan.python
-    if installer == UV and not installers.find_uv(env):
+    if installer == UV and not fixenv.find_uv(env):
         raise DoctorError(
             "uv was chosen (" + why + ") but is not on PATH: install uv, or pass --installer pip"
         )
-    pip_ver = installers.pip_version(python, m.runner) if installer == PIP else None
+    pip_ver = fixenv.pip_version(python, m.runner) if installer == PIP else None
     if installer == PIP and pip_ver is None:
         raise DoctorError(f"{python} has no working pip: run `{python} -m ensurepip`, or pass --installer uv")
 
-    before = installers.read_freeze(python, m.runner)
+    before = fixenv.read_freeze(python, m.runner)
     if before is None:
         raise DoctorError(f"could not list the packages of {python}", exitcodes.FIX_FAILED)
     install_steps = [s for s in plan.steps if s.kind == "install" and s.argv]
@@ -512,7 +524,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
         return exitcodes.FIX_FAILED
     warnings = []
     if installer == PIP:
-        warnings += installers.config_warnings(installers.read_pip_config(python, m.runner), pins)
+        warnings += fixenv.config_warnings(fixenv.read_pip_config(python, m.runner), pins)
     warnings += [
         f"{k}={env[k]} is set: uv will use it"
         for k in sorted(env)
@@ -582,7 +594,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
                 return report_failure(err, number, len(runnable), step, result, restore_cmd)
             progress.done()
 
-    after = installers.read_freeze(python, m.runner) or {}
+    after = fixenv.read_freeze(python, m.runner) or {}
     changed = diff_freeze(before, after)
     con.print("Changed: " + (", ".join(map(str, changed)) or "nothing"), markup=False)
     outside = [c for c in changed if c.old is not None and not installers.in_torch_family(c.name)]
@@ -591,15 +603,15 @@ def run_fix(opts, fix: FixOptions, machine: Machine | None = None) -> int:
             "torchdoctor: warning: packages outside torch changed too: " + ", ".join(map(str, outside)),
             markup=False,
         )
-    return verify(con, err, opts, diagnose, diag, plan, restore_cmd)
+    return verify(con, err, opts, diagnose, diag, plan, restore_cmd, exit_code_for)
 
 
 def rebuild(diag, table, source: InstallSource, installer: str, uv: str, conda: str) -> None:
     """The plan again with this source and installer; findings that carried the old commands get the new ones."""
     old = diag.plan.commands
-    diag.plan = build_plan(
-        diag.snapshot, table, diag.findings, source=source, installer=installer, uv=uv, conda=conda
-    )
+    commands = commands_for(diag.snapshot, installer=installer, source=source, uv=uv)
+    commands.fill(diag.findings)
+    diag.plan = build_plan(diag.snapshot, table, diag.findings, commands, conda=conda)
     for f in diag.findings:
         if f.id in WHEEL_FINDINGS and f.fix is not None and f.fix.commands == old:
             f.fix.commands = list(diag.plan.commands)
@@ -610,18 +622,18 @@ def preview_install(
 ) -> Preview | RunResult:
     """The dry run. A RunResult means it failed (nothing was changed)."""
     if installer == UV:
-        res = runner(installers.dry_run_argv(UV, argv, ""), timeout=STEP_TIMEOUT)
+        res = runner(dry_run_argv(UV, argv, ""), timeout=STEP_TIMEOUT)
         if not res.ok:
             return res
         return parse_uv_dry_run(res.stdout + "\n" + res.stderr, before)
-    if pip_ver is not None and pip_ver < installers.MIN_PIP_REPORT:
+    if pip_ver is not None and pip_ver < fixenv.MIN_PIP_REPORT:
         return Preview(
             note=f"pip {'.'.join(map(str, pip_ver))} has no --dry-run --report (needs 22.2): "
             "the changes were not previewed; the before/after comparison still runs"
         )
     with tempfile.TemporaryDirectory(prefix="torchdoctor-") as tmp:
         report = os.path.join(tmp, "report.json")
-        res = runner(installers.dry_run_argv(PIP, argv, report), timeout=STEP_TIMEOUT)
+        res = runner(dry_run_argv(PIP, argv, report), timeout=STEP_TIMEOUT)
         if not res.ok:
             return res
         try:
@@ -687,9 +699,8 @@ def report_failure(err, number, total, step, result: RunResult, restore_cmd) -> 
     return exitcodes.FIX_FAILED
 
 
-def verify(con, err, opts, diagnose, before_diag, plan: Plan, restore_cmd) -> int:
+def verify(con, err, opts, diagnose, before_diag, plan: Plan, restore_cmd, exit_code_for) -> int:
     """Diagnose again (with the smoke test unless --no-smoke) and compare."""
-    from doctor.app.commands import exit_code_for
 
     con.print("Checking again" + (" (with the smoke test)..." if opts.smoke else "..."))
     _, after = diagnose(opts)

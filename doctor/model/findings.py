@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 ERROR = "error"
@@ -11,11 +12,35 @@ INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 
 
+# Action kinds: what a fix asks a package manager (or the shell) to do.
+INSTALL = "install"  # install these pins (from the index of ``variant``)
+REINSTALL = "reinstall"  # the same, forced over what is there
+UNINSTALL = "uninstall"  # remove these packages
+VENV = "venv"  # make a virtual environment at ``text``, then install the pins into it
+SHELL = "shell"  # a command line that is not a package manager's (``text``), kept in its place
+ACTION_KINDS = (INSTALL, REINSTALL, UNINSTALL, VENV, SHELL)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of a fix, as data. The plan's one command builder (doctor/plan/commands.py) writes every
+    action out for this run: the installer (pip or uv), the mirror, the shell's quoting. So a finding
+    can never print a different index or installer than the plan beside it."""
+
+    kind: str
+    packages: tuple[str, ...] = ()  # pins "torch==2.7.1+cu128" or bare names
+    variant: str | None = None  # the wheel index the pins come from ("cu128"); None: the default index
+    python: str | None = None  # the interpreter to act on; None: the target interpreter
+    text: str = ""  # SHELL: the line itself; VENV: the folder of the new environment
+
+
 @dataclass
 class Fix:
     summary: str = ""  # one sentence: what to do
     commands: list[str] = field(default_factory=list)  # exact, copy-pasteable, one per line
     links: list[str] = field(default_factory=list)
+    # When set, ``commands`` is written from these by the plan's command builder (not part of the report).
+    actions: list[Action] = field(default_factory=list, metadata={"report": False})
 
 
 @dataclass
@@ -38,3 +63,14 @@ class CheckResult:
     summary: str
     status: str  # "passed", "failed", "skipped", "crashed"
     note: str = ""
+
+
+def as_report_dict(obj) -> dict[str, Any]:
+    """A finding or check as the report holds it: its fields, without working data (``actions``)."""
+    out = {}
+    for f in fields(obj):
+        if not f.metadata.get("report", True):
+            continue
+        value = getattr(obj, f.name)
+        out[f.name] = as_report_dict(value) if is_dataclass(value) else copy.deepcopy(value)
+    return out

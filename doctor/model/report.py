@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from doctor import __version__
-from doctor.model.findings import ERROR, INFO, WARNING, CheckResult, Finding
+from doctor.model.findings import ERROR, INFO, WARNING, CheckResult, Finding, as_report_dict
 from doctor.model.snapshot import Snapshot
 
 REPORT_SCHEMA_VERSION = 1  # major: bump only on an incompatible change; readers refuse other majors
@@ -22,15 +22,13 @@ def build_report(
     plan: dict[str, Any],
     exit_code: int,
 ) -> dict[str, Any]:
-    import dataclasses
-
     return {
         "report_schema_version": REPORT_SCHEMA_VERSION,
         "tool": {"name": "torchdoctor", "version": __version__},
         "table": table_meta,  # {"version", "verified_on", "path"}
         "snapshot": snapshot.to_dict(),
-        "checks": [dataclasses.asdict(c) for c in checks],
-        "findings": [dataclasses.asdict(f) for f in findings],
+        "checks": [as_report_dict(c) for c in checks],
+        "findings": [as_report_dict(f) for f in findings],
         "plan": plan,
         "summary": {
             "errors": sum(f.severity == ERROR for f in findings),

@@ -7,16 +7,15 @@ the build changes; torch, torchvision and torchaudio always move together.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 
 from doctor.compat.builds import torch_build
 from doctor.compat.wheels import Fit, choose, machine_from_snapshot
-from doctor.model.findings import Finding
+from doctor.model.findings import INSTALL as INSTALL_ACTION
+from doctor.model.findings import Action, Finding
 from doctor.model.snapshot import Snapshot
 from doctor.plan import installers
-from doctor.plan.installers import PIP, InstallSource
-from doctor.table.load import index_url
+from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {
@@ -72,30 +71,17 @@ def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
     return pins
 
 
-def render_argv(argv: list[str], os_name: str = "linux") -> str:
-    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
-
-    Windows shells do not understand POSIX single quotes: there arguments with spaces get double quotes,
-    and a quoted program gets PowerShell's call operator (``& "C:\\Program Files\\...\\python.exe" ...``).
-    """
-    out = []
-    for arg in argv:
-        if "==" in arg and "'" not in arg and '"' not in arg:
-            out.append(f'"{arg}"')
-        elif os_name == "windows":
-            out.append(f'"{arg}"' if (" " in arg or not arg) else arg)
-        else:
-            out.append(shlex.quote(arg))
-    if os_name == "windows" and out and out[0].startswith('"'):
-        out[0] = "& " + out[0]
-    return " ".join(out)
-
 
 def _packages(snap: Snapshot) -> list[str]:
     inst = snap.install
     if inst.torch is None:
         return ["torch", "torchvision", "torchaudio"]
     return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
+
+
+def commands_for(snap: Snapshot, **options) -> Commands:
+    """The command builder for this snapshot's interpreter and OS (options: installer, source, uv)."""
+    return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
 
 
 def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
@@ -109,13 +95,14 @@ def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
     }
 
 
-def build_plan(snap: Snapshot, table, findings: list[Finding], source: InstallSource | None = None,
-               installer: str = PIP, uv: str = "uv", conda: str = "conda") -> Plan:
-    """``source`` (a mirror, find-links, offline; default: download.pytorch.org) and ``installer`` (pip or
-    uv) only change the commands; ``conda``: the conda executable for the removal steps when conda owns torch."""
-    source = source or InstallSource()
-    index_base = source.index_base
-    python = snap.interpreter.path or "python3"
+def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Commands | None = None,
+               conda: str = "conda") -> Plan:
+    """``commands`` (the installer, the mirror or find-links, the shell; default: pip from
+    download.pytorch.org) only changes how the commands are written; ``conda``: the conda executable
+    for the removal steps when conda owns torch."""
+    commands = commands or commands_for(snap)
+    index_base = commands.source.index_base
+    python = commands.python
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
         errors = [f for f in findings if f.severity == "error"]
@@ -158,10 +145,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], source: InstallSo
     if owned and snap.interpreter.prefix:
         # pip over conda's torch leaves two owners of the same files: conda's must go first.
         names = [r["name"] for r in owned]
-        argv = installers.conda_remove_argv(conda, snap.interpreter.prefix, names)
+        argv = conda_remove_argv(conda, snap.interpreter.prefix, names)
         plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
                                "from this environment; pip installs the wheels next.",
-                               render_argv(argv, snap.host.os), argv))
+                               render_argv(argv, commands.os), argv))
         plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
                           "packages are removed (conda will not know about them).")
     if build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch \
@@ -170,10 +157,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], source: InstallSo
         return plan
     # macOS wheels come from PyPI: no variant index there
     variant = fit.wheel.variant if snap.host.os != "darwin" else None
-    argv = installers.install_argv(installer, python, pins, variant, source, uv)
+    argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), variant))
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
     plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
-                           render_argv(argv, snap.host.os), argv))
+                           render_argv(argv, commands.os), argv))
     if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")

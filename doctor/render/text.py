@@ -12,7 +12,7 @@ import sys
 GLYPH = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan"), "passed": ("✓", "green")}
 
 
-def _console(file=None, width: int | None = None):
+def console(file=None, width: int | None = None):
     from rich.console import Console
 
     return Console(file=file or sys.stdout, highlight=False, soft_wrap=True, width=width)
@@ -76,7 +76,7 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
 def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None) -> None:
     from rich.text import Text
 
-    con = _console(file, width)
+    con = console(file, width)
     snap = report.get("snapshot") or {}
     table = report.get("table") or {}
     tool = report.get("tool") or {}

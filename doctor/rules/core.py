@@ -18,10 +18,9 @@ from doctor.compat.wheels import (
     machine_from_snapshot,
 )
 from doctor.model import snapshot as S
-from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.versions import parse_cc, version_tuple
 from doctor.rules import Rule
-from doctor.table.load import index_url
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -265,21 +264,17 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
         ids = ",".join(str(g.index) for g in members)
         names = ", ".join(f"{g.index}: {g.name}" for g in members)
         if f is None:
-            lines.append(f"# GPUs {names}: no published wheel supports them")
+            lines.append(Action(SHELL, text=f"# GPUs {names}: no published wheel supports them"))
             continue
         w = f.wheel
         env_name = f".venv-{w.variant}"
-        lines.append(f"# GPUs {names}: torch {w.label}")
+        lines.append(Action(SHELL, text=f"# GPUs {names}: torch {w.label}"))
+        lines.append(Action(VENV, (f"torch=={w.label}",), w.variant, text=env_name))
         if snap.host.os == "windows":
-            env_python = f"{env_name}\\Scripts\\python.exe"
-            lines.append(f"py -m venv {env_name} && {env_python} -m pip install \"torch=={w.label}\" "
-                         f"--index-url {index_url(w.variant)}")
-            lines.append(f"set CUDA_VISIBLE_DEVICES={ids} && {env_python} your_script.py")
+            lines.append(Action(SHELL, text=f"set CUDA_VISIBLE_DEVICES={ids} && {env_name}\\Scripts\\python.exe "
+                                "your_script.py"))
         else:
-            env_python = f"{env_name}/bin/python"
-            lines.append(f"python3 -m venv {env_name} && {env_python} -m pip install \"torch=={w.label}\" "
-                         f"--index-url {index_url(w.variant)}")
-            lines.append(f"CUDA_VISIBLE_DEVICES={ids} {env_python} your_script.py")
+            lines.append(Action(SHELL, text=f"CUDA_VISIBLE_DEVICES={ids} {env_name}/bin/python your_script.py"))
         ev[ids] = w.label
     return Finding(
         "gpus-need-different-wheels", ERROR,
@@ -288,7 +283,7 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
         f"were dropped from the builds that added new ones). Use one environment per group of GPUs, "
         "each selecting its GPUs with CUDA_VISIBLE_DEVICES.",
         {"groups": ev},
-        Fix("One environment per GPU group:", lines),
+        Fix("One environment per GPU group:", actions=lines),
     )
 
 

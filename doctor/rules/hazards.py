@@ -16,14 +16,14 @@ from typing import Any
 
 from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
-from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.findings import ERROR, INFO, INSTALL, SHELL, UNINSTALL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.versions import normalize_name, version_tuple
 from doctor.rules import Rule
 
 GIB = 1024**3
 MIB = 1024**2
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
-INDEX_URL = "https://download.pytorch.org/whl"
+TORCH_TRIO = ("torch", "torchvision", "torchaudio")
 
 
 # --- reading the snapshot defensively ------------------------------------------------------------
@@ -62,17 +62,12 @@ def _is_cuda_build(snap: S.Snapshot) -> bool:
     return build is not None and build.kind == "cuda"
 
 
-def _python(snap: S.Snapshot) -> str:
-    return f'"{snap.interpreter.path or "python"}"'
 
-
-def _install_args(snap: S.Snapshot) -> str:
-    """'torch torchvision torchaudio --index-url .../cu126' for the installed build, or plain names."""
+def _install(snap: S.Snapshot, kind: str = INSTALL, venv: str = "") -> Action:
+    """torch, torchvision and torchaudio again, from the index of the installed build's variant."""
     build = torch_build(snap)
-    names = "torch torchvision torchaudio"
-    if build is not None and build.variant and build.kind in ("cuda", "cpu", "rocm", "xpu"):
-        return f"{names} --index-url {INDEX_URL}/{build.variant}"
-    return names
+    variant = build.variant if build is not None and build.kind in ("cuda", "cpu", "rocm", "xpu") else None
+    return Action(kind, TORCH_TRIO, variant, text=venv)
 
 
 def _gib(nbytes: float | int | None) -> str:
@@ -781,7 +776,6 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     if not py:
         return []
     findings: list[Finding] = []
-    python = _python(snap)
     torches = _torch_dists(py)
     conda = py.get("conda") if isinstance(py.get("conda"), dict) else {}
     records = [r for r in conda.get("records") or [] if isinstance(r, dict)]
@@ -789,8 +783,8 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     conda_torch = [r for r in records if normalize_name(r.get("name")) in _CONDA_TORCH]
     conda_cuda = [r for r in records if normalize_name(r.get("name")) in _CONDA_CUDA]
     pip_torch = [d for d in torches if d.get("installer") in ("pip", "uv")]
-    reinstall = f"{python} -m pip install {_install_args(snap)}"
-    uninstall = f"{python} -m pip uninstall -y torch torchvision torchaudio"
+    reinstall = _install(snap)
+    uninstall = Action(UNINSTALL, TORCH_TRIO)
 
     if conda_torch and pip_torch:
         names = [r["name"] for r in conda_torch + conda_cuda] + [
@@ -812,8 +806,8 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 {"conda.records": conda_torch + conda_cuda, "dists": pip_torch, "conda.prefix": prefix},
                 Fix(
                     "Remove the conda packages, then reinstall the pip wheels so their files are whole again.",
-                    [
-                        f"conda remove -p {shlex.quote(str(prefix))} {' '.join(dict.fromkeys(names))}",
+                    actions=[
+                        Action(SHELL, text=f"conda remove -p {shlex.quote(str(prefix))} {' '.join(dict.fromkeys(names))}"),
                         uninstall,
                         reinstall,
                     ],
@@ -842,7 +836,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(
                     "Remove the user-site copy (pip removes the first one on sys.path, which is the user site), or "
                     "ignore the user site with PYTHONNOUSERSITE=1.",
-                    [uninstall, "export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it"],
+                    actions=[uninstall, Action(SHELL, text="export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it")],
                 ),
             )
         )
@@ -860,7 +854,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 {"dists": torches, "torch_origin": origin},
                 Fix(
                     "Uninstall until no torch is left (pip removes one copy per run), then install once.",
-                    [uninstall] * len(torches) + [reinstall],
+                    actions=[uninstall] * len(torches) + [reinstall],
                 ),
             )
         )
@@ -919,7 +913,6 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
             )
         )
     py = _section(snap, "python")
-    venv_py = ".venv\\Scripts\\python.exe" if windows else ".venv/bin/python"
     if interp.externally_managed and interp.env_kind not in ("venv", "uv-venv", "conda"):
         text = (py.get("externally_managed_text") or "").strip()
         findings.append(
@@ -934,7 +927,7 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(
                     "Create a virtual environment and install torch there (Debian/Ubuntu may need "
                     "`sudo apt install python3-venv` first).",
-                    [f"{_python(snap)} -m venv .venv && {venv_py} -m pip install {_install_args(snap)}"],
+                    actions=[_install(snap, VENV, ".venv")],
                 ),
             )
         )
@@ -952,10 +945,10 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                 evidence,
                 Fix(
                     "Create an environment for torch and install it there.",
-                    [
-                        f"conda create -n torch python={mm}",
-                        "conda activate torch",
-                        f"python -m pip install {_install_args(snap)}",
+                    actions=[
+                        Action(SHELL, text=f"conda create -n torch python={mm}"),
+                        Action(SHELL, text="conda activate torch"),
+                        Action(INSTALL, TORCH_TRIO, _install(snap).variant, python="python"),
                     ],
                 ),
             )

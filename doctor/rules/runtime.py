@@ -15,13 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.model import snapshot as S
-from doctor.model.findings import ERROR, WARNING, Finding, Fix
-from doctor.model.versions import cuda_from_int
+from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
+from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
-WHL_INDEX = "https://download.pytorch.org/whl"
 SOURCE = "smoke-test"
 MAX_EVIDENCE_TEXT = 600
 
@@ -542,10 +541,10 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
         )
     elif _MISSING_LIB.search(message):
         hint = " A shared library torch needs is missing: its CUDA dependency wheels are absent or broken."
-        fix = Fix("Reinstall torch with its dependencies.", [_reinstall(snapshot)])
+        fix = Fix("Reinstall torch with its dependencies.", actions=[_reinstall(snapshot)])
     else:
         hint = ""
-        fix = Fix("Reinstall torch; if that does not help, search for the message.", [_reinstall(snapshot)])
+        fix = Fix("Reinstall torch; if that does not help, search for the message.", actions=[_reinstall(snapshot)])
     return Finding(
         "torch-import-error",
         ERROR,
@@ -556,17 +555,13 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
     )
 
 
-def _reinstall(snapshot: S.Snapshot) -> str:
-    """The same torch again, from where it came: the local tag names the download.pytorch.org index."""
+def _reinstall(snapshot: S.Snapshot) -> Action:
+    """The same torch again, from where it came: the local tag names the wheel index."""
     dist = snapshot.install.torch
     version = (dist.version if dist else None) or snapshot.runtime.torch_version
-    python = _python(snapshot)
     if not version:
-        return f"{python} -m pip install --force-reinstall torch"
-    _, _, local = version.partition("+")
-    if local:
-        return f'{python} -m pip install --force-reinstall "torch=={version}" --index-url {WHL_INDEX}/{local}'
-    return f'{python} -m pip install --force-reinstall "torch=={version}"'
+        return Action(REINSTALL, ("torch",))
+    return Action(REINSTALL, (f"torch=={version}",), variant_of(version))
 
 
 RULES = [

@@ -1,0 +1,129 @@
+"""What the installer sees of the target environment, read through the runner (I/O): the installed
+distributions, pip's version and configuration, where uv is. Used only while carrying out a fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from doctor.model.versions import normalize_name
+from doctor.runner import run
+
+MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
+
+# Run by the target interpreter: every installed distribution as [name, version]. Python 3.8+, stdlib only.
+FREEZE_SCRIPT = (
+    "import importlib.metadata as m, json, sys\n"
+    "out = sorted({(d.metadata['Name'] or '', d.version) for d in m.distributions() if d.metadata['Name']})\n"
+    "sys.stdout.write(json.dumps(out))\n"
+)
+
+
+def read_freeze(python: str, runner=None, timeout: float = 60.0) -> dict[str, str] | None:
+    """{normalised name: version} of the target environment, or None when it cannot be read."""
+    res = (runner or run)([python, "-c", FREEZE_SCRIPT], timeout=timeout)
+    if not res.ok:
+        return None
+    try:
+        return {normalize_name(name): version for name, version in json.loads(res.stdout)}
+    except (ValueError, TypeError):
+        return None
+
+
+def parse_pip_version(text: str) -> tuple[int, ...] | None:
+    """'pip 23.2.1 from /x (python 3.12)' -> (23, 2, 1)."""
+    match = re.match(r"\s*pip (\d+(?:\.\d+)*)", text or "")
+    return tuple(int(x) for x in match[1].split(".")) if match else None
+
+
+def pip_version(python: str, runner=None) -> tuple[int, ...] | None:
+    res = (runner or run)([python, "-m", "pip", "--version"], timeout=60.0)
+    return parse_pip_version(res.stdout) if res.ok else None
+
+
+@dataclass
+class PipConfig:
+    values: dict[str, str] = field(
+        default_factory=dict
+    )  # "global.constraint" -> "/etc/xdg/pip/constraints.txt"
+
+
+def parse_pip_config(text: str) -> PipConfig:
+    """`pip config list` lines: ``global.index-url='https://...'`` or ``:env:.find-links='/x'``."""
+    values = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip().strip("'\"")
+    return PipConfig(values)
+
+
+def read_pip_config(python: str, runner=None) -> PipConfig:
+    res = (runner or run)([python, "-m", "pip", "config", "list"], timeout=60.0)
+    return parse_pip_config(res.stdout) if res.ok else PipConfig()
+
+
+def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[str]:
+    """What in the user's pip configuration could override the fix. Respected, never stripped: said."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    read_text = read_text or _read_text
+    wanted = {}
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        wanted[normalize_name(name)] = version
+    out = []
+    for key, value in sorted(config.values.items()):
+        option = key.rpartition(".")[2]
+        if option == "constraint":
+            for path in value.split():
+                for line in (read_text(path) or "").splitlines():
+                    line = line.split("#")[0].strip()
+                    if not line:
+                        continue
+                    try:
+                        req = Requirement(line)
+                    except InvalidRequirement:
+                        continue
+                    target = wanted.get(normalize_name(req.name))
+                    if target is None:
+                        continue
+                    try:
+                        ok = req.specifier.contains(Version(target), prereleases=True)
+                    except InvalidVersion:
+                        ok = True
+                    verdict = (
+                        "the target satisfies it" if ok else f"it forbids {req.name}=={target}: pip will fail"
+                    )
+                    out.append(f"pip config {key}={path} constrains {line}; {verdict}.")
+        elif option == "extra-index-url":
+            out.append(
+                f"pip config {key}={value} adds indexes beside the plan's; the exact pins keep the "
+                "torch builds from coming from them."
+            )
+        elif option == "no-index":
+            out.append(f"pip config {key}={value}: pip will use only --find-links locations.")
+    return out
+
+
+def find_uv(env: dict | None = None, which=shutil.which) -> str | None:
+    """uv on PATH, else the one installed beside torchdoctor (pip install torchdoctor[uv] / uv tool)."""
+    env = os.environ if env is None else env
+    found = which("uv", path=env.get("PATH"))
+    if found:
+        return found
+    beside = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
+    return str(beside) if beside.is_file() else None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None

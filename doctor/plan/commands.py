@@ -1,0 +1,167 @@
+"""The one builder of every install command torchdoctor prints or runs (pure, stdlib only).
+
+Findings, plan steps, the restore command and the distributed hints all come from here, so the
+installer (pip or uv), the index or mirror, the pins and the shell quoting are the same everywhere.
+Findings state what they need as ``Action`` data (doctor/model/findings.py); ``Commands`` writes each
+action out for this run. Stdlib only and Python 3.8 compatible: rank 0 of a distributed check uses it
+inside the target interpreter.
+
+uv's ``--torch-backend`` is deliberately not used: it picks the index from uv's own driver detection
+(the driver's CUDA only, not the GPU's architectures nor the compat table), so it can disagree with
+the plan, and it follows a mirror only through ``UV_TORCH_BACKEND_INDEX``. Exact local-version pins
+plus an explicit ``--index-url`` are equivalent where it is right and exact where it is not
+(PROBES.md §6).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from doctor.model.findings import INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
+
+DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
+PIP = "pip"
+UV = "uv"
+AUTO = "auto"
+INSTALLERS = (PIP, UV, AUTO)
+
+
+def index_url(variant: str, base: str = DEFAULT_INDEX_BASE) -> str:
+    """The PyTorch wheel index of a variant: "cu128" -> https://download.pytorch.org/whl/cu128."""
+    return f"{base.rstrip('/')}/{variant}"
+
+
+@dataclass(frozen=True)
+class InstallSource:
+    """Where wheels come from: the PyTorch index (or a mirror of it), a flat find-links, or only local files."""
+
+    index_base: str = DEFAULT_INDEX_BASE  # <base>/<variant> must be a PEP 503 simple index
+    find_links: str | None = None  # a folder or a URL of a flat listing (pip/uv -f)
+    no_index: bool = False  # only find_links: offline installs
+    base_given: bool = False  # the base came from --index-url-base / TORCHDOCTOR_INDEX_URL_BASE
+
+    def args(self, variant: str | None, extra_variants: tuple[str, ...] = ()) -> list[str]:
+        """The index options for a wheel of ``variant`` (None: the installer's default index)."""
+        out: list[str] = []
+        # With find-links alone the default index (PyPI or the user's pip config) serves the
+        # non-torch dependencies; an explicit base still wins for the torch wheels themselves.
+        use_index = not self.no_index and variant and (self.find_links is None or self.base_given)
+        if use_index:
+            out += ["--index-url", index_url(variant, self.index_base)]
+            for extra in extra_variants:
+                if extra != variant:
+                    out += ["--extra-index-url", index_url(extra, self.index_base)]
+        if self.find_links:
+            out += ["--find-links", self.find_links]
+        if self.no_index:
+            out.append("--no-index")
+        return out
+
+
+# --- argv --------------------------------------------------------------------------------------------
+
+
+def install_argv(
+    installer: str,
+    python: str,
+    pins: list[str],
+    variant: str | None,
+    source: InstallSource,
+    uv: str = "uv",
+    extra_variants: tuple[str, ...] = (),
+    requirements: str | None = None,
+    flags: tuple[str, ...] = (),
+) -> list[str]:
+    """``<python> -m pip install <flags> <pins> <index options>`` or ``uv pip install --python <python> ...``."""
+    head = [uv, "pip", "install", "--python", python] if installer == UV else [python, "-m", "pip", "install"]
+    body = ["-r", requirements] if requirements else list(pins)
+    return head + list(flags) + body + source.args(variant, extra_variants)
+
+
+def dry_run_argv(installer: str, install: list[str], report: str) -> list[str]:
+    """The install command as a dry run: pip writes a JSON report, uv prints '+'/'-' lines."""
+    if installer == UV:
+        return install[:3] + ["--dry-run"] + install[3:]
+    return install[:4] + ["--dry-run", "--report", report, "--quiet"] + install[4:]
+
+
+def uninstall_argv(installer: str, python: str, names: list[str], uv: str = "uv") -> list[str]:
+    if installer == UV:
+        return [uv, "pip", "uninstall", "--python", python, *names]
+    return [python, "-m", "pip", "uninstall", "-y", *names]
+
+
+def conda_remove_argv(conda: str, prefix: str, names: list[str]) -> list[str]:
+    # --force removes only these packages, not what depends on them: pip puts torch back right after.
+    return [conda, "remove", "-p", prefix, "--force", "-y", *names]
+
+
+def force_flag(installer: str) -> str:
+    """Reinstall even where metadata says the build is there (a half-done install can leave that)."""
+    return "--reinstall" if installer == UV else "--force-reinstall"
+
+
+def render_argv(argv: list[str], os_name: str = "linux") -> str:
+    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
+
+    Windows shells do not understand POSIX single quotes: there arguments with spaces get double quotes,
+    and a quoted program gets PowerShell's call operator (``& "C:\\Program Files\\...\\python.exe" ...``).
+    """
+    out = []
+    for arg in argv:
+        if "==" in arg and "'" not in arg and '"' not in arg:
+            out.append(f'"{arg}"')
+        elif os_name == "windows":
+            out.append(f'"{arg}"' if (" " in arg or not arg) else arg)
+        else:
+            out.append(shlex.quote(arg))
+    if os_name == "windows" and out and out[0].startswith('"'):
+        out[0] = "& " + out[0]
+    return " ".join(out)
+
+
+# --- actions -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commands:
+    """How this run writes commands: for which interpreter, with which installer, from which source,
+    for which shell. Build one per run; every finding and plan step goes through it."""
+
+    python: str = "python3"  # the target interpreter
+    installer: str = PIP
+    source: InstallSource = field(default_factory=InstallSource)
+    os: str = "linux"  # "windows": PowerShell quoting, `py -m venv`, Scripts\\python.exe
+    uv: str = "uv"
+
+    def argv(self, action: Action) -> list[str]:
+        """The argv of an install/reinstall/uninstall action (VENV: the install into the new env)."""
+        python = self.venv_python(action.text) if action.kind == VENV else (action.python or self.python)
+        if action.kind == UNINSTALL:
+            return uninstall_argv(self.installer, python, list(action.packages), self.uv)
+        if action.kind in (INSTALL, REINSTALL, VENV):
+            flags = (force_flag(self.installer),) if action.kind == REINSTALL else ()
+            return install_argv(self.installer, python, list(action.packages), action.variant, self.source,
+                                self.uv, flags=flags)
+        raise ValueError(f"action {action.kind!r} has no argv")
+
+    def line(self, action: Action) -> str:
+        """The command line a user copies."""
+        if action.kind == SHELL:
+            return action.text
+        command = render_argv(self.argv(action), self.os)
+        if action.kind == VENV:
+            make = "py -m venv" if self.os == "windows" else f"{render_argv([self.python], self.os)} -m venv"
+            return f"{make} {render_argv([action.text], self.os)} && {command}"
+        return command
+
+    def venv_python(self, folder: str) -> str:
+        return f"{folder}\\Scripts\\python.exe" if self.os == "windows" else f"{folder}/bin/python"
+
+    def fill(self, findings) -> None:
+        """Write out the actions of every finding's fix into its ``commands``."""
+        for finding in findings:
+            fix = finding.fix
+            if fix is not None and fix.actions:
+                fix.commands = [self.line(a) for a in fix.actions]
