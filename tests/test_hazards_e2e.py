@@ -150,8 +150,8 @@ def test_pip_torch_over_conda_pytorch(tmp_path, cuda_env):
     python = report["snapshot"]["interpreter"]["path"]
     assert mixed["fix"]["commands"] == [
         f"conda remove -p {prefix} pytorch pytorch-cuda",
-        f'"{python}" -m pip uninstall -y torch torchvision torchaudio',
-        f'"{python}" -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/cu126',
+        f"{python} -m pip uninstall -y torch torchvision torchaudio",
+        f"{python} -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/cu126",
     ]
     mismatch = finding(report, "conda-cuda-mismatch")
     assert mismatch["fix"]["commands"] == [f"conda remove -p {prefix} pytorch-cuda"]
