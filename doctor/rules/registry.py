@@ -1,0 +1,8 @@
+"""The list of every rule, in the order they run. Adding a rule is adding it here: a rule module that
+fails to import fails loudly, so no rule can vanish without a word."""
+
+from __future__ import annotations
+
+from doctor.rules import core, hazards, runtime
+
+RULES = [*core.RULES, *runtime.RULES, *hazards.RULES]
