@@ -50,8 +50,10 @@ def exit_code_for(findings, strict: bool = False) -> int:
     return exitcodes.FINDINGS if any(f.severity in failing for f in findings) else exitcodes.OK
 
 
-def diagnose_machine(opts: CheckOptions):
-    """Load the table, probe, diagnose. Returns (table, diagnosis)."""
+def diagnose_machine(opts: CheckOptions, commands=None):
+    """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
+    how this run writes its commands once the facts are in (fix: its installer and source); default pip
+    from the PyTorch index."""
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table.load import load_table
 
@@ -59,12 +61,20 @@ def diagnose_machine(opts: CheckOptions):
     table = load_table(opts.table)
     python = _require_interpreter(opts.python) if opts.python else None
     snapshot = collect(ProbeOptions(python=python, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                    device=opts.device))
+                                    device=opts.device), meanwhile=_import_judges)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
     from doctor.app.diagnose import diagnose
 
-    diag = diagnose(snapshot, table)
+    diag = diagnose(snapshot, table, commands=commands(snapshot) if commands else None)
     return table, diag
+
+
+def _import_judges() -> None:
+    """What diagnosis imports anyway (rules, plan): ~20 ms of imports done while the probe children run."""
+    import doctor.app.diagnose  # noqa: F401
+    from doctor.rules import all_rules
+
+    all_rules()
 
 
 def _require_interpreter(python: str) -> str:

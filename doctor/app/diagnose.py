@@ -16,6 +16,7 @@ class Diagnosis:
     findings: list[Finding]
     checks: list[CheckResult]
     plan: Plan
+    commands: Commands  # how this run wrote every command (installer, source, shell): the plan's and the fix's
 
 
 def enrich(snap: Snapshot, table) -> None:
@@ -50,4 +51,4 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
     commands.fill(findings)
     plan = build_plan(snap, table, findings, commands)
     attach_commands(findings, plan)
-    return Diagnosis(snap, findings, checks, plan)
+    return Diagnosis(snap, findings, checks, plan, commands)

@@ -36,8 +36,8 @@ def _guard(what: str, fn, fallback):
 
 def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, meanwhile=None) -> Snapshot:
     """Probe everything. The children of the target interpreter start first, since they take longest;
-    NVML, host and environment facts are read while they run. ``meanwhile`` (default: import the
-    diagnosis modules) also runs on this thread while the children run, so that its cost is hidden."""
+    NVML, host and environment facts are read while they run. ``meanwhile`` (the caller's work, e.g.
+    importing the judges) also runs on this thread while the children run, so that its cost is hidden."""
     # Only what starting the children needs is imported before they start.
     from doctor.probes.interpreter import choose_interpreter, inspect_interpreter_full
 
@@ -107,7 +107,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             lambda: probe_environment(root=root, env=env, host=host),
             lambda why: {"error": why},
         )
-        _guard("meanwhile", meanwhile or _import_diagnosis, lambda why: None)
+        if meanwhile is not None:
+            _guard("meanwhile", meanwhile, lambda why: None)
         interpreter, install, python_facts = f_inspect.result()
         snap = Snapshot(
             tool_version=__version__,
@@ -137,13 +138,6 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     snap.environment["hostname"] = _hostname()
     return snap
 
-
-def _import_diagnosis() -> None:
-    """What `diagnose` will import anyway (rules, plan): ~20 ms of imports done while the children run."""
-    import doctor.app.diagnose  # noqa: F401
-    from doctor.rules import all_rules
-
-    all_rules()
 
 
 def _float(text: str | None, default: float) -> float:
