@@ -42,10 +42,10 @@ def tiny() -> CompatTable:
 
 def test_bundled_table_loads_with_its_versions(table):
     assert table.schema_version == 1
-    assert table.table_version == "2026.11.29"
+    assert table.table_version == "2026.11.30"
     assert table.verified_on == "2026-11-29"
     assert Path(table.path) == default_table_path().resolve()
-    assert [r.minor for r in table.releases] == [f"2.{n}" for n in range(16)]
+    assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [f"2.{n}" for n in range(16)]
 
 
 def test_default_table_path_is_the_shipped_file():
@@ -74,7 +74,7 @@ def test_release_accepts_any_form_of_a_version(table, version, minor):
     assert table.release(version).minor == minor
 
 
-@pytest.mark.parametrize("version", ["1.13.1", "2.16.0", "3.0", "garbage", ""])
+@pytest.mark.parametrize("version", ["1.7.1", "2.16.0", "3.0", "garbage", ""])
 def test_release_unknown_or_garbage_is_none(table, version):
     assert table.release(version) is None
 
@@ -92,6 +92,7 @@ def test_torch_27_has_cu128_on_linux_x86_64_but_pypi_gives_cu126(table):
 # Fact 1 of the reference SOURCES.md: which build plain `pip install torch` gives.
 PYPI_LINUX_X86 = {
     "2.0": "cu117", **dict.fromkeys(["2.1", "2.2", "2.3", "2.4"], "cu121"), **dict.fromkeys(["2.5", "2.6"], "cu124"),
+    **dict.fromkeys(["1.8", "1.9", "1.10", "1.11", "1.12"], "cu102"), "1.13": "cu117",
     "2.7": "cu126", **dict.fromkeys(["2.8", "2.9", "2.10"], "cu128"),
     **dict.fromkeys(["2.11", "2.12", "2.13", "2.14"], "cu130"), "2.15": "cu132",
 }  # fmt: skip
@@ -101,21 +102,25 @@ PYPI_LINUX_X86 = {
 def test_pypi_default_per_release_and_platform(table, minor):
     release = table.release(minor)
     assert release.pypi_default["linux-x86_64"] == PYPI_LINUX_X86[minor]
-    assert release.pypi_default["windows-x86_64"] == "cpu"
-    assert release.pypi_default["darwin-arm64"] == "cpu"
+    assert release.pypi_default["windows-x86_64"] == "cpu"  # torch/version.py of every PyPI Windows wheel: +cpu
+    if release.variants_for("darwin-arm64"):
+        assert release.pypi_default["darwin-arm64"] == "cpu"
     aarch64 = release.pypi_default.get("linux-aarch64")
     if Version(minor) <= Version("2.10"):
-        assert aarch64 == "cpu"
-    elif minor != "2.15":  # not observed for 2.15: left out, and flagged
+        assert aarch64 == "cpu" or not release.variants_for("linux-aarch64")  # 1.9.1 has no aarch64 wheel
+    elif minor == "2.15":
+        assert aarch64 == "cu132"
+    else:
         assert aarch64 == "cu130"
-    if aarch64 is None:
-        assert "pypi_default.linux-aarch64" in release.unverified_fields
+    assert "pypi_default.linux-aarch64" not in release.unverified_fields
+    assert "pypi_default.windows-x86_64" not in release.unverified_fields
 
 
 # Fact 10: Python windows.
 @pytest.mark.parametrize(
     "minor, lowest, highest",
-    [("2.0", "3.8", "3.11"), ("2.2", "3.8", "3.12"), ("2.5", "3.9", "3.12"), ("2.6", "3.9", "3.13"),
+    [("1.8", "3.6", "3.9"), ("1.10", "3.6", "3.9"), ("1.11", "3.7", "3.10"), ("1.13", "3.7", "3.10"),
+     ("2.0", "3.8", "3.11"), ("2.2", "3.8", "3.12"), ("2.5", "3.9", "3.12"), ("2.6", "3.9", "3.13"),
      ("2.9", "3.10", "3.14"), ("2.14", "3.10", "3.14"), ("2.15", "3.11", "3.15")],
 )  # fmt: skip
 def test_python_windows(table, minor, lowest, highest):
@@ -131,8 +136,37 @@ def test_python_windows(table, minor, lowest, highest):
 
 def test_free_threaded_builds(table):
     assert table.release("2.7").free_threaded == ("3.13t",)
+    assert table.release("2.9").free_threaded == ("3.13t", "3.14t")  # PyPI has cp313t and cp314t wheels
     assert table.release("2.10").free_threaded == ("3.13t", "3.14t")
     assert table.release("2.5").free_threaded == ()
+    assert table.release("1.13").free_threaded == ()
+    assert table.release("2.15").free_threaded == ("3.14t", "3.15t")
+    assert "python.free_threaded" not in table.release("2.15").unverified_fields
+
+
+def test_free_threaded_per_patch(table):
+    """2.12.0 still shipped cp313t; 2.12.1 and later ship only cp314t (3.15t from 2.15)."""
+    release = table.release("2.12")
+    assert release.free_threaded_for("2.12.0") == ("3.13t", "3.14t")
+    assert release.free_threaded_for("2.12.1+cu130") == ("3.14t",)
+    assert release.free_threaded_for() == ("3.14t",)  # the latest patch
+    assert release.free_threaded_for("2.12.9") == ("3.14t",)  # unknown patch: the latest
+    for minor in ("2.13", "2.14"):
+        assert "3.13t" not in table.release(minor).free_threaded_for()
+
+
+def test_requires_python_with_patch_exclusions(table):
+    """torchvision 0.26+ refuses exactly Python 3.14.1; torch itself does not."""
+    for minor in ("2.11", "2.14", "2.15"):
+        release = table.release(minor)
+        assert release.requires_python_ok("torchvision", "3.14.1") is False
+        assert release.requires_python_ok("torchvision", "3.14.2") is True
+        assert release.requires_python_ok("torch", "3.14.1") is True
+    assert table.release("2.15").requires_python_ok("torch", "3.10.14") is False
+    assert table.release("2.10").requires_python_ok("torchvision", "3.14.1") is True
+    assert table.release("1.8").requires_python_ok("torch", "3.6.1") is False  # >=3.6.2
+    assert table.release("1.8").requires_python_ok("torchvision", "3.8") is None  # not declared
+    assert table.release("2.14").requires_python_ok("torch", "3.14t") is True
 
 
 def test_patches_ascending_and_companions_follow_the_pattern(table):
@@ -142,7 +176,11 @@ def test_patches_ascending_and_companions_follow_the_pattern(table):
         assert release.latest == release.patches[-1]
         minor = Version(release.minor).minor
         for patch in release.patches:
-            assert Version(patch.torch).release[:2] == (2, minor)
+            assert Version(patch.torch).release[:2] == Version(release.minor).release[:2]
+            if Version(release.minor).major == 1:  # 1.Y pairs with torchvision 0.(Y+1) and torchaudio 0.Y
+                assert Version(patch.torchvision).release[:2] == (0, minor + 1), patch
+                assert Version(patch.torchaudio).release[:2] == (0, minor), patch
+                continue
             if release.minor != "2.15":  # no torchvision 0.30: 2.15 pairs with 0.29.2
                 assert Version(patch.torchvision).release[:2] == (0, minor + 15), patch
             if minor >= 12:
@@ -229,7 +267,13 @@ def test_driver_branches(table):
     windows = table.max_cuda_for_driver("572.61")  # Windows R570 driver
     assert (windows.branch, windows.max_cuda) == (570, "12.8")
     assert table.max_cuda_for_driver("617.14").branch == 615
-    assert table.max_cuda_for_driver("440.33.01") is None
+    assert table.max_cuda_for_driver("440.33.01").max_cuda == "10.2"
+    assert table.max_cuda_for_driver("418.87.01").max_cuda == "10.1"
+    assert table.max_cuda_for_driver("430.50").max_cuda == "10.1"  # nearest lower branch: R418
+    assert table.max_cuda_for_driver("410.104").max_cuda == "10.0"
+    assert table.max_cuda_for_driver("396.82").max_cuda == "9.2"
+    assert table.max_cuda_for_driver("384.130").max_cuda == "9.0"
+    assert table.max_cuda_for_driver("375.26") is None
     assert table.max_cuda_for_driver("") is None
     assert table.max_cuda_for_driver("N/A") is None
 
@@ -248,8 +292,9 @@ def test_cuda_driver_minimums(table):
 
 def test_cuda_major_floors(table):
     floors = {m: (table.major_floor(m).min_linux, table.major_floor(m).min_windows) for m in (11, 12, 13)}
-    assert floors == {11: ("450.80.02", "452.39"), 12: ("525.60.13", "528.33"), 13: ("580.65.06", "580")}
-    assert table.major_floor(10) is None
+    assert floors == {11: ("450.80.02", "452.39"), 12: ("525.60.13", "527.41"), 13: ("580.65.06", "580")}
+    assert table.major_floor(10).min_linux == "440.33"  # no minor-version compatibility: the 10.2 driver
+    assert table.major_floor(9) is None
 
 
 def test_every_cuda_variant_has_driver_rows(table):
