@@ -594,3 +594,166 @@ def test_any_corruption_is_a_table_error_or_loads(tmp_path, where, value):
         loaded.release("2.7.1")
         loaded.arch_list("2.7.1", "cu126", "linux-x86_64")
         loaded.gpu("GeForce RTX 4090")
+
+
+# --- sections added in table 2026.11.30 --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cuda, lowest, highest",
+    [("10.2", "sm_30", "sm_75"), ("11.0", "sm_35", "sm_80"), ("11.1", "sm_35", "sm_86"), ("11.8", "sm_35", "sm_90"),
+     ("12.0", "sm_50", "sm_90"), ("12.6", "sm_50", "sm_90"), ("12.8", "sm_50", "sm_120"), ("12.9", "sm_50", "sm_121"),
+     ("13.0", "sm_75", "sm_121"), ("13.4", "sm_75", "sm_121")],
+)  # fmt: skip
+def test_cuda_toolkit_target_range(table, cuda, lowest, highest):
+    row = table.toolkit(cuda)
+    assert (row.lowest_sm, row.highest_sm) == (lowest, highest)
+    assert row.sm[0] == lowest and row.sm[-1] == highest
+
+
+def test_cuda_toolkit_boundaries(table):
+    assert [t.cuda for t in table.cuda_toolkits][:2] == ["10.2", "11.0"]
+    assert table.toolkit("12.8.1") is table.toolkit("cu128") is table.toolkit("12.8")
+    assert not table.toolkit("12.6").compiles("sm_120") and table.toolkit("12.8").compiles("sm_120")
+    assert not table.toolkit("11.7").compiles("sm_89") and table.toolkit("11.8").compiles("sm_89")
+    assert not table.toolkit("11.8").compiles("sm_100") and table.toolkit("12.8").compiles("sm_101")
+    assert table.toolkit("11.8").compiles("sm_37") and not table.toolkit("12.0").compiles("sm_37")
+    assert table.toolkit("12.9").compiles("sm_70") and not table.toolkit("13.0").compiles("sm_70")
+    assert not table.toolkit("13.0").compiles("sm_101") and table.toolkit("13.0").compiles("sm_110")
+    assert table.toolkit("12.9").compiles("sm_103") and table.toolkit("12.9").compiles("sm_121")
+    assert table.toolkit("12.8").compiles("8.6") and table.toolkit("12.8").compiles("sm_90a")
+    assert not table.toolkit("12.8").compiles("garbage")
+    assert table.toolkit("13.0").confidence == "verified"
+    assert table.toolkit("13.5").confidence == "unverified"
+    assert table.toolkit("9.2") is None and table.toolkit("x") is None and table.toolkit("") is None
+
+
+def test_cudnn_min_compute_capability(table):
+    # cuDNN 9 (torch >= 2.4) has no Kepler, even in cu118 builds whose arch list still holds sm_37
+    assert "sm_37" in table.arch_list("2.4.1", "cu118", "linux-x86_64").sm
+    assert table.cudnn_min_cc("2.4.1", "cu118") == "5.0"
+    assert table.cudnn_min_cc("2.4.1") == "5.0"  # every CUDA variant of 2.4 agrees
+    for minor in ("2.5", "2.6", "2.7", "2.8", "2.10"):
+        assert table.cudnn_min_cc(minor) == "5.0", minor
+    assert table.cudnn_min_cc("2.11.0+cu130", "cu130") == "7.5"
+    assert table.cudnn_min_cc("2.3.1", "cu118") == "3.5"  # cuDNN 8.7 for CUDA 11
+    assert table.cudnn_min_cc("2.3.1", "cu121") == "5.0"  # cuDNN 8.9 for CUDA 12
+    assert table.cudnn_min_cc("2.3.1") is None  # the variants disagree
+    assert table.cudnn_min_cc("1.12.1", "cu102") == "3.0"
+    assert table.cudnn_min_cc("2.7.1", "cu128") is None  # cuDNN of cu128 not recorded
+    assert table.cudnn_min_cc("3.0") is None
+    assert table.release("2.4").cudnn_version("CU121") == "9.1.0.70"
+    assert table.cudnn_support("9.20.0.48", 12).min_compute_capability == "7.5"
+    assert table.cudnn_support("7.0", 12) is None
+
+
+def test_companion_cuda_checks(table):
+    assert table.companion_cuda_check("torchvision", "0.15.2+cu117").compares == "major.minor"
+    assert table.companion_cuda_check("torchvision", "0.16.0").compares == "major"
+    assert table.companion_cuda_check("TorchVision", "0.29.2").compares == "major"
+    assert table.companion_cuda_check("torchaudio", "0.13.1").compares == "major.minor"
+    assert table.companion_cuda_check("torchaudio", "2.11.0+cu130").compares == "major.minor"
+    assert table.companion_cuda_check("torchaudio", "2.11.1").compares == "major"
+    assert table.companion_cuda_check("torchaudio", "0.12.1") is None  # no check before 0.13
+    assert table.companion_cuda_check("torchvision", "garbage") is None
+    assert table.companion_cuda_check("torchtext", "0.18.0") is None
+
+
+def test_old_releases(table):
+    release = table.release("1.8.1")
+    assert release.variants_for("linux-x86_64") == ("cpu", "cu101", "cu102", "cu111", "rocm3.10", "rocm4.0.1")
+    assert release.variants_for("darwin-arm64") == ()  # 1.8.1 has no arm64 wheel
+    assert release.patch("1.8.0").torchvision == "0.9.0"
+    assert table.release("1.10.0").patch("1.10.0").torchvision == "0.11.1"  # 0.11.0 pinned 1.10.0+cu102
+    assert table.release("1.13").latest.torchaudio == "0.13.1"
+    assert table.arch_list("1.12.1", "cu102", "linux-x86_64").sm == ("sm_37", "sm_50", "sm_60", "sm_70")
+    assert table.arch_list("1.11.0", "cu115", "linux-x86_64").sm[-1] == "sm_86"
+    assert table.arch_list("1.8.1", "cu111", "linux-x86_64").confidence == "inferred"
+    assert table.release("1.9").requires_python_ok("torch", "3.6.2") is True
+
+
+def test_torch_213_declares_cu129(table):
+    release = table.release("2.13")
+    assert "cu129" in release.variants_for("linux-x86_64")
+    assert "cu129" not in release.variants_for("windows-x86_64")
+    assert "variants.linux-x86_64" in release.unverified_fields
+    assert table.arch_list("2.13.0", "cu129", "linux-aarch64").sm == ("sm_80", "sm_90", "sm_100", "sm_120")
+
+
+@pytest.mark.parametrize(
+    "name, cc",
+    [("Tesla K40m", "3.5"), ("Tesla K40c", "3.5"), ("Tesla K20Xm", "3.5"), ("Tesla K20c", "3.5"),
+     ("Tesla K10.G2.8GB", "3.0"), ("Tesla K80", "3.7"), ("GeForce GTX 780", "3.5"), ("GeForce GTX 780 Ti", "3.5"),
+     ("GeForce GTX TITAN", "3.5"), ("GeForce GTX TITAN Black", "3.5"), ("GeForce GTX TITAN Z", "3.5"),
+     ("GeForce GT 710", "3.5"), ("GeForce GT 730", "3.5"), ("GeForce 910M", "3.5"),
+     ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "8.6"), ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9"),
+     ("NVIDIA GeForce RTX 4070 Laptop GPU", "8.9"), ("NVIDIA GeForce RTX 5090 Laptop GPU", "12.0"),
+     ("NVIDIA GeForce RTX 2060 with Max-Q Design", "7.5")],
+)  # fmt: skip
+def test_added_gpu_names(table, name, cc):
+    assert table.gpu(name).compute_capability == cc
+
+
+def test_tiny_new_sections(tiny):
+    assert tiny.toolkit("12.8").highest_sm == "sm_120"
+    assert [t.cuda for t in tiny.cuda_toolkits] == ["12.6", "12.8"]  # sorted
+    assert tiny.cudnn_min_cc("2.7.1", "cu128") == "5.0"
+    assert tiny.cudnn_min_cc("2.7.1") == "5.0"
+    assert tiny.cudnn_min_cc("2.6.0") is None  # 2.6 records no cuDNN
+    assert tiny.companion_cuda_check("torchvision", "0.15.2").compares == "major.minor"
+    release = tiny.release("2.7")
+    assert release.free_threaded_for("2.7.0") == ()
+    assert release.free_threaded_for("2.7.1") == ("3.13t",)
+    assert release.requires_python_ok("torchvision", "3.13.0") is False
+    assert release.requires_python_ok("torchvision", "3.13.1") is True
+
+
+def test_old_tables_without_new_sections_still_load(tmp_path):
+    data = json.loads(TINY.read_text())
+    for key in ("cuda_toolkits", "cudnn", "companion_rules"):
+        del data[key]
+    del data["releases"][0]["cudnn"]
+    table = load_table(_write(tmp_path, data))
+    assert table.toolkit("12.8") is None
+    assert table.cudnn_min_cc("2.7.1") is None
+    assert table.companion_cuda_check("torchvision", "0.15.2") is None
+
+
+BROKEN_NEW = {
+    "toolkit cuda": (_set("cuda_toolkits.0.cuda", "12"), "cuda_toolkits[0].cuda: '12' is not a CUDA version"),
+    "toolkit sm": (_set("cuda_toolkits.0.sm.0", "sm_90a"), "cuda_toolkits[0].sm[0]: 'sm_90a' is not a plain cubin target"),
+    "toolkit empty": (_set("cuda_toolkits.0.sm", []), "cuda_toolkits[0].sm: is empty"),
+    "toolkit order": (_set("cuda_toolkits.0.sm.1", "sm_50"), "cuda_toolkits[0].sm: is not ascending"),
+    "toolkit lowest": (_set("cuda_toolkits.0.lowest_sm", "sm_60"), "cuda_toolkits[0].lowest_sm: 'sm_60' is not the lowest"),
+    "toolkit highest": (_set("cuda_toolkits.0.highest_sm", "sm_100"), "cuda_toolkits[0].highest_sm: 'sm_100' is not the highest"),
+    "toolkit duplicate": (_set("cuda_toolkits.1.cuda", "12.8"), "cuda_toolkits[1]: duplicate CUDA toolkit '12.8'"),
+    "toolkit confidence": (_set("cuda_toolkits.0.confidence", "sure"), "cuda_toolkits[0].confidence: 'sure'"),
+    "cudnn cc": (_set("cudnn.0.min_compute_capability", "5"), "cudnn[0].min_compute_capability: '5' is not"),
+    "cudnn major": (_set("cudnn.0.cuda_major", "12"), "cudnn[0].cuda_major: expected an integer"),
+    "cudnn duplicate": (_set("cudnn.1.cuda_major", 12), "cudnn[1]: duplicate cuDNN row"),
+    "release cudnn variant": (_set("releases.0.cudnn.cu124", "9.1"), "releases[0].cudnn.cu124: 'cu124' is not a variant of torch 2.7"),
+    "release cudnn cpu": (_set("releases.0.cudnn.cpu", "9.1"), "releases[0].cudnn.cpu: 'cpu' is not a CUDA variant"),
+    "release cudnn version": (_set("releases.0.cudnn.cu126", "nine"), "releases[0].cudnn.cu126: 'nine' is not a cuDNN version"),
+    "requires python": (_set("releases.0.requires_python.torch", ">=3.x"), "releases[0].requires_python.torch: '>=3.x' is not a version specifier"),
+    "requires python type": (_set("releases.0.requires_python.torch", 3), "releases[0].requires_python.torch: expected a string"),
+    "free threaded": (_set("releases.0.python.free_threaded", ["3.13"]), "releases[0].python.free_threaded[0]: '3.13' is not a Python like"),
+    "patch free threaded": (_set("releases.0.patches.1.free_threaded", ["t"]), "releases[0].patches[1].free_threaded[0]: 't' is not"),
+    "companion compares": (_set("companion_rules.cuda_check.0.compares", "minor"), "companion_rules.cuda_check[0].compares: 'minor' is not one of"),
+    "companion versions": (_set("companion_rules.cuda_check.0.versions", "0.16"), "companion_rules.cuda_check[0].versions: '0.16' is not a version specifier"),
+    "companion source": (_set("companion_rules.cuda_check.1.source", ""), "companion_rules.cuda_check[1].source: is empty"),
+    "companion not list": (_set("companion_rules.cuda_check", {}), "companion_rules.cuda_check: expected a list"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_NEW))
+def test_broken_new_sections_name_file_and_field(tmp_path, case):
+    mutate, expected = BROKEN_NEW[case]
+    data = json.loads(TINY.read_text())
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(TableError) as caught:
+        load_table(path)
+    message = str(caught.value)
+    assert message.startswith(f"compat table {path.resolve()}: "), message
+    assert expected in message
+    assert "\n" not in message
