@@ -42,10 +42,10 @@ def tiny() -> CompatTable:
 
 def test_bundled_table_loads_with_its_versions(table):
     assert table.schema_version == 1
-    assert table.table_version == "2026.11.29"
+    assert table.table_version == "2026.11.30"
     assert table.verified_on == "2026-11-29"
     assert Path(table.path) == default_table_path().resolve()
-    assert [r.minor for r in table.releases] == [f"2.{n}" for n in range(16)]
+    assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [f"2.{n}" for n in range(16)]
 
 
 def test_default_table_path_is_the_shipped_file():
@@ -74,7 +74,7 @@ def test_release_accepts_any_form_of_a_version(table, version, minor):
     assert table.release(version).minor == minor
 
 
-@pytest.mark.parametrize("version", ["1.13.1", "2.16.0", "3.0", "garbage", ""])
+@pytest.mark.parametrize("version", ["1.7.1", "2.16.0", "3.0", "garbage", ""])
 def test_release_unknown_or_garbage_is_none(table, version):
     assert table.release(version) is None
 
@@ -92,6 +92,7 @@ def test_torch_27_has_cu128_on_linux_x86_64_but_pypi_gives_cu126(table):
 # Fact 1 of the reference SOURCES.md: which build plain `pip install torch` gives.
 PYPI_LINUX_X86 = {
     "2.0": "cu117", **dict.fromkeys(["2.1", "2.2", "2.3", "2.4"], "cu121"), **dict.fromkeys(["2.5", "2.6"], "cu124"),
+    **dict.fromkeys(["1.8", "1.9", "1.10", "1.11", "1.12"], "cu102"), "1.13": "cu117",
     "2.7": "cu126", **dict.fromkeys(["2.8", "2.9", "2.10"], "cu128"),
     **dict.fromkeys(["2.11", "2.12", "2.13", "2.14"], "cu130"), "2.15": "cu132",
 }  # fmt: skip
@@ -101,21 +102,25 @@ PYPI_LINUX_X86 = {
 def test_pypi_default_per_release_and_platform(table, minor):
     release = table.release(minor)
     assert release.pypi_default["linux-x86_64"] == PYPI_LINUX_X86[minor]
-    assert release.pypi_default["windows-x86_64"] == "cpu"
-    assert release.pypi_default["darwin-arm64"] == "cpu"
+    assert release.pypi_default["windows-x86_64"] == "cpu"  # torch/version.py of every PyPI Windows wheel: +cpu
+    if release.variants_for("darwin-arm64"):
+        assert release.pypi_default["darwin-arm64"] == "cpu"
     aarch64 = release.pypi_default.get("linux-aarch64")
     if Version(minor) <= Version("2.10"):
-        assert aarch64 == "cpu"
-    elif minor != "2.15":  # not observed for 2.15: left out, and flagged
+        assert aarch64 == "cpu" or not release.variants_for("linux-aarch64")  # 1.9.1 has no aarch64 wheel
+    elif minor == "2.15":
+        assert aarch64 == "cu132"
+    else:
         assert aarch64 == "cu130"
-    if aarch64 is None:
-        assert "pypi_default.linux-aarch64" in release.unverified_fields
+    assert "pypi_default.linux-aarch64" not in release.unverified_fields
+    assert "pypi_default.windows-x86_64" not in release.unverified_fields
 
 
 # Fact 10: Python windows.
 @pytest.mark.parametrize(
     "minor, lowest, highest",
-    [("2.0", "3.8", "3.11"), ("2.2", "3.8", "3.12"), ("2.5", "3.9", "3.12"), ("2.6", "3.9", "3.13"),
+    [("1.8", "3.6", "3.9"), ("1.10", "3.6", "3.9"), ("1.11", "3.7", "3.10"), ("1.13", "3.7", "3.10"),
+     ("2.0", "3.8", "3.11"), ("2.2", "3.8", "3.12"), ("2.5", "3.9", "3.12"), ("2.6", "3.9", "3.13"),
      ("2.9", "3.10", "3.14"), ("2.14", "3.10", "3.14"), ("2.15", "3.11", "3.15")],
 )  # fmt: skip
 def test_python_windows(table, minor, lowest, highest):
@@ -131,8 +136,37 @@ def test_python_windows(table, minor, lowest, highest):
 
 def test_free_threaded_builds(table):
     assert table.release("2.7").free_threaded == ("3.13t",)
+    assert table.release("2.9").free_threaded == ("3.13t", "3.14t")  # PyPI has cp313t and cp314t wheels
     assert table.release("2.10").free_threaded == ("3.13t", "3.14t")
     assert table.release("2.5").free_threaded == ()
+    assert table.release("1.13").free_threaded == ()
+    assert table.release("2.15").free_threaded == ("3.14t", "3.15t")
+    assert "python.free_threaded" not in table.release("2.15").unverified_fields
+
+
+def test_free_threaded_per_patch(table):
+    """2.12.0 still shipped cp313t; 2.12.1 and later ship only cp314t (3.15t from 2.15)."""
+    release = table.release("2.12")
+    assert release.free_threaded_for("2.12.0") == ("3.13t", "3.14t")
+    assert release.free_threaded_for("2.12.1+cu130") == ("3.14t",)
+    assert release.free_threaded_for() == ("3.14t",)  # the latest patch
+    assert release.free_threaded_for("2.12.9") == ("3.14t",)  # unknown patch: the latest
+    for minor in ("2.13", "2.14"):
+        assert "3.13t" not in table.release(minor).free_threaded_for()
+
+
+def test_requires_python_with_patch_exclusions(table):
+    """torchvision 0.26+ refuses exactly Python 3.14.1; torch itself does not."""
+    for minor in ("2.11", "2.14", "2.15"):
+        release = table.release(minor)
+        assert release.requires_python_ok("torchvision", "3.14.1") is False
+        assert release.requires_python_ok("torchvision", "3.14.2") is True
+        assert release.requires_python_ok("torch", "3.14.1") is True
+    assert table.release("2.15").requires_python_ok("torch", "3.10.14") is False
+    assert table.release("2.10").requires_python_ok("torchvision", "3.14.1") is True
+    assert table.release("1.8").requires_python_ok("torch", "3.6.1") is False  # >=3.6.2
+    assert table.release("1.8").requires_python_ok("torchvision", "3.8") is None  # not declared
+    assert table.release("2.14").requires_python_ok("torch", "3.14t") is True
 
 
 def test_patches_ascending_and_companions_follow_the_pattern(table):
@@ -142,7 +176,11 @@ def test_patches_ascending_and_companions_follow_the_pattern(table):
         assert release.latest == release.patches[-1]
         minor = Version(release.minor).minor
         for patch in release.patches:
-            assert Version(patch.torch).release[:2] == (2, minor)
+            assert Version(patch.torch).release[:2] == Version(release.minor).release[:2]
+            if Version(release.minor).major == 1:  # 1.Y pairs with torchvision 0.(Y+1) and torchaudio 0.Y
+                assert Version(patch.torchvision).release[:2] == (0, minor + 1), patch
+                assert Version(patch.torchaudio).release[:2] == (0, minor), patch
+                continue
             if release.minor != "2.15":  # no torchvision 0.30: 2.15 pairs with 0.29.2
                 assert Version(patch.torchvision).release[:2] == (0, minor + 15), patch
             if minor >= 12:
@@ -229,7 +267,13 @@ def test_driver_branches(table):
     windows = table.max_cuda_for_driver("572.61")  # Windows R570 driver
     assert (windows.branch, windows.max_cuda) == (570, "12.8")
     assert table.max_cuda_for_driver("617.14").branch == 615
-    assert table.max_cuda_for_driver("440.33.01") is None
+    assert table.max_cuda_for_driver("440.33.01").max_cuda == "10.2"
+    assert table.max_cuda_for_driver("418.87.01").max_cuda == "10.1"
+    assert table.max_cuda_for_driver("430.50").max_cuda == "10.1"  # nearest lower branch: R418
+    assert table.max_cuda_for_driver("410.104").max_cuda == "10.0"
+    assert table.max_cuda_for_driver("396.82").max_cuda == "9.2"
+    assert table.max_cuda_for_driver("384.130").max_cuda == "9.0"
+    assert table.max_cuda_for_driver("375.26") is None
     assert table.max_cuda_for_driver("") is None
     assert table.max_cuda_for_driver("N/A") is None
 
@@ -248,8 +292,9 @@ def test_cuda_driver_minimums(table):
 
 def test_cuda_major_floors(table):
     floors = {m: (table.major_floor(m).min_linux, table.major_floor(m).min_windows) for m in (11, 12, 13)}
-    assert floors == {11: ("450.80.02", "452.39"), 12: ("525.60.13", "528.33"), 13: ("580.65.06", "580")}
-    assert table.major_floor(10) is None
+    assert floors == {11: ("450.80.02", "452.39"), 12: ("525.60.13", "527.41"), 13: ("580.65.06", "580")}
+    assert table.major_floor(10).min_linux == "440.33"  # no minor-version compatibility: the 10.2 driver
+    assert table.major_floor(9) is None
 
 
 def test_every_cuda_variant_has_driver_rows(table):
@@ -549,3 +594,166 @@ def test_any_corruption_is_a_table_error_or_loads(tmp_path, where, value):
         loaded.release("2.7.1")
         loaded.arch_list("2.7.1", "cu126", "linux-x86_64")
         loaded.gpu("GeForce RTX 4090")
+
+
+# --- sections added in table 2026.11.30 --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cuda, lowest, highest",
+    [("10.2", "sm_30", "sm_75"), ("11.0", "sm_35", "sm_80"), ("11.1", "sm_35", "sm_86"), ("11.8", "sm_35", "sm_90"),
+     ("12.0", "sm_50", "sm_90"), ("12.6", "sm_50", "sm_90"), ("12.8", "sm_50", "sm_120"), ("12.9", "sm_50", "sm_121"),
+     ("13.0", "sm_75", "sm_121"), ("13.4", "sm_75", "sm_121")],
+)  # fmt: skip
+def test_cuda_toolkit_target_range(table, cuda, lowest, highest):
+    row = table.toolkit(cuda)
+    assert (row.lowest_sm, row.highest_sm) == (lowest, highest)
+    assert row.sm[0] == lowest and row.sm[-1] == highest
+
+
+def test_cuda_toolkit_boundaries(table):
+    assert [t.cuda for t in table.cuda_toolkits][:2] == ["10.2", "11.0"]
+    assert table.toolkit("12.8.1") is table.toolkit("cu128") is table.toolkit("12.8")
+    assert not table.toolkit("12.6").compiles("sm_120") and table.toolkit("12.8").compiles("sm_120")
+    assert not table.toolkit("11.7").compiles("sm_89") and table.toolkit("11.8").compiles("sm_89")
+    assert not table.toolkit("11.8").compiles("sm_100") and table.toolkit("12.8").compiles("sm_101")
+    assert table.toolkit("11.8").compiles("sm_37") and not table.toolkit("12.0").compiles("sm_37")
+    assert table.toolkit("12.9").compiles("sm_70") and not table.toolkit("13.0").compiles("sm_70")
+    assert not table.toolkit("13.0").compiles("sm_101") and table.toolkit("13.0").compiles("sm_110")
+    assert table.toolkit("12.9").compiles("sm_103") and table.toolkit("12.9").compiles("sm_121")
+    assert table.toolkit("12.8").compiles("8.6") and table.toolkit("12.8").compiles("sm_90a")
+    assert not table.toolkit("12.8").compiles("garbage")
+    assert table.toolkit("13.0").confidence == "verified"
+    assert table.toolkit("13.5").confidence == "unverified"
+    assert table.toolkit("9.2") is None and table.toolkit("x") is None and table.toolkit("") is None
+
+
+def test_cudnn_min_compute_capability(table):
+    # cuDNN 9 (torch >= 2.4) has no Kepler, even in cu118 builds whose arch list still holds sm_37
+    assert "sm_37" in table.arch_list("2.4.1", "cu118", "linux-x86_64").sm
+    assert table.cudnn_min_cc("2.4.1", "cu118") == "5.0"
+    assert table.cudnn_min_cc("2.4.1") == "5.0"  # every CUDA variant of 2.4 agrees
+    for minor in ("2.5", "2.6", "2.7", "2.8", "2.10"):
+        assert table.cudnn_min_cc(minor) == "5.0", minor
+    assert table.cudnn_min_cc("2.11.0+cu130", "cu130") == "7.5"
+    assert table.cudnn_min_cc("2.3.1", "cu118") == "3.5"  # cuDNN 8.7 for CUDA 11
+    assert table.cudnn_min_cc("2.3.1", "cu121") == "5.0"  # cuDNN 8.9 for CUDA 12
+    assert table.cudnn_min_cc("2.3.1") is None  # the variants disagree
+    assert table.cudnn_min_cc("1.12.1", "cu102") == "3.0"
+    assert table.cudnn_min_cc("2.7.1", "cu128") is None  # cuDNN of cu128 not recorded
+    assert table.cudnn_min_cc("3.0") is None
+    assert table.release("2.4").cudnn_version("CU121") == "9.1.0.70"
+    assert table.cudnn_support("9.20.0.48", 12).min_compute_capability == "7.5"
+    assert table.cudnn_support("7.0", 12) is None
+
+
+def test_companion_cuda_checks(table):
+    assert table.companion_cuda_check("torchvision", "0.15.2+cu117").compares == "major.minor"
+    assert table.companion_cuda_check("torchvision", "0.16.0").compares == "major"
+    assert table.companion_cuda_check("TorchVision", "0.29.2").compares == "major"
+    assert table.companion_cuda_check("torchaudio", "0.13.1").compares == "major.minor"
+    assert table.companion_cuda_check("torchaudio", "2.11.0+cu130").compares == "major.minor"
+    assert table.companion_cuda_check("torchaudio", "2.11.1").compares == "major"
+    assert table.companion_cuda_check("torchaudio", "0.12.1") is None  # no check before 0.13
+    assert table.companion_cuda_check("torchvision", "garbage") is None
+    assert table.companion_cuda_check("torchtext", "0.18.0") is None
+
+
+def test_old_releases(table):
+    release = table.release("1.8.1")
+    assert release.variants_for("linux-x86_64") == ("cpu", "cu101", "cu102", "cu111", "rocm3.10", "rocm4.0.1")
+    assert release.variants_for("darwin-arm64") == ()  # 1.8.1 has no arm64 wheel
+    assert release.patch("1.8.0").torchvision == "0.9.0"
+    assert table.release("1.10.0").patch("1.10.0").torchvision == "0.11.1"  # 0.11.0 pinned 1.10.0+cu102
+    assert table.release("1.13").latest.torchaudio == "0.13.1"
+    assert table.arch_list("1.12.1", "cu102", "linux-x86_64").sm == ("sm_37", "sm_50", "sm_60", "sm_70")
+    assert table.arch_list("1.11.0", "cu115", "linux-x86_64").sm[-1] == "sm_86"
+    assert table.arch_list("1.8.1", "cu111", "linux-x86_64").confidence == "inferred"
+    assert table.release("1.9").requires_python_ok("torch", "3.6.2") is True
+
+
+def test_torch_213_declares_cu129(table):
+    release = table.release("2.13")
+    assert "cu129" in release.variants_for("linux-x86_64")
+    assert "cu129" not in release.variants_for("windows-x86_64")
+    assert "variants.linux-x86_64" in release.unverified_fields
+    assert table.arch_list("2.13.0", "cu129", "linux-aarch64").sm == ("sm_80", "sm_90", "sm_100", "sm_120")
+
+
+@pytest.mark.parametrize(
+    "name, cc",
+    [("Tesla K40m", "3.5"), ("Tesla K40c", "3.5"), ("Tesla K20Xm", "3.5"), ("Tesla K20c", "3.5"),
+     ("Tesla K10.G2.8GB", "3.0"), ("Tesla K80", "3.7"), ("GeForce GTX 780", "3.5"), ("GeForce GTX 780 Ti", "3.5"),
+     ("GeForce GTX TITAN", "3.5"), ("GeForce GTX TITAN Black", "3.5"), ("GeForce GTX TITAN Z", "3.5"),
+     ("GeForce GT 710", "3.5"), ("GeForce GT 730", "3.5"), ("GeForce 910M", "3.5"),
+     ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "8.6"), ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9"),
+     ("NVIDIA GeForce RTX 4070 Laptop GPU", "8.9"), ("NVIDIA GeForce RTX 5090 Laptop GPU", "12.0"),
+     ("NVIDIA GeForce RTX 2060 with Max-Q Design", "7.5")],
+)  # fmt: skip
+def test_added_gpu_names(table, name, cc):
+    assert table.gpu(name).compute_capability == cc
+
+
+def test_tiny_new_sections(tiny):
+    assert tiny.toolkit("12.8").highest_sm == "sm_120"
+    assert [t.cuda for t in tiny.cuda_toolkits] == ["12.6", "12.8"]  # sorted
+    assert tiny.cudnn_min_cc("2.7.1", "cu128") == "5.0"
+    assert tiny.cudnn_min_cc("2.7.1") == "5.0"
+    assert tiny.cudnn_min_cc("2.6.0") is None  # 2.6 records no cuDNN
+    assert tiny.companion_cuda_check("torchvision", "0.15.2").compares == "major.minor"
+    release = tiny.release("2.7")
+    assert release.free_threaded_for("2.7.0") == ()
+    assert release.free_threaded_for("2.7.1") == ("3.13t",)
+    assert release.requires_python_ok("torchvision", "3.13.0") is False
+    assert release.requires_python_ok("torchvision", "3.13.1") is True
+
+
+def test_old_tables_without_new_sections_still_load(tmp_path):
+    data = json.loads(TINY.read_text())
+    for key in ("cuda_toolkits", "cudnn", "companion_rules"):
+        del data[key]
+    del data["releases"][0]["cudnn"]
+    table = load_table(_write(tmp_path, data))
+    assert table.toolkit("12.8") is None
+    assert table.cudnn_min_cc("2.7.1") is None
+    assert table.companion_cuda_check("torchvision", "0.15.2") is None
+
+
+BROKEN_NEW = {
+    "toolkit cuda": (_set("cuda_toolkits.0.cuda", "12"), "cuda_toolkits[0].cuda: '12' is not a CUDA version"),
+    "toolkit sm": (_set("cuda_toolkits.0.sm.0", "sm_90a"), "cuda_toolkits[0].sm[0]: 'sm_90a' is not a plain cubin target"),
+    "toolkit empty": (_set("cuda_toolkits.0.sm", []), "cuda_toolkits[0].sm: is empty"),
+    "toolkit order": (_set("cuda_toolkits.0.sm.1", "sm_50"), "cuda_toolkits[0].sm: is not ascending"),
+    "toolkit lowest": (_set("cuda_toolkits.0.lowest_sm", "sm_60"), "cuda_toolkits[0].lowest_sm: 'sm_60' is not the lowest"),
+    "toolkit highest": (_set("cuda_toolkits.0.highest_sm", "sm_100"), "cuda_toolkits[0].highest_sm: 'sm_100' is not the highest"),
+    "toolkit duplicate": (_set("cuda_toolkits.1.cuda", "12.8"), "cuda_toolkits[1]: duplicate CUDA toolkit '12.8'"),
+    "toolkit confidence": (_set("cuda_toolkits.0.confidence", "sure"), "cuda_toolkits[0].confidence: 'sure'"),
+    "cudnn cc": (_set("cudnn.0.min_compute_capability", "5"), "cudnn[0].min_compute_capability: '5' is not"),
+    "cudnn major": (_set("cudnn.0.cuda_major", "12"), "cudnn[0].cuda_major: expected an integer"),
+    "cudnn duplicate": (_set("cudnn.1.cuda_major", 12), "cudnn[1]: duplicate cuDNN row"),
+    "release cudnn variant": (_set("releases.0.cudnn.cu124", "9.1"), "releases[0].cudnn.cu124: 'cu124' is not a variant of torch 2.7"),
+    "release cudnn cpu": (_set("releases.0.cudnn.cpu", "9.1"), "releases[0].cudnn.cpu: 'cpu' is not a CUDA variant"),
+    "release cudnn version": (_set("releases.0.cudnn.cu126", "nine"), "releases[0].cudnn.cu126: 'nine' is not a cuDNN version"),
+    "requires python": (_set("releases.0.requires_python.torch", ">=3.x"), "releases[0].requires_python.torch: '>=3.x' is not a version specifier"),
+    "requires python type": (_set("releases.0.requires_python.torch", 3), "releases[0].requires_python.torch: expected a string"),
+    "free threaded": (_set("releases.0.python.free_threaded", ["3.13"]), "releases[0].python.free_threaded[0]: '3.13' is not a Python like"),
+    "patch free threaded": (_set("releases.0.patches.1.free_threaded", ["t"]), "releases[0].patches[1].free_threaded[0]: 't' is not"),
+    "companion compares": (_set("companion_rules.cuda_check.0.compares", "minor"), "companion_rules.cuda_check[0].compares: 'minor' is not one of"),
+    "companion versions": (_set("companion_rules.cuda_check.0.versions", "0.16"), "companion_rules.cuda_check[0].versions: '0.16' is not a version specifier"),
+    "companion source": (_set("companion_rules.cuda_check.1.source", ""), "companion_rules.cuda_check[1].source: is empty"),
+    "companion not list": (_set("companion_rules.cuda_check", {}), "companion_rules.cuda_check: expected a list"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_NEW))
+def test_broken_new_sections_name_file_and_field(tmp_path, case):
+    mutate, expected = BROKEN_NEW[case]
+    data = json.loads(TINY.read_text())
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(TableError) as caught:
+        load_table(path)
+    message = str(caught.value)
+    assert message.startswith(f"compat table {path.resolve()}: "), message
+    assert expected in message
+    assert "\n" not in message

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from doctor.errors import TableError
@@ -31,10 +32,13 @@ PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "darwin-arm64", 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 
 _MINOR_RE = re.compile(r"^\d+\.\d+$")
-_LEADING_MINOR_RE = re.compile(r"^\s*v?(\d+)\.(\d+)")
 _DRIVER_RE = re.compile(r"^\d+(\.\d+)*$")
 _SM_RE = re.compile(r"^sm_\d+[af]?$")
 _PTX_RE = re.compile(r"^compute_\d+[af]?$")
+_PLAIN_SM_RE = re.compile(r"^sm_\d+$")
+_FREE_THREADED_RE = re.compile(r"^\d+\.\d+t$")
+_SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
+_CUDA_CHECKS = ("major.minor", "major")
 
 # GPU name normalisation (gpus.json naming_notes): vendor/brand prefixes, then form-factor/memory suffixes.
 _NAME_PREFIX_RE = re.compile(r"^(nvidia|tesla|geforce)\s+")
@@ -51,6 +55,7 @@ class Patch:
     torch: str
     torchvision: str | None
     torchaudio: str | None
+    free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class Release:
     source: str
     confidence: str
     unverified_fields: tuple[str, ...]  # e.g. ("patches", "variants.windows-x86_64")
+    cudnn: dict[str, str] = field(default_factory=dict)  # CUDA variant -> cuDNN version it was built with
+    requires_python: dict[str, str] = field(default_factory=dict)  # package -> Requires-Python of the latest patch
     _by_version: dict[str, Patch] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -89,6 +96,26 @@ class Release:
 
     def variants_for(self, platform: str) -> tuple[str, ...]:
         return self.variants.get(platform, ())
+
+    def free_threaded_for(self, version: str | None = None) -> tuple[str, ...]:
+        """The free-threaded Pythons ("3.14t") with wheels for a patch (None or unknown: the latest patch)."""
+        patch = self.patch(version) if version else None
+        patch = patch or self.latest
+        return patch.free_threaded if patch.free_threaded is not None else self.free_threaded
+
+    def requires_python_ok(self, package: str, python: str) -> bool | None:
+        """Whether ``python`` ("3.14.1") satisfies the package's Requires-Python; None when not recorded."""
+        spec = self.requires_python.get(package)
+        if spec is None:
+            return None
+        try:
+            return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
+        except InvalidVersion:
+            return None
+
+    def cudnn_version(self, variant: str) -> str | None:
+        """The cuDNN version a CUDA variant of this release was built with ("9.1.0.70"), when recorded."""
+        return self.cudnn.get(variant.strip().lower())
 
 
 @dataclass(frozen=True)
@@ -137,6 +164,39 @@ class GpuModel:
     confidence: str
 
 
+@dataclass(frozen=True)
+class CudaToolkit:
+    cuda: str  # "12.8"
+    sm: tuple[str, ...]  # every plain target nvcc of that version compiles offline, ascending ("sm_50", ...)
+    lowest_sm: str  # "sm_50"
+    highest_sm: str  # "sm_120"
+    source: str
+    confidence: str
+
+    def compiles(self, target: str) -> bool:
+        """Whether nvcc of this version compiles offline for ``target`` ("sm_86", "sm_90a", "8.6")."""
+        number = _sm_number(target)
+        return number is not None and number in {_sm_number(t) for t in self.sm}
+
+
+@dataclass(frozen=True)
+class CudnnSupport:
+    cudnn: str  # first cuDNN version (major.minor) the row applies to, "9.0"
+    cuda_major: int  # the CUDA major of the cuDNN build, 12
+    min_compute_capability: str  # "5.0"
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class CompanionCudaCheck:
+    package: str  # "torchvision"
+    versions: str  # a specifier set of the package versions the row covers, ">=0.16"
+    compares: str  # "major.minor" or "major": what must match torch.version.cuda at import
+    source: str
+    confidence: str
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 
@@ -156,6 +216,9 @@ class CompatTable:
         driver_branches: tuple[DriverBranch, ...],
         gpu_models: tuple[GpuModel, ...],
         gpu_aliases: dict[str, str] | None = None,
+        cuda_toolkits: tuple[CudaToolkit, ...] = (),
+        cudnn_support: tuple[CudnnSupport, ...] = (),
+        companion_checks: tuple[CompanionCudaCheck, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -181,6 +244,20 @@ class CompatTable:
         self._branches = {b.branch: b for b in self.driver_branches}
         self._branch_numbers = [b.branch for b in self.driver_branches]
         self._gpus_exact, self._gpus_loose = _gpu_indexes(gpu_models, gpu_aliases or {})
+        self.cuda_toolkits = tuple(sorted(cuda_toolkits, key=lambda t: Version(t.cuda)))
+        self.cudnn_rows = cudnn_support
+        self.companion_checks = companion_checks
+        self._toolkits = {t.cuda: t for t in self.cuda_toolkits}
+        # cuda major -> (ascending first cuDNN versions, their rows) for the nearest-lower lookup
+        self._cudnn: dict[int, tuple[list[Version], list[CudnnSupport]]] = {}
+        for row in sorted(cudnn_support, key=lambda c: Version(c.cudnn)):
+            versions, rows = self._cudnn.setdefault(row.cuda_major, ([], []))
+            versions.append(Version(row.cudnn))
+            rows.append(row)
+        self._companions: dict[str, tuple[tuple[SpecifierSet, CompanionCudaCheck], ...]] = {}
+        for check in companion_checks:
+            entry = (SpecifierSet(check.versions), check)
+            self._companions[check.package] = (*self._companions.get(check.package, ()), entry)
 
     def __repr__(self) -> str:
         return f"CompatTable({self.path!r}, table_version={self.table_version!r})"
@@ -236,6 +313,52 @@ class CompatTable:
         if found is None:
             found = self._gpus_loose.get(_strip_gpu_suffixes(light))
         return found
+
+    def toolkit(self, cuda: str) -> CudaToolkit | None:
+        """The targets nvcc of a CUDA minor compiles offline: "12.8", "12.8.1" or "cu128"."""
+        key = variant_to_cuda((cuda or "").strip().lower()) or _minor_key(cuda or "")
+        return self._toolkits.get(key) if key else None
+
+    def cudnn_support(self, cudnn: str, cuda_major: int) -> CudnnSupport | None:
+        """The support row of a cuDNN version ("9.1.0.70") built for a CUDA major: the row with the
+        newest first version not above it, for that CUDA major. None when no row covers it."""
+        key = _minor_key(cudnn or "")
+        versions, rows = self._cudnn.get(cuda_major, ([], []))
+        if key is None or not versions:
+            return None
+        at = bisect.bisect_right(versions, Version(key))
+        return rows[at - 1] if at else None
+
+    def cudnn_min_cc(self, torch_version: str, variant: str | None = None) -> str | None:
+        """The lowest compute capability the cuDNN of a torch build supports ("5.0" for cuDNN 9).
+
+        With a variant ("cu118"): that build's cuDNN. Without: the answer shared by every CUDA variant of
+        the release that records its cuDNN, or None when they differ or none is recorded."""
+        release = self.release(torch_version)
+        if release is None:
+            return None
+        variants = [variant.strip().lower()] if variant else sorted(release.cudnn)
+        answers = set()
+        for name in variants:
+            cuda = variant_to_cuda(name)
+            version = release.cudnn_version(name)
+            row = self.cudnn_support(version, int(cuda.split(".")[0])) if cuda and version else None
+            if row is None:
+                return None
+            answers.add(row.min_compute_capability)
+        return answers.pop() if len(answers) == 1 else None
+
+    def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
+        """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at
+        import: the row whose version range holds it, or None when no row does."""
+        try:
+            wanted = Version(_public(version))
+        except InvalidVersion:
+            return None
+        for spec, check in self._companions.get((package or "").strip().lower(), ()):
+            if spec.contains(wanted, prereleases=True):
+                return check
+        return None
 
 
 # --- public helpers ----------------------------------------------------------------------------
@@ -329,6 +452,12 @@ class _Parser:
         if pattern is not None and not pattern.match(value):
             raise self.fail(where, f"{value!r} is not {what}")
 
+    def check_version(self, value: str, where: str) -> None:
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise self.fail(where, f"{value!r} is not a version") from None
+
     def version(self, obj: dict, key: str, where: str, optional: bool = False) -> str | None:
         value = self.get(obj, key, where, (str,), optional=optional)
         if value is not None:
@@ -412,6 +541,16 @@ class _Parser:
         gpus = self.section(
             data, "gpus", lambda row, where: self.gpu_row(row, where, aliases), lambda g: g.name, "GPU name"
         )
+        # Optional sections (schema 1 stays readable without them).
+        toolkits = self.section(data, "cuda_toolkits", self.toolkit_row, lambda t: t.cuda, "CUDA toolkit", True)
+        cudnn = self.section(
+            data, "cudnn", self.cudnn_row, lambda c: (c.cudnn, c.cuda_major), "cuDNN row", True
+        )
+        companions = self.companion_rules(data)
+        for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
+            for variant in release.cudnn:
+                if variant not in {v for names in release.variants.values() for v in names}:
+                    raise self.fail(f"{where}.cudnn.{variant}", f"{variant!r} is not a variant of torch {release.minor}")
         return CompatTable(
             self.path,
             schema,
@@ -424,9 +563,16 @@ class _Parser:
             tuple(branches),
             tuple(gpus),
             aliases,
+            tuple(toolkits),
+            tuple(cudnn),
+            tuple(companions),
         )
 
-    def section(self, data: dict, key: str, parse: Callable, identity: Callable, shown: str) -> list:
+    def section(
+        self, data: dict, key: str, parse: Callable, identity: Callable, shown: str, optional: bool = False
+    ) -> list:
+        if optional and key not in data:
+            return []
         seen: dict = {}
         parsed = []
         for where, row in self.rows(data, key):
@@ -449,11 +595,15 @@ class _Parser:
             if _minor_key(torch) != minor:
                 raise self.fail(f"{at}.torch", f"{torch!r} is not a {minor}.x version")
             self.unique(seen, _public(torch), f"{at}.torch", f"torch patch {torch!r}")
+            patch_free_threaded = None
+            if item.get("free_threaded") is not None:
+                patch_free_threaded = self.strings(item, "free_threaded", at, _FREE_THREADED_RE, "a Python like '3.13t'")
             patches.append(
                 Patch(
                     torch,
                     self.version(item, "torchvision", at, optional=True),
                     self.version(item, "torchaudio", at, optional=True),
+                    patch_free_threaded,
                 )
             )
             if "confidence" in item and item["confidence"] not in CONFIDENCES:
@@ -467,7 +617,7 @@ class _Parser:
         python = self.get(row, "python", where, (dict,))
         py_min = self.version(python, "min", f"{where}.python")
         py_max = self.version(python, "max", f"{where}.python")
-        free_threaded = self.strings(python, "free_threaded", f"{where}.python")
+        free_threaded = self.strings(python, "free_threaded", f"{where}.python", _FREE_THREADED_RE, "a Python like '3.13t'")
 
         variants = {}
         for platform, names in self.get(row, "variants", where, (dict,)).items():
@@ -490,6 +640,27 @@ class _Parser:
                 raise self.fail(at, f"{name!r} is not among {where}.variants.{platform}")
             pypi_default[platform] = name
 
+        cudnn = {}
+        for variant, version in (self.get(row, "cudnn", where, (dict,), optional=True) or {}).items():
+            at = f"{where}.cudnn.{variant}"
+            if variant_to_cuda(variant) is None:
+                raise self.fail(at, f"{variant!r} is not a CUDA variant (cuNNN)")
+            if not isinstance(version, str) or _minor_key(version) is None:
+                raise self.fail(at, f"{version!r} is not a cuDNN version")
+            self.check_version(version, at)
+            cudnn[variant] = version
+
+        requires_python = {}
+        for package, spec in (self.get(row, "requires_python", where, (dict,), optional=True) or {}).items():
+            at = f"{where}.requires_python.{package}"
+            if not isinstance(spec, str):
+                raise self.fail(at, f"expected a string, got {_json_kind(spec)}")
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                raise self.fail(at, f"{spec!r} is not a version specifier") from None
+            requires_python[package] = spec
+
         source, confidence = self.provenance(row, where)
         unverified = self.strings(row, "unverified_fields", where) if "unverified_fields" in row else ()
         return Release(
@@ -503,6 +674,8 @@ class _Parser:
             source,
             confidence,
             unverified,
+            cudnn,
+            requires_python,
         )
 
     def arch_row(self, row: dict, where: str) -> ArchList:
@@ -536,6 +709,49 @@ class _Parser:
         max_cuda = self.string(row, "max_cuda", where, _MINOR_RE, "a CUDA version (major.minor)")
         return DriverBranch(branch, max_cuda, *self.provenance(row, where))
 
+    def toolkit_row(self, row: dict, where: str) -> CudaToolkit:
+        cuda = self.string(row, "cuda", where, _MINOR_RE, "a CUDA version (major.minor)")
+        sm = self.strings(row, "sm", where, _PLAIN_SM_RE, "a plain cubin target like 'sm_80'")
+        if not sm:
+            raise self.fail(f"{where}.sm", "is empty")
+        numbers = [_sm_number(t) for t in sm]
+        if numbers != sorted(set(numbers)):
+            raise self.fail(f"{where}.sm", "is not ascending without repeats")
+        lowest = self.string(row, "lowest_sm", where, _PLAIN_SM_RE, "a plain cubin target like 'sm_80'")
+        highest = self.string(row, "highest_sm", where, _PLAIN_SM_RE, "a plain cubin target like 'sm_80'")
+        if lowest != sm[0]:
+            raise self.fail(f"{where}.lowest_sm", f"{lowest!r} is not the lowest of sm ({sm[0]!r})")
+        if highest != sm[-1]:
+            raise self.fail(f"{where}.highest_sm", f"{highest!r} is not the highest of sm ({sm[-1]!r})")
+        return CudaToolkit(cuda, sm, lowest, highest, *self.provenance(row, where))
+
+    def cudnn_row(self, row: dict, where: str) -> CudnnSupport:
+        cudnn = self.string(row, "cudnn", where, _MINOR_RE, "a cuDNN version (major.minor)")
+        cuda_major = self.get(row, "cuda_major", where, (int,))
+        cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
+        return CudnnSupport(cudnn, cuda_major, cc, *self.provenance(row, where))
+
+    def companion_rules(self, data: dict) -> list[CompanionCudaCheck]:
+        rules = self.get(data, "companion_rules", "", (dict,), optional=True)
+        if rules is None:
+            return []
+        checks = []
+        for i, row in enumerate(self.get(rules, "cuda_check", "companion_rules", (list,))):
+            where = f"companion_rules.cuda_check[{i}]"
+            if not isinstance(row, dict):
+                raise self.fail(where, f"expected an object, got {_json_kind(row)}")
+            package = self.string(row, "package", where).strip().lower()
+            versions = self.string(row, "versions", where)
+            try:
+                SpecifierSet(versions)
+            except InvalidSpecifier:
+                raise self.fail(f"{where}.versions", f"{versions!r} is not a version specifier") from None
+            compares = self.string(row, "compares", where)
+            if compares not in _CUDA_CHECKS:
+                raise self.fail(f"{where}.compares", f"{compares!r} is not one of {', '.join(_CUDA_CHECKS)}")
+            checks.append(CompanionCudaCheck(package, versions, compares, *self.provenance(row, where)))
+        return checks
+
     def gpu_row(self, row: dict, where: str, aliases: dict[str, str]) -> GpuModel:
         name = self.string(row, "name", where)
         cc = self.string(row, "compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
@@ -556,6 +772,16 @@ def _json_kind(value: Any) -> str:
 
 
 # --- small pure helpers ------------------------------------------------------------------------
+
+
+def _sm_number(target: str) -> int | None:
+    """ "sm_86" / "sm_90a" / "compute_120" -> 86 / 90 / 120; "8.6" -> 86; else None."""
+    match = _SM_NUMBER_RE.match(target or "")
+    if not match:
+        return None
+    if match.group(2) is not None:
+        return int(match.group(1)) * 10 + int(match.group(2))
+    return int(match.group(1))
 
 
 @functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
