@@ -41,6 +41,9 @@ CHUNK_OVERLAP = 512  # a message split by the chunking still lies whole in one c
 MAX_MATCHES = 1000  # raw matches kept for the caller; ranking uses them all
 MAX_CANDIDATES = 5000  # pieces one signature's regex may run on (earliest first): bounds hostile input
 MIN_NEEDLE = 4  # shortest literal that is selective enough to prefilter on
+FALLBACK_SPECIFICITY = (
+    20  # below this a signature is a fallback: it only counts on lines nothing else explains
+)
 MAX_BOUND = 1000  # largest {m,n} a pattern may use
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -218,13 +221,13 @@ def _load_row(index: int, row: Any) -> Signature:
     if not isinstance(related, list) or not all(isinstance(r, str) and _ID_RE.match(r) for r in related):
         raise bad("related", "must be a list of kebab-case finding ids")
     pattern = row["pattern"]
-    problem = _unsafe_pattern(pattern)
-    if problem:
-        raise bad("pattern", problem)
     try:
         regex = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
         raise bad("pattern", f"does not compile ({exc})") from None
+    problem = _unsafe_pattern(pattern)
+    if problem:
+        raise bad("pattern", problem)
     needles = _needles(pattern)
     if needles is None:
         raise bad(
@@ -298,6 +301,8 @@ def _unsafe_pattern(pattern: str) -> str | None:
             if not stack:
                 return "unbalanced ')'"
             had_quantifier = stack.pop()
+            if had_quantifier and stack:
+                stack[-1] = True  # the enclosing group now contains a quantifier too
             last = "group+q" if had_quantifier else "group"
             i += 1
             continue
@@ -540,7 +545,11 @@ def explain_text(data: str | bytes, signatures: SignatureSet) -> Explanation:
                     groups = {k: v for k, v in m.groupdict().items() if v}
                     found[key] = Match(sig.id, sig.finding, sig.specificity, number, m.group(0), groups)
 
-    matches = sorted(found.values(), key=lambda m: (m.line, -m.specificity, m.signature))
+    explained = {m.line for m in found.values() if m.specificity >= FALLBACK_SPECIFICITY}
+    matches = sorted(
+        (m for m in found.values() if m.specificity >= FALLBACK_SPECIFICITY or m.line not in explained),
+        key=lambda m: (m.line, -m.specificity, m.signature),
+    )
     return Explanation(
         findings=_rank(matches, signatures),
         matches=tuple(matches[:MAX_MATCHES]),
