@@ -192,7 +192,9 @@ def test_holdout_accuracy(sigs):
     print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
-    assert accuracy >= 0.80  # first look: 52/52; no signature was changed after it
+    # First look: 52/52. Later changes (source URLs, two DataLoader wordings read from DataLoader.cpp)
+    # came from the torch source, not from holdout results; it stayed 52/52.
+    assert accuracy >= 0.80
 
 
 def _ansi(text):
