@@ -1,0 +1,528 @@
+"""doctor.explain_match: the signature data, the matcher on real pasted errors, and hostile input.
+
+The corpus (tests/fixtures/explain/corpus.jsonl, README beside it) holds real messages from public
+threads, split into dev (tuned on) and holdout (never tuned on) before any signature was written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from doctor import explain_match as em
+from doctor.explain_match import explain_text, load_signatures
+
+ROOT = Path(__file__).resolve().parent.parent
+SIGNATURES_PATH = ROOT / "compat_tables" / "signatures.json"
+CORPUS_PATH = ROOT / "tests" / "fixtures" / "explain" / "corpus.jsonl"
+
+# Finding ids introduced for `explain`: causes `torchdoctor check` cannot see, or sees only through a
+# generic symptom id (torch-import-error, cudnn-error). Anything else must be one of check's ids, so a
+# typo cannot invent a finding.
+EXPLAIN_ONLY_IDS = {
+    "checkpoint-needs-cuda": "a GPU checkpoint loaded where CUDA is unavailable",
+    "cuda-device-side-assert": "a kernel's bounds assertion (labels / indices out of range)",
+    "cuda-fork-reinit": "CUDA used in a forked child after the parent initialised it",
+    "cuda-forward-compat-error": "CUDA error 804, forward-compat libcuda on an unsupported GPU",
+    "cuda-init-failed": "the CUDA driver failed to initialise / unclassified cudaGetDeviceCount error",
+    "cuda-mps-error": "CUDA error 805, MPS daemon unreachable",
+    "cuda-out-of-memory": "the GPU ran out of memory during work",
+    "cuda-runtime-error": "generic fallback for any other CUDA error",
+    "cuda-unknown-error": "cudaErrorUnknown at start-up (broken driver state)",
+    "cudnn-library-missing": "libcudnn cannot be found",
+    "cudnn-not-initialized": "CUDNN_STATUS_NOT_INITIALIZED",
+    "cudnn-version-incompatible": "torch loaded another cuDNN than it was built with",
+    "dataloader-worker-died": "a DataLoader worker exited or was killed",
+    "loss-is-nan": "training loss became NaN",
+    "nccl-system-error": "NCCL unhandled system error",
+    "nccl-timeout": "a collective timed out (NCCL watchdog)",
+    "no-matching-wheel": "pip finds no wheel of the requested torch version",
+    "nvidia-fabric-manager-not-running": "CUDA error 802 on NVSwitch systems",
+    "nvjitlink-symbol-missing": "an older libnvJitLink shadows torch's",
+    "shape-mismatch": "tensor shapes do not fit",
+    "tensors-on-different-devices": "tensors on two devices combined",
+    "torch-cuda-symbol-error": "libtorch_cuda finds older CUDA/NCCL libraries",
+    "torchaudio-backend-missing": "torchaudio has no I/O backend",
+    "wheel-platform-unsupported": "a wheel built for another Python/platform",
+    "windows-dll-load-failed": "WinError 126/127 loading torch's DLLs",
+}
+# ids `torchdoctor distributed` reports (doctor/distributed.py); used only in `related`
+DISTRIBUTED_IDS = {"distributed-nccl-error", "distributed-collective-failed"}
+
+
+def _check_ids() -> set[str]:
+    from doctor.rules import all_rules
+
+    return {finding_id for rule in all_rules() for finding_id in rule.ids}
+
+
+@pytest.fixture(scope="module")
+def raw_signatures() -> dict:
+    return json.loads(SIGNATURES_PATH.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def sigs(raw_signatures):
+    return load_signatures(raw_signatures)
+
+
+def _corpus(split: str) -> list[dict]:
+    rows = [json.loads(line) for line in CORPUS_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [r for r in rows if r["split"] == split]
+
+
+def _first(sigs, text) -> str | None:
+    findings = explain_text(text, sigs).findings
+    return findings[0].finding if findings else None
+
+
+def _accuracy(sigs, rows) -> tuple[float, list[tuple[str, str | None, str]]]:
+    misses = []
+    for row in rows:
+        got = _first(sigs, row["text"])
+        if got != row["expected"]:
+            misses.append((row["expected"], got, row["source"]))
+    return 1 - len(misses) / len(rows), misses
+
+
+# --- the data ---------------------------------------------------------------------------------------
+
+
+def test_signature_file_is_versioned_and_loads(raw_signatures, sigs):
+    assert raw_signatures["schema_version"] == 1
+    assert re.fullmatch(r"\d{4}\.\d{2}\.\d{2}", raw_signatures["signatures_version"])
+    assert sigs.signatures_version == raw_signatures["signatures_version"]
+    assert len(sigs.signatures) >= 40
+    assert len({s.id for s in sigs.signatures}) == len(sigs.signatures)
+
+
+def test_finding_ids_are_checks_or_declared_new_ones(sigs):
+    check = _check_ids()
+    assert not set(EXPLAIN_ONLY_IDS) & check, "a 'new' id that check already has: reuse check's"
+    for sig in sigs.signatures:
+        assert sig.finding in check or sig.finding in EXPLAIN_ONLY_IDS, (sig.id, sig.finding)
+        for related in sig.related:
+            assert related in check | set(EXPLAIN_ONLY_IDS) | DISTRIBUTED_IDS, (sig.id, related)
+    used = {s.finding for s in sigs.signatures}
+    assert set(EXPLAIN_ONLY_IDS) <= used, "declared but unused new ids"
+
+
+def test_check_ids_the_brief_names_are_reused(sigs):
+    used = {s.finding for s in sigs.signatures}
+    for finding in (
+        "gpu-arch-unsupported",
+        "driver-too-old",
+        "nvidia-driver-missing",
+        "driver-library-mismatch",
+        "container-lost-gpu-access",
+        "torch-cpu-build",
+        "torchvision-mismatch",
+        "torchaudio-mismatch",
+        "python-unsupported",
+        "cuda-visible-devices-hides-all",
+        "shm-too-small",
+        "library-path-shadows-cuda-libs",
+    ):
+        assert finding in used
+
+
+@pytest.mark.parametrize("index", range(len(json.loads(SIGNATURES_PATH.read_text())["signatures"])))
+def test_each_example_matches_its_own_row_first(sigs, index):
+    sig = sigs.signatures[index]
+    assert sig.examples
+    for example in sig.examples:
+        findings = explain_text(example, sigs).findings
+        assert findings, (sig.id, example)
+        assert findings[0].signature == sig.id, (sig.id, [f.signature for f in findings])
+        assert findings[0].finding == sig.finding
+
+
+def test_every_row_is_matched_by_an_example_or_the_corpus(sigs):
+    matched = set()
+    for split in ("dev", "holdout"):
+        for row in _corpus(split):
+            matched.update(m.signature for m in explain_text(row["text"], sigs).matches)
+    for sig in sigs.signatures:
+        for example in sig.examples:
+            matched.update(m.signature for m in explain_text(example, sigs).matches)
+    assert matched == {s.id for s in sigs.signatures}
+
+
+def test_needles_are_lowercase_literals_of_the_pattern(sigs):
+    for sig in sigs.signatures:
+        assert sig.needles
+        for needle in sig.needles:
+            assert needle == needle.lower() and len(needle) >= em.MIN_NEEDLE
+
+
+# --- the corpus -------------------------------------------------------------------------------------
+
+
+def test_corpus_shape():
+    dev, holdout = _corpus("dev"), _corpus("holdout")
+    assert len(dev) + len(holdout) >= 100
+    assert 0.15 <= len(holdout) / (len(dev) + len(holdout)) <= 0.25
+    for row in dev + holdout:
+        assert set(row) == {"text", "expected", "source", "split"}
+        assert row["source"].startswith("https://")
+        assert row["text"].strip()
+    sources = [r["source"] for r in dev + holdout]
+    assert len(sources) == len(set(sources)), "one entry per thread"
+
+
+def test_dev_accuracy(sigs):
+    rows = _corpus("dev")
+    accuracy, misses = _accuracy(sigs, rows)
+    print(f"\ndev accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    for expected, got, source in misses:
+        print(f"  miss: expected {expected}, got {got}: {source}")
+    assert accuracy >= 0.90
+
+
+def test_holdout_accuracy(sigs):
+    # Never tuned on: computed and printed. The assertion was added after the first look at the result.
+    rows = _corpus("holdout")
+    accuracy, misses = _accuracy(sigs, rows)
+    print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    for expected, got, source in misses:
+        print(f"  miss: expected {expected}, got {got}: {source}")
+    # First look: 52/52. Later changes (source URLs, two DataLoader wordings read from DataLoader.cpp)
+    # came from the torch source, not from holdout results; it stayed 52/52.
+    assert accuracy >= 0.80
+
+
+def _ansi(text):
+    return "\n".join(f"\x1b[31;1m{line}\x1b[0m" for line in text.split("\n"))
+
+
+TRANSFORMS = {
+    "crlf": lambda t: t.replace("\n", "\r\n"),
+    "ansi": _ansi,
+    "osc-title": lambda t: "\x1b]0;job 42\x07" + t,
+    "quoted": lambda t: "\n".join("> " + line for line in t.split("\n")),
+    "fenced": lambda t: "```text\n" + t + "\n```",
+    "html-escaped": lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+    "chinese-around": lambda t: "运行训练脚本时报错：\n" + t + "\n请问怎么解决？谢谢",
+    "utf8-bytes": lambda t: t.encode("utf-8"),
+    "utf16-bytes": lambda t: t.encode("utf-16"),
+    "buried-in-log": lambda t: "\n".join(f"[INFO] step {i} ok" for i in range(300)) + "\n" + t,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_first_finding_survives_how_text_is_pasted(sigs, name):
+    transform = TRANSFORMS[name]
+    changed = []
+    for row in _corpus("dev"):
+        before = _first(sigs, row["text"])
+        after = _first(sigs, transform(row["text"]))
+        if before != after:
+            changed.append((row["source"], before, after))
+    assert not changed
+
+
+# --- ranking and what a finding carries --------------------------------------------------------------
+
+
+def test_exact_architecture_message_outranks_generic_cuda_error(sigs):
+    text = (
+        "UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+        "PyTorch installation.\n...\nRuntimeError: CUDA error: no kernel image is available for execution on "
+        "the device\n"
+    )
+    result = explain_text(text, sigs)
+    first = result.findings[0]
+    assert (first.finding, first.signature, first.line) == (
+        "gpu-arch-unsupported",
+        "arch-sm-not-compatible",
+        1,
+    )
+    assert first.groups == {"gpu": "NVIDIA GeForce RTX 5090", "sm": "120"}
+    assert "arch-no-kernel-image" in first.also_matched
+    assert first.occurrences == 2
+    # the generic "CUDA error" fallback does not count on a line a specific signature explains
+    assert [f.finding for f in result.findings] == ["gpu-arch-unsupported"]
+
+
+def test_root_cause_ranks_above_its_consequences(sigs):
+    log = (
+        "torch/cuda/__init__.py:83: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+        "(found version 11040). Please update your GPU driver\n"
+        "Traceback (most recent call last):\n"
+        "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.\n"
+        "RuntimeError: No CUDA GPUs are available\n"
+    )
+    findings = explain_text(log, sigs).findings
+    assert [f.finding for f in findings] == [
+        "driver-too-old",
+        "cuda-visible-devices-hides-all",
+        "checkpoint-needs-cuda",
+    ]
+    assert findings[0].groups == {"found_version": "11040"}
+    assert findings[0].line == 1
+
+
+def test_dedupes_by_finding_id_and_keeps_every_match(sigs):
+    text = "\n".join(["RuntimeError: operator torchvision::nms does not exist"] * 3)
+    result = explain_text(text, sigs)
+    assert [f.finding for f in result.findings] == ["torchvision-mismatch"]
+    assert result.findings[0].occurrences == 3
+    assert [m.line for m in result.matches] == [1, 2, 3]
+
+
+def test_finding_carries_meaning_fix_and_source(sigs):
+    (finding,) = explain_text("ERROR: No matching distribution found for torch==2.5.1+cu124", sigs).findings
+    assert finding.finding == "no-matching-wheel"
+    assert finding.groups == {"pkg": "torch", "version": "2.5.1+cu124"}
+    assert "--index-url" in finding.fix
+    assert finding.meaning and finding.title and finding.torch_versions
+    assert finding.source.startswith("https://")
+
+
+def test_line_numbers_count_normalised_lines(sigs):
+    text = "intro\r\n```\r\n> Traceback\r\n> AssertionError: Torch not compiled with CUDA enabled\r\n```\r\n"
+    (finding,) = explain_text(text, sigs).findings
+    assert (finding.finding, finding.line) == ("torch-cpu-build", 4)
+    assert finding.text == "Torch not compiled with CUDA enabled"
+
+
+def test_generic_cuda_error_only_where_nothing_specific_matched(sigs):
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered\nRuntimeError: CUDA error: out of memory"
+    result = explain_text(text, sigs)
+    assert [(f.finding, f.line) for f in result.findings] == [
+        ("cuda-out-of-memory", 2),
+        ("cuda-runtime-error", 1),
+    ]
+    assert result.findings[1].groups == {"reason": "an illegal memory access was encountered"}
+
+
+def test_no_signature_no_finding(sigs):
+    result = explain_text("Traceback (most recent call last):\nKeyError: 'foo'\n", sigs)
+    assert result.findings == () and result.matches == ()
+
+
+# --- hostile input ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "",
+        b"",
+        " \n\t\n",
+        bytes(range(256)) * 4000,
+        b"\xff\xfe\x00\xd8" * 1000,  # a BOM, then lone surrogates
+        "\x1b]8;;" + "x" * 5000,  # an OSC sequence that never ends
+        "\x1b[" * 10000,
+        "\ud800 lone surrogate \udfff",
+    ],
+    ids=["empty", "empty-bytes", "blank", "binary", "bad-utf16", "open-osc", "open-csi", "surrogates"],
+)
+def test_hostile_input_never_raises(sigs, data):
+    result = explain_text(data, sigs)
+    assert isinstance(result.findings, tuple)
+
+
+def test_wrong_type_is_a_type_error(sigs):
+    with pytest.raises(TypeError):
+        explain_text(None, sigs)
+
+
+def test_binary_with_a_message_inside(sigs):
+    data = bytes(range(256)) * 50 + b"\nRuntimeError: No CUDA GPUs are available\n" + bytes(range(256)) * 50
+    result = explain_text(data, sigs)
+    assert result.findings[0].finding == "cuda-visible-devices-hides-all"
+    assert any("UTF-8" in note for note in result.notes)
+
+
+def test_utf16_without_bom_is_read_through_its_nuls(sigs):
+    data = "ImportError: libcudnn.so.9: cannot open shared object file".encode("utf-16-le")
+    assert _first(sigs, data) == "cudnn-library-missing"
+
+
+def test_huge_input_keeps_the_end_and_says_so(sigs):
+    filler = "x" * 99 + "\n"
+    text = (
+        "RuntimeError: Found no NVIDIA driver on your system\n"
+        + filler * 200_000  # 20 MB
+        + "RuntimeError: Torch not compiled with CUDA enabled\n"
+    )
+    result = explain_text(text, sigs)
+    assert [f.finding for f in result.findings] == ["torch-cpu-build"]  # the start was dropped
+    assert any("dropped" in note for note in result.notes)
+    assert result.lines <= em.MAX_INPUT_CHARS // 100 + 2
+
+
+def test_pathological_line_is_linear(sigs):
+    # 1 MB of "a" on one line: the classic probe for regex backtracking. Doubling the input must not
+    # quadruple the time.
+    def timed(n):
+        start = time.perf_counter()
+        result = explain_text("a" * n, sigs)
+        return time.perf_counter() - start, result
+
+    small, _ = timed(250_000)
+    large, result = timed(1_000_000)
+    assert result.findings == ()
+    assert any("overlapping pieces" in note for note in result.notes)
+    assert large < max(small, 0.01) * 8 + 0.05, (small, large)  # linear: about 4x, never 16x
+    assert large < 5.0
+
+
+def test_dense_needles_stay_linear(sigs):
+    # every signature's needles, densely repeated: every chunk is a candidate for every regex
+    unit = " ".join(n for s in sigs.signatures for n in s.needles) + " "
+
+    def timed(copies):
+        text = (unit * copies)[: copies * 2000]
+        start = time.perf_counter()
+        explain_text(text + "\n" + text.replace(" ", "\n", 50), sigs)
+        return time.perf_counter() - start
+
+    small, large = timed(25), timed(100)
+    assert large < max(small, 0.01) * 8 + 0.1, (small, large)
+
+
+def test_message_in_a_long_minified_line_is_found(sigs):
+    line = (
+        '{"log": "' + "y" * 10_000 + " CUDA out of memory. Tried to allocate 2.00 GiB " + "z" * 10_000 + '"}'
+    )
+    (finding,) = explain_text(line, sigs).findings
+    assert finding.finding == "cuda-out-of-memory"
+    assert finding.groups == {"requested": "2.00 GiB"}
+    assert finding.line == 1
+
+
+def test_escape_sequences_and_entities_are_stripped(sigs):
+    text = (
+        "\x1b]0;runner\x07\x1b[1;31mRuntimeError\x1b[0m: ^[[32mFound no NVIDIA driver^[[0m on your system\r\n"
+        "&gt; Failed to initialize NVML: Driver/library version mismatch&nbsp;\r\n"
+    )
+    findings = explain_text(text, sigs).findings
+    assert [f.finding for f in findings] == ["driver-library-mismatch", "nvidia-driver-missing"]
+    assert findings[1].text == "Found no NVIDIA driver on your system"
+    lines, _ = em.normalize_text(text)
+    assert lines[0] == "RuntimeError: Found no NVIDIA driver on your system"
+    assert lines[1] == "Failed to initialize NVML: Driver/library version mismatch "
+
+
+def test_chinese_around_the_message(sigs):
+    text = "服务器更新驱动后运行报错：\nRuntimeError: CUDA error: out of memory\n显存不足，请问如何解决？"
+    (finding,) = explain_text(text, sigs).findings
+    assert (finding.finding, finding.line) == ("cuda-out-of-memory", 2)
+
+
+def test_ci_log_timing():
+    # A 5,000-line CI log with one message buried in it, as the brief sizes it: well under 200 ms.
+    sigs = load_signatures(SIGNATURES_PATH.read_text(encoding="utf-8"))
+    lines = [
+        f"2026-11-30T08:{i % 60:02d}:{i % 60:02d}.1234567Z [INFO] step {i} loss: 0.{i:04d} lr: 3e-4 "
+        f"tokens/s {1000 + i} module.layers.{i % 24}.mlp grad_norm=0.{i:03d} ##[group]Run pytest -q tests/"
+        for i in range(5000)
+    ]
+    lines.insert(3777, "E   RuntimeError: The NVIDIA driver on your system is too old (found version 12040).")
+    log = "\n".join(lines)
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        result = explain_text(log, sigs)
+        timings.append(time.perf_counter() - start)
+    median = statistics.median(timings)
+    print(f"\n5,000-line CI log ({len(log)} characters): median {median * 1000:.1f} ms")
+    assert [f.finding for f in result.findings] == ["driver-too-old"]
+    assert result.findings[0].line == 3778
+    assert median < 0.2
+
+
+# --- validation -------------------------------------------------------------------------------------
+
+
+def _with_row(raw, index=0, **changes):
+    data = copy.deepcopy(raw)
+    for key, value in changes.items():
+        if value is None:
+            data["signatures"][index].pop(key, None)
+        else:
+            data["signatures"][index][key] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"pattern": "no kernel (image"}, "pattern", "does not compile"),
+        ({"pattern": "(?:cuda error )+"}, "pattern", "unbounded quantifier on a group"),
+        ({"pattern": "(a+)+ no kernel image"}, "pattern", "nested quantifier"),
+        ({"pattern": "(?:x{1,9}y){2,5} no kernel image"}, "pattern", "nested quantifier"),
+        ({"pattern": "(kernel) image \\1"}, "pattern", "back-references"),
+        ({"pattern": "(?P<a>kernel) (?P=a) image"}, "pattern", "back-references"),
+        ({"pattern": "no kernel image.{0,5000}"}, "pattern", "above"),
+        ({"pattern": "sm_\\d+|abc"}, "pattern", "literal of at least"),
+        ({"pattern": "(?i)no kernel image"}, "pattern", "group syntax"),
+        ({"title": None}, "title", "missing"),
+        ({"examples": []}, "examples", "non-empty list"),
+        ({"finding": "GPU_Arch_Unsupported"}, "finding", "kebab-case"),
+        ({"finding": "gpu-arch-unsupported-"}, "finding", "kebab-case"),
+        ({"id": "arch sm"}, "id", "kebab-case"),
+        ({"specificity": 101}, "specificity", "between 0 and 100"),
+        ({"specificity": True}, "specificity", "must be a int"),
+        ({"specificity": "95"}, "specificity", "must be a int"),
+        ({"source": "http://example.com"}, "source", "https://"),
+        ({"related": ["Not An Id"]}, "related", "kebab-case"),
+        ({"colour": "red"}, "colour", "unknown field"),
+        ({"meaning": "  "}, "meaning", "must not be empty"),
+    ],
+)
+def test_bad_row_is_one_line_naming_row_and_field(raw_signatures, changes, field, why):
+    data = _with_row(raw_signatures, 3, **changes)
+    with pytest.raises(ValueError) as excinfo:
+        load_signatures(data)
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith("signatures: row 3")
+    assert f"field '{field}'" in message
+    assert why in message
+
+
+def test_duplicate_id_is_rejected(raw_signatures):
+    data = copy.deepcopy(raw_signatures)
+    data["signatures"][5]["id"] = data["signatures"][4]["id"]
+    with pytest.raises(ValueError, match=r"row 5 .*field 'id': duplicate id"):
+        load_signatures(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "top level must be a JSON object"),
+        ({"schema_version": 2, "signatures_version": "2026.11.30", "signatures": [{}]}, "schema_version"),
+        ({"schema_version": 1, "signatures_version": "30/11/2026", "signatures": [{}]}, "YYYY.MM.DD"),
+        ({"schema_version": 1, "signatures_version": "2026.11.30", "signatures": []}, "non-empty list"),
+        (
+            {"schema_version": 1, "signatures_version": "2026.11.30", "signatures": ["x"]},
+            "row 0: must be an object",
+        ),
+    ],
+)
+def test_bad_file_is_one_line(data, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        load_signatures(data)
+
+
+def test_loader_takes_text_bytes_or_dict(raw_signatures):
+    text = SIGNATURES_PATH.read_text(encoding="utf-8")
+    for data in (text, text.encode("utf-8"), raw_signatures):
+        assert len(load_signatures(data).signatures) == len(raw_signatures["signatures"])
+
+
+def test_optional_group_around_quantifiers_is_allowed():
+    # an optional group cannot repeat, so quantifiers inside it cannot backtrack catastrophically
+    assert em._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\))?") is None
+    assert em._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\)){2}") is not None
