@@ -1,4 +1,4 @@
-"""doctor.explain_match: the signature data, the matcher on real pasted errors, and hostile input.
+"""doctor.inputs.errortext: the signature data, the matcher on real pasted errors, and hostile input.
 
 The corpus (tests/fixtures/explain/corpus.jsonl, README beside it) holds real messages from public
 threads, split into dev (tuned on) and holdout (never tuned on) before any signature was written.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor import explain_match as em
-from doctor.explain_match import explain_text, load_signatures
+from doctor.inputs import errortext as em
+from doctor.inputs.errortext import explain_text, load_signatures
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNATURES_PATH = ROOT / "compat_tables" / "signatures.json"
