@@ -228,7 +228,7 @@ print(json.dumps({"n": len(paths), "setup_s": t1 - t0, "loop_s": t2 - t1}))
 
 
 NO_CLI = (
-    "import sys\nfrom doctor.app.commands import CheckOptions, run_check\n"
+    "import sys\nfrom doctor.app.check import run_check\nfrom doctor.app.options import CheckOptions\n"
     "sys.exit(run_check(CheckOptions(python=sys.argv[1], smoke=False, json=True)))"
 )
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             # Not a target: the same check without the CLI layer (typer), to show what typer costs.
             Command(
                 "no_cli",
-                "  same, calling doctor.app.commands.run_check (no typer)",
+                "  same, calling doctor.app.check.run_check (no typer)",
                 [tool_python, "-c", NO_CLI, target],
                 OK_CODES,
                 True,

@@ -116,7 +116,8 @@ def check(
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix."""
-    from doctor.app.commands import CheckOptions, run_check
+    from doctor.app.check import run_check
+    from doctor.app.options import CheckOptions
 
     raise typer.Exit(run_check(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
@@ -140,7 +141,8 @@ def report(
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found."""
-    from doctor.app.commands import CheckOptions, run_report
+    from doctor.app.check import run_report
+    from doctor.app.options import CheckOptions
 
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
@@ -174,8 +176,8 @@ def fix(
         "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it)."""
-    from doctor.app.commands import CheckOptions, run_fix
-    from doctor.fix.run import FixOptions
+    from doctor.app.fix import FixOptions, run_fix
+    from doctor.app.options import CheckOptions
 
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
@@ -214,7 +216,7 @@ def distributed(
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
     For multi-node jobs run `torchrun ... -m doctor.distributed.core` or `srun python -m doctor.distributed.core`."""
-    from doctor.app.commands import run_distributed
+    from doctor.app.distributed import run_distributed
 
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))
 
@@ -222,12 +224,9 @@ def distributed(
 @app.command("rules")
 def list_rules() -> None:
     """List every rule and the finding ids it can report."""
-    from doctor.rules import all_rules
+    from doctor.app.listing import rules_text
 
-    for rule in all_rules():
-        print(f"{rule.id}: {rule.summary}")
-        for finding_id in rule.ids:
-            print(f"    {finding_id}")
+    print(rules_text(), end="")
 
 
 def main(argv: list[str] | None = None) -> int:

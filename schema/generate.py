@@ -156,6 +156,7 @@ def build_schema() -> dict[str, Any]:
                     "warnings": {"type": "integer", "minimum": 0},
                     "infos": {"type": "integer", "minimum": 0},
                     "exit_code": {"type": "integer"},
+                    "strict": {"type": "boolean", "description": "Warnings failed the run too (since 0.2)."},
                 },
                 "additionalProperties": True,
             },

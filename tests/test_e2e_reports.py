@@ -183,7 +183,7 @@ def test_readme_ci_examples_exist_and_parse(tmp_path):
     assert any("torchdoctor check" in json.dumps(y) for y in yamls)  # GitHub Actions step
     assert any("script" in json.dumps(y) for y in yamls)  # GitLab CI job
     assert any("RUN torchdoctor check --require cuda" in b for b in blocks["dockerfile"])
-    from doctor.app.requirements import load_pyproject_requirements
+    from doctor.app.config import load_pyproject_requirements
 
     configs = [b for b in blocks["toml"] if "tool" in tomllib.loads(b)]
     assert configs

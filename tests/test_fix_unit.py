@@ -15,8 +15,10 @@ import pytest
 from factory import companion, make_snapshot, torch_dist
 
 from doctor import exitcodes
-from doctor.app.commands import CheckOptions, emit, exit_code_for, make_report, source_from_options
 from doctor.app.diagnose import diagnose
+from doctor.app.options import CheckOptions, source_from_options
+from doctor.app.output import emit
+from doctor.app.run import exit_code_for, make_report
 from doctor.errors import DoctorError
 from doctor.fix import environment as fixenv
 from doctor.fix.run import (

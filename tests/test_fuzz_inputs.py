@@ -95,7 +95,7 @@ def test_mutated_real_report(data):
     read_ok_or_report_error(json.dumps(report))
     # the renderers take whatever shape a report has without crashing
     render_markdown(report)
-    render_github(report, None)
+    render_github(report)
     render_junit(report)
 
 

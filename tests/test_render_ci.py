@@ -84,7 +84,7 @@ def test_escaping_per_workflow_commands_spec():
 
 
 def test_annotations():
-    out = render_github(full_report(), None)
+    out = render_github(full_report())
     lines = out.splitlines()
     assert lines[0] == (
         "::warning title=shm-too-small::/dev/shm is 64 MB inside a container — Start the container with "
@@ -96,24 +96,33 @@ def test_annotations():
 
 def test_info_is_notice_and_properties_escaped():
     report = full_report(findings=[{"id": "a:b,c", "severity": "info", "title": "100%", "fix": None}])
-    assert render_github(report, None) == "::notice title=a%3Ab%2Cc::100%25\n"
+    assert render_github(report) == "::notice title=a%3Ab%2Cc::100%25\n"
 
 
 def test_healthy_report_says_so():
-    assert render_github(full_report(findings=[]), None) == "::notice title=torchdoctor::no problems found\n"
+    assert render_github(full_report(findings=[])) == "::notice title=torchdoctor::no problems found\n"
 
 
-def test_step_summary_is_appended(tmp_path):
+def github_output(monkeypatch, summary_path) -> str:
+    """The github format as the app writes it: annotations on stdout, the Markdown appended to the summary."""
+    from doctor.app.options import CheckOptions
+    from doctor.app.output import render
+
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_path))
+    return render(full_report(), CheckOptions(format="github", redact=False))
+
+
+def test_step_summary_is_appended(tmp_path, monkeypatch):
     summary = tmp_path / "step_summary.md"
     summary.write_text("previous step\n")
-    render_github(full_report(), str(summary))
-    render_github(full_report(), str(summary))
+    github_output(monkeypatch, summary)
+    github_output(monkeypatch, summary)
     text = summary.read_text()
     assert text.startswith("previous step\n") and text.count("### torchdoctor:") == 2
 
 
-def test_unwritable_step_summary_is_a_warning_not_a_crash(tmp_path):
-    out = render_github(full_report(), str(tmp_path / "missing-dir" / "summary.md"))
+def test_unwritable_step_summary_is_a_warning_not_a_crash(tmp_path, monkeypatch):
+    out = github_output(monkeypatch, tmp_path / "missing-dir" / "summary.md")
     assert out.splitlines()[-1].startswith("::warning title=torchdoctor::could not write the step summary")
 
 
@@ -143,7 +152,9 @@ def test_junit_one_testcase_per_check_with_failures():
 
 
 def test_junit_strict_turns_warnings_into_failures():
-    suite = parse(render_junit(full_report(), strict=True)).find("testsuite")
+    report = full_report()
+    report["summary"]["strict"] = True  # the run was strict: --strict or the config's strict
+    suite = parse(render_junit(report)).find("testsuite")
     assert suite.get("failures") == "2"
     hazards = [c for c in suite.findall("testcase") if c.get("name") == "hazards"][0]
     assert hazards.find("failure").get("type") == "shm-too-small"
@@ -196,7 +207,7 @@ def test_renderers_take_malformed_shapes():
         {"findings": [{"id": 1, "severity": None, "fix": {"commands": 5}}]},
     ):
         report = full_report(**change)
-        assert render_markdown(report) and render_github(report, None)
+        assert render_markdown(report) and render_github(report)
         parse(render_junit(report))
     report = full_report()
     report["snapshot"]["interpreter"]["env_kind"] = True  # found by the fuzzer too

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
-from doctor.app.requirements import (
+from doctor.app.config import load_pyproject_requirements
+from doctor.errors import DoctorError
+from doctor.model.requirements import (
     REQUIREMENT_IDS,
     Requirements,
-    check_requirements,
-    load_pyproject_requirements,
     merge,
     parse_memory_mib,
     validate_requirements,
 )
-from doctor.errors import DoctorError
 from doctor.model.snapshot import RuntimeDevice, TorchRuntime
+from doctor.rules.requirements import check_requirements
 
 
 def ids(snapshot, **req) -> list[str]:

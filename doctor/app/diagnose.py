@@ -1,10 +1,12 @@
-"""Snapshot + table -> findings, checks and fix plan (pure). Used by `check`, `fix` and `--from`."""
+"""Snapshot + table (+ stated requirements) -> findings, checks and fix plan (pure). Used by `check`,
+`fix`, `report` and `--from`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from doctor.model.findings import CheckResult, Finding
+from doctor.model.requirements import Requirements
 from doctor.model.snapshot import Fact, Snapshot
 from doctor.plan.commands import Commands
 from doctor.plan.plan import Plan, attach_commands, build_plan, commands_for
@@ -17,6 +19,7 @@ class Diagnosis:
     checks: list[CheckResult]
     plan: Plan
     commands: Commands  # how this run wrote every command (installer, source, shell): the plan's and the fix's
+    strict: bool = False  # warnings fail the run too (--strict or the config's strict)
 
 
 def enrich(snap: Snapshot, table) -> None:
@@ -40,15 +43,25 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.evidence.get("source") == "smoke-test" or f.id not in runtime_ids]
 
 
-def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None) -> Diagnosis:
-    """``commands``: how this run writes commands (installer, mirror, shell); default pip from the PyTorch index."""
-    from doctor.rules import run_rules
+def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None,
+             requirements: Requirements | None = None) -> Diagnosis:
+    """``commands``: how this run writes commands (installer, mirror, shell); default pip from the PyTorch
+    index. ``requirements``: checked by the requirements rule when they state anything; their ``ignore``
+    ids are dropped before the plan is made, so an ignored finding asks for no change."""
+    from doctor.rules import all_rules, run_rules
 
+    rules = list(all_rules() if rules is None else rules)
+    if requirements is not None and not requirements.empty:
+        from doctor.rules.requirements import requirements_rule
+
+        rules.append(requirements_rule(requirements))
     enrich(snap, table)
     findings, checks = run_rules(snap, table, rules)
     findings = _dedupe(findings)
+    if requirements is not None and requirements.ignore:
+        findings = [f for f in findings if f.id not in set(requirements.ignore)]
     commands = commands or commands_for(snap)
     commands.fill(findings)
     plan = build_plan(snap, table, findings, commands)
     attach_commands(findings, plan)
-    return Diagnosis(snap, findings, checks, plan, commands)
+    return Diagnosis(snap, findings, checks, plan, commands, bool(requirements and requirements.strict))

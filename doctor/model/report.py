@@ -21,6 +21,7 @@ def build_report(
     checks: list[CheckResult],
     plan: dict[str, Any],
     exit_code: int,
+    strict: bool = False,
 ) -> dict[str, Any]:
     return {
         "report_schema_version": REPORT_SCHEMA_VERSION,
@@ -35,5 +36,6 @@ def build_report(
             "warnings": sum(f.severity == WARNING for f in findings),
             "infos": sum(f.severity == INFO for f in findings),
             "exit_code": exit_code,
+            "strict": strict,  # warnings failed the run too
         },
     }

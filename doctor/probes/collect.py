@@ -19,7 +19,8 @@ from doctor.runner import run
 
 @dataclass
 class ProbeOptions:
-    python: str | None = None  # --python
+    interpreter: tuple[str | None, str] | None = None  # (path, why), chosen once by the caller
+    python: str | None = None  # --python, when the caller did not choose (tests, benchmarks)
     smoke: bool = True  # False with --no-smoke: torch is never imported
     smoke_timeout: float = 60.0
     device: str = "all"
@@ -47,7 +48,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     root = env.get("TORCHDOCTOR_SYSROOT") or "/"
     use_nvml = env.get("TORCHDOCTOR_NVML", "1") != "0"
     nvidia_timeout = _float(env.get("TORCHDOCTOR_NVIDIA_TIMEOUT"), opts.nvidia_timeout)
-    python, reason = choose_interpreter(opts.python, env, cwd)
+    python, reason = opts.interpreter or choose_interpreter(opts.python, env, cwd)
     smoke = opts.smoke and python is not None
     if smoke:
         from doctor.probes.runtime import probe_runtime

@@ -1,4 +1,4 @@
-"""GitHub Actions output: one workflow-command annotation per finding, plus the step summary.
+"""GitHub Actions output: one workflow-command annotation per finding (the app writes the step summary).
 
 Format and escaping follow GitHub's "Workflow commands" documentation: in the message, ``%``,
 CR and LF are percent-encoded; in properties (``title=``) also ``:`` and ``,``.
@@ -6,7 +6,7 @@ CR and LF are percent-encoded; in properties (``title=``) also ``:`` and ``,``.
 
 from __future__ import annotations
 
-from doctor.render.markdown import as_list, as_object, render_markdown
+from doctor.render.markdown import as_list, as_object
 
 LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -23,11 +23,8 @@ def annotation(level: str, title: str, message: str) -> str:
     return f"::{level} title={escape_property(title)}::{escape_data(message)}"
 
 
-def render_github(report: dict, summary_path: str | None = None) -> str:
-    """Annotations, one per line; with ``summary_path`` (GITHUB_STEP_SUMMARY) also appends the Markdown.
-
-    A summary that cannot be written becomes a ::warning:: line rather than failing the CI step.
-    """
+def render_github(report: dict) -> str:
+    """Annotations, one per line."""
     lines = []
     findings = as_list(report.get("findings"))
     for f in findings:
@@ -44,14 +41,4 @@ def render_github(report: dict, summary_path: str | None = None) -> str:
         lines.append(annotation(level, str(f.get("id") or "torchdoctor"), message))
     if not lines:
         lines.append(annotation("notice", "torchdoctor", "no problems found"))
-    if summary_path:
-        try:
-            with open(summary_path, "a", encoding="utf-8") as handle:
-                handle.write(render_markdown(report) + "\n")
-        except OSError as exc:
-            lines.append(
-                annotation(
-                    "warning", "torchdoctor", f"could not write the step summary to {summary_path}: {exc}"
-                )
-            )
     return "\n".join(lines) + "\n"

@@ -1,6 +1,7 @@
 """JUnit XML for CI test reporters: one testcase per check, failures for error findings.
 
-Warnings go to <system-out>, or become failures with ``strict=True`` (the --strict flag).
+Warnings go to <system-out>, or become failures when the run was strict (the report's
+``summary.strict``: --strict or the config's ``strict``).
 Built with ElementTree so escaping is right; characters XML 1.0 forbids are dropped first.
 """
 
@@ -29,7 +30,8 @@ def _describe(finding: dict) -> str:
     return "\n".join(lines)
 
 
-def render_junit(report: dict, strict: bool = False) -> str:
+def render_junit(report: dict) -> str:
+    strict = bool(as_object(report.get("summary")).get("strict"))
     checks = [c for c in as_list(report.get("checks")) if isinstance(c, dict)]
     findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
     by_rule: dict[str, list[dict]] = {}

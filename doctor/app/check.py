@@ -1,0 +1,88 @@
+"""`torchdoctor check` and `torchdoctor report`: probe this machine (or read reports back with --from),
+judge, render, and return the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from doctor import exitcodes
+from doctor.app.options import CheckOptions, validate
+from doctor.app.output import _redacted, deliver, emit
+from doctor.app.run import diagnose_machine, exit_code_for, judge, make_report, requirements_for
+from doctor.errors import DoctorError, ReportError
+from doctor.model.findings import ERROR
+
+
+def run_check(opts: CheckOptions) -> int:
+    from doctor.table.load import load_table
+
+    validate(opts)
+    req = requirements_for(opts)
+    if opts.inputs:
+        return _run_from(opts, load_table(opts.table), req)
+    table, diag = diagnose_machine(opts, requirements=req)
+    code = exit_code_for(diag.findings, diag.strict)
+    emit(make_report(table, diag, code), opts)
+    return code
+
+
+def run_report(opts: CheckOptions) -> int:
+    """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written."""
+    opts.shared = True
+    table, diag = diagnose_machine(opts)
+    emit(make_report(table, diag, exit_code_for(diag.findings)), opts)
+    return exitcodes.OK
+
+
+def _expand_inputs(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".txt", ".md")))
+        else:
+            files.append(path)
+    if not files:
+        raise ReportError(f"--from {', '.join(map(str, paths))}: no report files found")
+    return files
+
+
+def rediagnose(path: Path, table, req):
+    """A report or collect_env text read back and diagnosed with the current rules and table."""
+    from doctor.inputs.reports import read_input_file, read_report
+
+    snapshot, _meta = read_report(read_input_file(str(path)), str(path))
+    return judge(snapshot, table, req)
+
+
+def _run_from(opts: CheckOptions, table, req) -> int:
+    files = _expand_inputs(opts.inputs)
+    if len(files) == 1:
+        diag = rediagnose(files[0], table, req)
+        code = exit_code_for(diag.findings, diag.strict)
+        emit(make_report(table, diag, code), opts)
+        return code
+    # Many reports: one line each (text) or one JSON report per line; unreadable ones are listed, not fatal.
+    if opts.output_format not in ("text", "json"):
+        raise DoctorError(f"--format {opts.output_format} takes one report; {len(files)} were given "
+                          "(use text or json for many)")
+    worst, lines = exitcodes.OK, []
+    for path in files:
+        try:
+            diag = rediagnose(path, table, req)
+        except ReportError as exc:  # its message already names the file
+            lines.append(json.dumps({"source": str(path), "error": str(exc)}) if opts.output_format == "json"
+                         else f"unreadable: {exc}")
+            worst = max(worst, exitcodes.USAGE)
+            continue
+        code = exit_code_for(diag.findings, diag.strict)
+        worst = max(worst, code)
+        if opts.output_format == "json":
+            report = _redacted(make_report(table, diag, code), opts)
+            report["source"] = str(path)
+            lines.append(json.dumps(report, separators=(",", ":")))
+        else:
+            ids = ", ".join(f.id for f in diag.findings if f.severity == ERROR) or "ok"
+            lines.append(f"{path}: exit {code}: {ids}")
+    deliver("\n".join(lines) + "\n", opts)
+    return worst

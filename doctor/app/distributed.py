@@ -1,0 +1,27 @@
+"""`torchdoctor distributed`: torchrun in the target interpreter; rank 0's report rendered here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from doctor import exitcodes
+from doctor.app.options import CheckOptions, choose_interpreter
+from doctor.app.output import deliver
+from doctor.errors import DoctorError
+
+
+def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
+    from doctor.distributed.core import render_text, run_local
+
+    path, reason = choose_interpreter(python)
+    if path is None:
+        raise DoctorError(f"no interpreter to run torchrun with: {reason}")
+    report, result = run_local(path, nproc, timeout)
+    if report is None:
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [""]
+        raise DoctorError(f"torchrun in {path} produced no report ({result.describe()}): {tail[0]}",
+                          exitcodes.FINDINGS)
+    text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
+    deliver(text, CheckOptions(output=output))
+    return int(report.get("summary", {}).get("exit_code", exitcodes.OK))

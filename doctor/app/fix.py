@@ -1,0 +1,22 @@
+"""`torchdoctor fix`: the run's diagnosis handed to doctor/fix, which shows the plan, asks, carries it
+out and checks again."""
+
+from __future__ import annotations
+
+from doctor.app.options import CheckOptions, source_from_options, validate
+from doctor.app.output import emit
+from doctor.app.run import diagnose_machine, exit_code_for, make_report
+from doctor.fix.run import FixOptions
+
+__all__ = ["FixOptions", "run_fix"]  # the command line builds FixOptions through the app
+
+
+def run_fix(opts: CheckOptions, fix) -> int:
+    """Carry out the plan (doctor/fix/run.py); ``fix.dry_run`` only prints it."""
+    from doctor.fix.run import Machine
+    from doctor.fix.run import run_fix as carry_out
+
+    validate(opts)
+    fix.source = source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
+    return carry_out(opts, fix, Machine(diagnose=diagnose_machine, report=make_report, emit=emit,
+                                        exit_code=exit_code_for))

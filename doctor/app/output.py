@@ -1,0 +1,88 @@
+"""Where a report goes: the chosen format, the redaction policy for shared output, files, and the
+GitHub step summary. Renderers only turn a report into text; the writing happens here."""
+
+from __future__ import annotations
+
+import sys
+
+from doctor.app.options import CheckOptions
+from doctor.errors import DoctorError
+
+SHARED_FORMATS = ("markdown", "github")  # meant to be pasted or published (a job summary can be public)
+
+
+def _redacted(report: dict, opts: CheckOptions) -> dict:
+    fmt = opts.output_format
+    if opts.redact and (opts.shared or opts.output is not None or fmt in SHARED_FORMATS):
+        from doctor.render.redact import redact_report
+
+        return redact_report(report)
+    return report
+
+
+def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
+    """The chosen format as text, or None for the human text renderer (which prints itself)."""
+    import os
+
+    fmt = opts.output_format
+    report = _redacted(report, opts)
+    if fmt == "json":
+        from doctor.render.json import render_json
+
+        return render_json(report)
+    if fmt == "markdown":
+        from doctor.render.markdown import render_markdown
+
+        return render_markdown(report)
+    if fmt == "github":
+        from doctor.render.github import render_github
+
+        text = render_github(report)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        return text + (_append_step_summary(summary, report) if summary else "")
+    if fmt == "junit":
+        from doctor.render.junit import render_junit
+
+        return render_junit(report)
+    from doctor.render.text import render_text
+
+    if opts.output is not None:
+        import io
+
+        buf = io.StringIO()
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100)
+        return buf.getvalue()
+    render_text(report, verbose=opts.verbose, mode=mode)
+    return None
+
+
+def _append_step_summary(path: str, report: dict) -> str:
+    """Append the Markdown report to GITHUB_STEP_SUMMARY; a summary that cannot be written becomes a
+    ::warning:: line rather than failing the CI step."""
+    from doctor.render.github import annotation
+    from doctor.render.markdown import render_markdown
+
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(render_markdown(report) + "\n")
+    except OSError as exc:
+        return annotation("warning", "torchdoctor", f"could not write the step summary to {path}: {exc}") + "\n"
+    return ""
+
+
+def deliver(text: str | None, opts: CheckOptions) -> None:
+    if text is None:
+        return
+    if opts.output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        opts.output.parent.mkdir(parents=True, exist_ok=True)
+        opts.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise DoctorError(f"cannot write {opts.output}: {exc.strerror or exc}") from exc
+    print(f"torchdoctor: wrote {opts.output}", file=sys.stderr)
+
+
+def emit(report: dict, opts: CheckOptions, mode: str = "check") -> None:
+    deliver(render(report, opts, mode), opts)

@@ -1,0 +1,89 @@
+"""One run, the same for every command: the interpreter chosen once → probes → rules (with the stated
+requirements) → plan → exit code → report. `check`, `report`, `fix` and `--from` all go through here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor import exitcodes
+from doctor.app.options import CheckOptions, choose_interpreter, validate
+from doctor.model.findings import ERROR, WARNING
+from doctor.model.requirements import RULE as REQUIREMENTS_RULE
+
+
+def exit_code_for(findings, strict: bool = False) -> int:
+    """1 for error findings (and warnings with --strict); 4 when a CI requirement is not met."""
+    if any(f.rule == REQUIREMENTS_RULE for f in findings):
+        return exitcodes.REQUIREMENT
+    failing = {ERROR, WARNING} if strict else {ERROR}
+    return exitcodes.FINDINGS if any(f.severity in failing for f in findings) else exitcodes.OK
+
+
+def requirements_for(opts: CheckOptions):
+    """Requirements from the command line merged over [tool.torchdoctor] (the command line wins);
+    None when neither states any (the common case: nothing to import or check)."""
+    path = opts.config or Path("pyproject.toml")
+    stated = (opts.require or opts.min_gpus is not None or opts.min_compute_capability or opts.min_gpu_memory
+              or opts.torch or opts.cuda or opts.strict or opts.ignore)
+    if not stated and not opts.config and not path.is_file():
+        return None
+    from doctor.app.config import load_pyproject_requirements
+    from doctor.errors import DoctorError
+    from doctor.model.requirements import Requirements, merge, validate_requirements
+
+    cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
+                       min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
+                       torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
+    validate_requirements(cli, "command line")
+    from_file = None
+    if opts.config:
+        from_file = load_pyproject_requirements(str(path))
+    elif path.is_file():
+        try:  # ./pyproject.toml counts only when it states [tool.torchdoctor]; someone else's may not parse
+            from_file = load_pyproject_requirements(str(path))
+        except DoctorError:
+            from_file = None
+    return merge(cli, from_file)
+
+
+def judge(snapshot, table, requirements=None, commands=None):
+    """The diagnosis of a snapshot: rules (and the requirements rule when requirements are stated), the
+    ignored ids dropped, then the plan. ``commands``: the Commands every command is written with."""
+    from doctor.app.diagnose import diagnose
+
+    return diagnose(snapshot, table, commands=commands, requirements=requirements)
+
+
+def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
+    """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
+    how this run writes its commands once the facts are in (fix: its installer and source); default pip
+    from the PyTorch index. ``requirements``: what the run must check besides the rules."""
+    from doctor.probes.collect import ProbeOptions, collect
+    from doctor.table.load import load_table
+
+    validate(opts)
+    table = load_table(opts.table)
+    interpreter = choose_interpreter(opts.python)
+    snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
+                                    device=opts.device), meanwhile=_import_judges)
+    # collect() imported the diagnosis modules while the children ran: off the critical path.
+    return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None)
+
+
+def _import_judges() -> None:
+    """What diagnosis imports anyway (rules, plan): ~20 ms of imports done while the probe children run."""
+    import doctor.app.diagnose  # noqa: F401
+    from doctor.rules import all_rules
+
+    all_rules()
+
+
+def table_meta(table) -> dict:
+    return {"version": table.table_version, "verified_on": table.verified_on, "path": str(table.path)}
+
+
+def make_report(table, diag, code: int) -> dict:
+    from doctor.model.report import build_report
+
+    return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code,
+                        strict=diag.strict)
