@@ -20,7 +20,6 @@ from doctor.table.load import (
     CONFIDENCES,
     CompatTable,
     default_table_path,
-    index_url,
     load_table,
 )
 
@@ -416,6 +415,8 @@ def test_variant_to_cuda(variant, cuda):
 
 
 def test_index_url():
+    from doctor.plan.commands import index_url
+
     assert index_url("cu128") == "https://download.pytorch.org/whl/cu128"
     assert index_url("cpu", base="https://mirror.example/whl/") == "https://mirror.example/whl/cpu"
 

@@ -1,0 +1,181 @@
+"""The rows of the compatibility table, as frozen dataclasses. Each keeps its source and confidence."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from doctor.model.versions import major_minor as _major_minor
+
+_SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
+
+
+@dataclass(frozen=True)
+class Patch:
+    torch: str
+    torchvision: str | None
+    torchaudio: str | None
+    free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
+
+
+@dataclass(frozen=True)
+class Release:
+    minor: str  # "2.7"
+    patches: tuple[Patch, ...]  # ascending
+    python_min: str  # "3.9"
+    python_max: str  # "3.13"
+    free_threaded: tuple[str, ...]  # ("3.13t",)
+    variants: dict[str, tuple[str, ...]]  # platform -> ("cpu", "cu126", "cu128", "rocm6.3", "xpu", ...)
+    pypi_default: dict[str, str]  # platform -> variant that plain `pip install torch` gets from PyPI
+    source: str
+    confidence: str
+    unverified_fields: tuple[str, ...]  # e.g. ("patches", "variants.windows-x86_64")
+    cudnn: dict[str, str] = field(default_factory=dict)  # CUDA variant -> cuDNN version it was built with
+    requires_python: dict[str, str] = field(default_factory=dict)  # package -> Requires-Python of the latest patch
+    _by_version: dict[str, Patch] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_version", {_public(p.torch): p for p in self.patches})
+
+    def __hash__(self) -> int:  # the dict fields are not hashable; a release is identified by its patches
+        return hash((self.minor, self.patches))
+
+    @property
+    def latest(self) -> Patch:
+        return self.patches[-1]
+
+    def patch(self, version: str) -> Patch | None:
+        """The row of "2.7.1" or "2.7.1+cu128" (the local tag is ignored)."""
+        return self._by_version.get(_public(version))
+
+    def supports_python(self, py: str) -> bool:
+        """Whether wheels exist for Python ``py`` ("3.12", "3.12.1", "3.13t"); major.minor only."""
+        wanted = _major_minor(py)
+        low, high = _major_minor(self.python_min), _major_minor(self.python_max)
+        return wanted is not None and low is not None and high is not None and low <= wanted <= high
+
+    def variants_for(self, platform: str) -> tuple[str, ...]:
+        return self.variants.get(platform, ())
+
+    def free_threaded_for(self, version: str | None = None) -> tuple[str, ...]:
+        """The free-threaded Pythons ("3.14t") with wheels for a patch (None or unknown: the latest patch)."""
+        patch = self.patch(version) if version else None
+        patch = patch or self.latest
+        return patch.free_threaded if patch.free_threaded is not None else self.free_threaded
+
+    def requires_python_ok(self, package: str, python: str) -> bool | None:
+        """Whether ``python`` ("3.14.1") satisfies the package's Requires-Python; None when not recorded."""
+        spec = self.requires_python.get(package)
+        if spec is None:
+            return None
+        try:
+            return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
+        except InvalidVersion:
+            return None
+
+    def cudnn_version(self, variant: str) -> str | None:
+        """The cuDNN version a CUDA variant of this release was built with ("9.1.0.70"), when recorded."""
+        return self.cudnn.get(variant.strip().lower())
+
+
+@dataclass(frozen=True)
+class ArchList:
+    torch_minor: str
+    variant: str
+    platform: str
+    sm: tuple[str, ...]  # cubin targets, "sm_80"
+    ptx: tuple[str, ...] | None  # "compute_120"; () = none, None = unknown
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class CudaDriver:
+    cuda: str  # "12.8"
+    min_linux: str | None  # driver of the toolkit's GA release, "570.26"
+    min_windows: str | None
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class MajorFloor:
+    major: int  # 12
+    min_linux: str | None  # minor-version-compatibility floor, "525.60.13"
+    min_windows: str | None
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class DriverBranch:
+    branch: int  # 570
+    max_cuda: str  # newest CUDA the branch supports (nvidia-smi "CUDA Version"), "12.8"
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str  # as NVML prints it, "NVIDIA GeForce RTX 4090"
+    compute_capability: str  # "8.9"
+    arch: str  # "Ada Lovelace"
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    cuda: str  # "12.8"
+    sm: tuple[str, ...]  # every plain target nvcc of that version compiles offline, ascending ("sm_50", ...)
+    lowest_sm: str  # "sm_50"
+    highest_sm: str  # "sm_120"
+    source: str
+    confidence: str
+
+    def compiles(self, target: str) -> bool:
+        """Whether nvcc of this version compiles offline for ``target`` ("sm_86", "sm_90a", "8.6")."""
+        number = _sm_number(target)
+        return number is not None and number in {_sm_number(t) for t in self.sm}
+
+
+@dataclass(frozen=True)
+class CudnnSupport:
+    cudnn: str  # first cuDNN version (major.minor) the row applies to, "9.0"
+    cuda_major: int  # the CUDA major of the cuDNN build, 12
+    min_compute_capability: str  # "5.0"
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class CompanionCudaCheck:
+    package: str  # "torchvision"
+    versions: str  # a specifier set of the package versions the row covers, ">=0.16"
+    compares: str  # "major.minor" or "major": what must match torch.version.cuda at import
+    source: str
+    confidence: str
+
+
+def _sm_number(target: str) -> int | None:
+    """ "sm_86" / "sm_90a" / "compute_120" -> 86 / 90 / 120; "8.6" -> 86; else None."""
+    match = _SM_NUMBER_RE.match(target or "")
+    if not match:
+        return None
+    if match.group(2) is not None:
+        return int(match.group(1)) * 10 + int(match.group(2))
+    return int(match.group(1))
+
+
+@functools.lru_cache(maxsize=4096)  # pure, and asked the same few versions thousands of times
+def _public(version: str) -> str:
+    """ "2.7.1+cu128" -> "2.7.1" in packaging's normal form ("2.7" and "2.7.0" stay distinct strings)."""
+    base = (version or "").split("+", 1)[0].strip()
+    try:
+        return str(Version(base))
+    except InvalidVersion:
+        return base
