@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from doctor.inputs import errortext as em
+from doctor.inputs import signatures as sg
 from doctor.inputs.errortext import explain_text, load_signatures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +159,7 @@ def test_needles_are_lowercase_literals_of_the_pattern(sigs):
     for sig in sigs.signatures:
         assert sig.needles
         for needle in sig.needles:
-            assert needle == needle.lower() and len(needle) >= em.MIN_NEEDLE
+            assert needle == needle.lower() and len(needle) >= sg.MIN_NEEDLE
 
 
 # --- the corpus -------------------------------------------------------------------------------------
@@ -524,5 +525,5 @@ def test_loader_takes_text_bytes_or_dict(raw_signatures):
 
 def test_optional_group_around_quantifiers_is_allowed():
     # an optional group cannot repeat, so quantifiers inside it cannot backtrack catastrophically
-    assert em._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\))?") is None
-    assert em._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\)){2}") is not None
+    assert sg._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\))?") is None
+    assert sg._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\)){2}") is not None

@@ -1,0 +1,351 @@
+"""The error-message signatures of ``torchdoctor explain`` (``compat_tables/signatures.json``): the rows
+and their validation on load. A pattern that could backtrack catastrophically is refused here, so the
+matcher (doctor/inputs/errortext.py) stays linear whatever text it is given. Pure and stdlib-only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+MIN_NEEDLE = 4  # shortest literal that is selective enough to prefilter on
+MAX_BOUND = 1000  # largest {m,n} a pattern may use
+
+_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_DATE_RE = re.compile(r"^\d{4}\.\d{2}\.\d{2}$")
+_URL_RE = re.compile(r"^https://[^\s]+$")
+
+_FIELDS = {
+    "id": str,
+    "finding": str,
+    "pattern": str,
+    "specificity": int,
+    "title": str,
+    "meaning": str,
+    "fix": str,
+    "torch_versions": str,
+    "source": str,
+    "examples": list,
+}
+_OPTIONAL_FIELDS = {"related": list}
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One row of signatures.json, with its compiled regex and the needles that prefilter it."""
+
+    id: str
+    finding: str
+    pattern: str
+    specificity: int
+    title: str
+    meaning: str
+    fix: str
+    torch_versions: str
+    source: str
+    examples: tuple[str, ...]
+    related: tuple[str, ...]
+    regex: re.Pattern = field(repr=False, compare=False)
+    needles: tuple[str, ...] = ()  # lower-case; a chunk is a candidate if it contains any of them
+
+
+@dataclass(frozen=True)
+class SignatureSet:
+    schema_version: int
+    signatures_version: str
+    signatures: tuple[Signature, ...]
+
+    def by_id(self, signature_id: str) -> Signature:
+        for sig in self.signatures:
+            if sig.id == signature_id:
+                return sig
+        raise KeyError(signature_id)
+
+
+# --- loading and validation ------------------------------------------------------------------------
+
+
+def load_signatures(data: str | bytes | Mapping[str, Any]) -> SignatureSet:
+    """Parse and validate signature data; any problem is one ValueError line naming the row and field."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"signatures: not valid JSON ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("signatures: the top level must be a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise ValueError(f"signatures: schema_version must be {SCHEMA_VERSION}, got {version!r}")
+    sig_version = data.get("signatures_version")
+    if not isinstance(sig_version, str) or not _DATE_RE.match(sig_version):
+        raise ValueError(f"signatures: signatures_version must be YYYY.MM.DD, got {sig_version!r}")
+    rows = data.get("signatures")
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("signatures: 'signatures' must be a non-empty list")
+    seen: set[str] = set()
+    sigs = []
+    for index, row in enumerate(rows):
+        sig = _load_row(index, row)
+        if sig.id in seen:
+            raise ValueError(f"signatures: row {index} ({sig.id}): field 'id': duplicate id")
+        seen.add(sig.id)
+        sigs.append(sig)
+    return SignatureSet(SCHEMA_VERSION, sig_version, tuple(sigs))
+
+
+def _load_row(index: int, row: Any) -> Signature:
+    where = f"signatures: row {index}"
+    if not isinstance(row, Mapping):
+        raise ValueError(f"{where}: must be an object")
+    if isinstance(row.get("id"), str):
+        where += f" ({row['id']})"
+
+    def bad(name: str, why: str) -> ValueError:
+        return ValueError(f"{where}: field '{name}': {why}")
+
+    unknown = sorted(set(row) - set(_FIELDS) - set(_OPTIONAL_FIELDS))
+    if unknown:
+        raise bad(unknown[0], "unknown field")
+    for name, kind in _FIELDS.items():
+        if name not in row:
+            raise bad(name, "missing")
+        value = row[name]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise bad(name, f"must be a {kind.__name__}")
+        if kind is str and not value.strip():
+            raise bad(name, "must not be empty")
+    for name in ("id", "finding"):
+        if not _ID_RE.match(row[name]):
+            raise bad(name, f"{row[name]!r} is not a kebab-case id")
+    if not 0 <= row["specificity"] <= 100:
+        raise bad("specificity", "must be between 0 and 100")
+    if not _URL_RE.match(row["source"]):
+        raise bad("source", "must be an https:// URL")
+    examples = row["examples"]
+    if not examples or not all(isinstance(e, str) and e.strip() for e in examples):
+        raise bad("examples", "must be a non-empty list of non-empty strings")
+    related = row.get("related", [])
+    if not isinstance(related, list) or not all(isinstance(r, str) and _ID_RE.match(r) for r in related):
+        raise bad("related", "must be a list of kebab-case finding ids")
+    pattern = row["pattern"]
+    try:
+        regex = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise bad("pattern", f"does not compile ({exc})") from None
+    problem = _unsafe_pattern(pattern)
+    if problem:
+        raise bad("pattern", problem)
+    needles = _needles(pattern)
+    if needles is None:
+        raise bad(
+            "pattern",
+            f"every top-level alternative needs a literal of at least {MIN_NEEDLE} characters "
+            "(it is what keeps matching linear)",
+        )
+    return Signature(
+        id=row["id"],
+        finding=row["finding"],
+        pattern=pattern,
+        specificity=row["specificity"],
+        title=row["title"],
+        meaning=row["meaning"],
+        fix=row["fix"],
+        torch_versions=row["torch_versions"],
+        source=row["source"],
+        examples=tuple(examples),
+        related=tuple(related),
+        regex=regex,
+        needles=needles,
+    )
+
+
+def _unsafe_pattern(pattern: str) -> str | None:
+    """Why a pattern could backtrack badly, or None.
+
+    A small scanner over the pattern text: it tracks groups, notes whether a group contains a
+    quantifier, and rejects (a) a repeating quantifier applied to a group that itself contains one
+    (``(a+)+``, ``(?:x{1,9}y){2}``; an optional ``(...)?`` is fine), (b) unbounded quantifiers (``*``,
+    ``+``, ``{n,}``) on a group, (c) bounds above MAX_BOUND, (d) back-references. Quantifiers on a single
+    character or class stay allowed.
+    """
+    if len(pattern) > 2000:
+        return "longer than 2000 characters"
+    stack: list[bool] = []  # per open group: does it contain a quantifier?
+    last: str | None = None  # what the next quantifier would apply to: "atom", "group", "group+q"
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 < n and (pattern[i + 1].isdigit() and pattern[i + 1] != "0" or pattern[i + 1] == "k"):
+                return "back-references are not allowed"
+            i += 2
+            last = "atom"
+            continue
+        if c == "[":
+            i = _skip_class(pattern, i)
+            last = "atom"
+            continue
+        if c == "(":
+            if pattern.startswith("(?P=", i):
+                return "back-references are not allowed"
+            if pattern.startswith("(?P<", i):
+                close = pattern.find(">", i)
+                if close == -1:
+                    return "unterminated group name"
+                i = close + 1
+            elif pattern.startswith(("(?<=", "(?<!"), i):
+                i += 4
+            elif pattern.startswith(("(?:", "(?=", "(?!"), i):
+                i += 3
+            elif pattern.startswith("(?", i):
+                return "only (?:...), (?P<name>...) and lookarounds are allowed as group syntax"
+            else:
+                i += 1
+            stack.append(False)
+            last = None
+            continue
+        if c == ")":
+            if not stack:
+                return "unbalanced ')'"
+            had_quantifier = stack.pop()
+            if had_quantifier and stack:
+                stack[-1] = True  # the enclosing group now contains a quantifier too
+            last = "group+q" if had_quantifier else "group"
+            i += 1
+            continue
+        quant = _quantifier_at(pattern, i)
+        if quant is not None:
+            end, unbounded, upper = quant
+            if upper is not None and upper > MAX_BOUND:
+                return f"bound {{{upper}}} is above {MAX_BOUND}"
+            if last == "group+q" and (unbounded or (upper or 0) > 1):
+                # an optional group (?) cannot repeat, so only a repeated one can backtrack badly
+                return "nested quantifier (a repeated group that contains a quantifier)"
+            if last == "group" and unbounded:
+                return "unbounded quantifier on a group; bound it, e.g. {0,20}"
+            if stack:
+                stack[-1] = True
+            i = end
+            if i < n and pattern[i] in "?+":  # lazy or possessive suffix
+                i += 1
+            last = None
+            continue
+        last = "atom" if c not in "|^$" else None
+        i += 1
+    if stack:
+        return "unbalanced '('"
+    return None
+
+
+def _skip_class(pattern: str, i: int) -> int:
+    """Index just past the character class starting at pattern[i] == '['."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1
+
+
+_BRACE_RE = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+
+
+def _quantifier_at(pattern: str, i: int) -> tuple[int, bool, int | None] | None:
+    """(end index, unbounded?, upper bound) when a quantifier starts at pattern[i]."""
+    c = pattern[i]
+    if c in "*+":
+        return i + 1, True, None
+    if c == "?":
+        return i + 1, False, 1
+    if c == "{":
+        m = _BRACE_RE.match(pattern, i)
+        if m and (m.group(1) or m.group(3)):
+            if m.group(2) and not m.group(3):
+                return m.end(), True, None
+            upper = int(m.group(3) or m.group(1))
+            return m.end(), False, upper
+    return None
+
+
+_LITERAL_ESCAPES = set(".^$*+?()[]{}|\\/-\"'#&~!%@,:;<>=` ")
+
+
+def _needles(pattern: str) -> tuple[str, ...] | None:
+    """The longest literal of each top-level alternative, lower-cased; None if one has none.
+
+    A match of the pattern must contain the needle of the alternative that matched, so searching the
+    text for the needles (a C-speed substring search) finds every place the regex can match.
+    """
+    alternatives: list[list[str]] = [[]]  # literal runs per alternative
+    run: list[str] = []
+    i, n = 0, len(pattern)
+
+    def close_run() -> None:
+        if run:
+            alternatives[-1].append("".join(run))
+            run.clear()
+
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt in _LITERAL_ESCAPES:
+                run.append(nxt)
+            else:
+                close_run()  # \d, \w, \s, \b, ...
+            i += 2
+        elif c == "[":
+            close_run()
+            i = _skip_class(pattern, i)
+        elif c == "(":
+            close_run()
+            depth = 0
+            while i < n:
+                ch = pattern[i]
+                if ch == "\\":
+                    i += 2
+                    continue
+                if ch == "[":
+                    i = _skip_class(pattern, i)
+                    continue
+                depth += ch == "("
+                depth -= ch == ")"
+                i += 1
+                if depth == 0:
+                    break
+        elif c == "|":
+            close_run()
+            alternatives.append([])
+            i += 1
+        elif _quantifier_at(pattern, i) is not None:
+            # the quantifier makes the previous character optional or repeated: not a fixed literal
+            if run:
+                run.pop()
+            close_run()
+            i = _quantifier_at(pattern, i)[0]
+            if i < n and pattern[i] in "?+":
+                i += 1
+        elif c in ".^$":
+            close_run()
+            i += 1
+        else:
+            run.append(c)
+            i += 1
+    close_run()
+    needles = []
+    for runs in alternatives:
+        best = max((r.strip() for r in runs), key=len, default="")
+        if len(best) < MIN_NEEDLE:
+            return None
+        needles.append(best.lower())
+    return tuple(dict.fromkeys(needles))
