@@ -221,6 +221,46 @@ def distributed(
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))
 
 
+class ExplainFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command()
+def explain(
+    message: Annotated[list[str] | None, typer.Argument(
+        help="A file holding the error (a log, a traceback, a pasted issue), - for stdin, or the message itself. "
+        "Without it, a piped stdin is read.", show_default=False)] = None,
+    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not probe this machine: the answer rests on "
+                                           "the text alone.")] = False,
+    smoke: Annotated[bool, typer.Option("--smoke", help="Also run the smoke test (imports torch) while probing.")]
+    = False,
+    python: PythonOpt = None,
+    json_out: JsonOpt = False,
+    output_format: Annotated[ExplainFormat | None, typer.Option("--format", help="text (default), json or "
+                                                                "markdown.")] = None,
+    output: OutputOpt = None,
+    no_redact: NoRedactOpt = False,
+    table: TableOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Explain an error message: find every known one in the text (a traceback, a pip or CI log, a pasted
+    issue), give its cause and fix, and confirm or rule it out on this machine.
+
+    Example: python train.py 2>&1 | torchdoctor explain -"""
+    from doctor.app.explain import ExplainOptions, run_explain
+    from doctor.errors import DoctorError
+
+    if json_out and output_format not in (None, ExplainFormat.json):
+        raise DoctorError(f"--json and --format {output_format.value} contradict each other: pick one")
+    fmt = "json" if json_out else (output_format.value if output_format else "text")
+    raise typer.Exit(run_explain(ExplainOptions(
+        inputs=list(message or []), probe=not no_probe, smoke=smoke, python=python, table=table, format=fmt,
+        output=output, redact=not no_redact, verbose=verbose,
+    )))
+
+
 @app.command("rules")
 def list_rules() -> None:
     """List every rule and the finding ids it can report."""

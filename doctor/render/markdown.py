@@ -20,14 +20,14 @@ def render_markdown(report: dict) -> str:
 
     parts += ["| | |", "| --- | --- |"]
     for label, value in summary_rows(snap):
-        parts.append(f"| {label} | {_cell(value)} |")
+        parts.append(f"| {label} | {cell(value)} |")
     parts.append("")
 
     if findings:
         parts += ["| | id | finding |", "| --- | --- | --- |"]
         for f in findings:
             icon = ICONS.get(str(f.get("severity")), "•")
-            parts.append(f"| {icon} | `{_cell(f.get('id'), code=True)}` | {_cell(f.get('title'))} |")
+            parts.append(f"| {icon} | `{cell(f.get('id'), code=True)}` | {cell(f.get('title'))} |")
         parts.append("")
     else:
         parts += ["No problems found.", ""]
@@ -35,22 +35,22 @@ def render_markdown(report: dict) -> str:
     notes, commands = fix_lines(report)
     if notes or commands:
         parts += ["**Fix**", ""]
-        parts += [f"- {_cell(n)}" for n in notes]
+        parts += [f"- {cell(n)}" for n in notes]
         if notes:
             parts.append("")
         if commands:
-            parts += [*_fenced("\n".join(commands), "bash"), ""]
+            parts += [*fenced("\n".join(commands), "bash"), ""]
 
     full = json.dumps(report, indent=2, ensure_ascii=False, default=str)
     parts += [
         "<details><summary>Full report (JSON)</summary>",
         "",
-        *_fenced(full, "json"),
+        *fenced(full, "json"),
         "",
         "</details>",
         "",
     ]
-    parts.append(f"<sub>{_cell(_footer(report))}</sub>")
+    parts.append(f"<sub>{cell(_footer(report))}</sub>")
     return "\n".join(parts) + "\n"
 
 
@@ -188,13 +188,13 @@ def _footer(report: dict) -> str:
     return text
 
 
-def _fenced(text: str, lang: str) -> list[str]:
+def fenced(text: str, lang: str) -> list[str]:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [f"{fence}{lang}", text, fence]
 
 
-def _cell(value: Any, code: bool = False) -> str:
+def cell(value: Any, code: bool = False) -> str:
     text = " ".join(str(value if value is not None else "").split())
     if not code:
         # "<redacted>" would vanish as an unknown HTML tag; keep our own <br> line breaks.

@@ -1,0 +1,100 @@
+"""The views of `torchdoctor explain`: each cause with the line it was read from, what it means, whether
+this machine has it, and the fix (the check's exact command when confirmed). Rendered from the
+explain report dict alone."""
+
+from __future__ import annotations
+
+from doctor.render.markdown import as_list, as_object, cell, fenced
+from doctor.render.text import console
+
+VERDICT = {  # glyph, style, label
+    "confirmed": ("✗", "red", "confirmed on this machine"),
+    "unknown": ("?", "yellow", "could not be confirmed here"),
+    "text-only": ("!", "yellow", "from the text (probing cannot see this)"),
+    "not-probed": ("!", "yellow", "from the text alone (--no-probe)"),
+    "ruled-out": ("✓", "green", "ruled out on this machine"),
+}
+
+
+def _headline(report: dict) -> str:
+    causes = as_list(report.get("causes"))
+    lines = as_object(report.get("input")).get("lines", 0)
+    if not causes:
+        return f"no known error message in {lines} line(s)"
+    return f"{len(causes)} known cause(s) in {lines} line(s)"
+
+
+def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
+    from rich.text import Text
+
+    con = console(file, width)
+    con.print(Text(f"torchdoctor explain · signatures {report.get('signatures_version', '?')} · "
+                   f"{_headline(report)}", style="bold"))
+    for note in as_object(report.get("input")).get("notes") or []:
+        con.print(Text(f"  note: {note}", style="dim"))
+    con.print()
+    for cause in as_list(report.get("causes")):
+        glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
+        line = Text(f"  {glyph} ", style=f"bold {style}")
+        line.append(str(cause.get("id")), style=style)
+        line.append(f"  {cause.get('title')}  ")
+        line.append(f"[{label}]", style=style)
+        con.print(line)
+        match = as_object(cause.get("match"))
+        con.print(Text(f"      line {match.get('line')}: {match.get('text')}", style="dim"), soft_wrap=True)
+        con.print(Text(f"      {cause.get('meaning')}"))
+        if cause.get("why") and cause.get("verdict") != "not-probed":
+            con.print(Text(f"      {cause['why']}", style="dim"))
+        check = as_object(cause.get("check"))
+        fix = as_object(check.get("fix"))
+        if check.get("detail") and verbose:
+            con.print(Text(f"      {check['detail']}", style="dim"))
+        planned = check.get("id") in set(as_list(as_object(as_object(report.get("check")).get("plan")).get("addresses")))
+        if cause.get("verdict") != "ruled-out":
+            con.print(Text(f"      fix: {fix.get('summary') or cause.get('fix')}"))
+            for command in [] if planned else fix.get("commands") or []:
+                con.print(Text(f"        {command}", style="bold"), soft_wrap=True)
+        if verbose:
+            con.print(Text(f"      wording of torch {cause.get('torch_versions')}; source: {cause.get('source')}",
+                           style="dim"))
+        con.print()
+    if not as_list(report.get("causes")):
+        con.print("  Nothing here matches a known message. `torchdoctor check` looks at the machine itself.")
+        con.print()
+    _plan(con, as_object(report.get("check")))
+
+
+def _plan(con, check: dict) -> None:
+    from rich.text import Text
+
+    plan = as_object(check.get("plan"))
+    steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
+    if not steps:
+        return
+    con.print(Text("Fix plan for this machine (torchdoctor fix carries it out):", style="bold"))
+    for i, step in enumerate(steps, 1):
+        con.print(Text(f"  {i}. {step.get('description')}"))
+        if step.get("command"):
+            con.print(Text(f"     {step['command']}", style="bold"), soft_wrap=True)
+
+
+def render_explain_markdown(report: dict) -> str:
+    parts = [f"### torchdoctor explain: {_headline(report)}", ""]
+    causes = [c for c in as_list(report.get("causes")) if isinstance(c, dict)]
+    if causes:
+        parts += ["| | cause | verdict | line |", "| --- | --- | --- | --- |"]
+        for c in causes:
+            glyph, _style, label = VERDICT.get(c.get("verdict"), ("?", "", str(c.get("verdict"))))
+            parts.append(f"| {glyph} | `{cell(c.get('id'), code=True)}` {cell(c.get('title'))} | {cell(label)} | "
+                         f"{cell(as_object(c.get('match')).get('line'))} |")
+        parts.append("")
+    for c in causes:
+        match = as_object(c.get("match"))
+        fix = as_object(as_object(c.get("check")).get("fix"))
+        parts += [f"**`{cell(c.get('id'), code=True)}`**: {cell(c.get('meaning'))}", ""]
+        parts += fenced(str(match.get("text") or ""), "text")
+        parts += [f"Fix: {cell(fix.get('summary') or c.get('fix'))}", ""]
+        commands = [str(x) for x in as_list(fix.get("commands")) if x]
+        if commands:
+            parts += fenced("\n".join(commands), "sh")
+    return "\n".join(parts).rstrip("\n") + "\n"
