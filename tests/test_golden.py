@@ -57,7 +57,12 @@ def _machine(tmp_path: Path, scenario: str) -> tuple[Path, dict]:
 
 
 def _normalise(text: str, tmp_path: Path) -> str:
-    text = text.replace(str(tmp_path), "<TMP>")
+    # paths of this checkout and of the test machine's own Python and home (the target's sys.path shows them)
+    py = find_python("3.12")
+    text = text.replace(str(tmp_path), "<TMP>").replace(str(REPO), "<REPO>")
+    if py:
+        text = text.replace(str(Path(py).resolve().parents[1]), "<PY312>")
+    text = text.replace(str(Path.home()), "<HOME>")
     text = re.sub(r'"(collected_at|verified_on)": "[^"]*"', r'"\1": "<DATE>"', text)
     text = re.sub(r'"seconds": [0-9.e-]+', '"seconds": "<S>"', text)
     text = re.sub(r'"path": "[^"]*pytorch\.json"', '"path": "<TABLE>"', text)
