@@ -1,5 +1,6 @@
 """What the installer sees of the target environment, read through the runner (I/O): the installed
-distributions, pip's version and configuration, where uv is, what in the environment steers uv.
+distributions, pip's version and configuration, where uv is, what in the environment steers uv;
+and this machine's side: how long a step may run, which shell syntax its commands are shown in.
 Used only while carrying out a fix."""
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from doctor.plan import installers
 from doctor.plan.commands import PIP, UV, Commands, InstallSource, render_argv
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
+from doctor.render.text import console
 from doctor.runner import RunResult, run, stream_run
 
 
@@ -110,8 +111,6 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         else None
     )
 
-    from doctor.render.text import console
-
     if fix.dry_run:
         m.emit(m.report(table, diag, code), opts, mode="fix")
         if not opts.json:
@@ -140,6 +139,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         return exitcodes.OK
     consent.refuse_without_terminal(fix.yes, stdin)
 
+    # What the installer would do, and the way back, before asking.
     python, installer = plan.python, commands.installer
     pip_ver = fixenv.installer_ready(installer, write.why, python, env, m.runner)
     before = fixenv.read_freeze(python, m.runner)
@@ -181,6 +181,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
     ))
     view.show_restore_written(con, path)
 
+    # Only now does anything change.
     failed = _run_steps(m, con, err, runnable, env, restore_cmd)
     if failed is not None:
         return failed
