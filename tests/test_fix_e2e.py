@@ -199,7 +199,7 @@ def test_pip_fix_turns_cpu_into_cu121_keeps_numpy_and_the_restore_command_brings
 def test_restore_reinstalls_the_cuda_wheels_of_a_cuda_build_from_torchs_index(world, tmp_path):
     # This table's target for the 4090 is cu121 itself, so fix has nothing to do from the cu121 builds:
     # their restore is run directly. The CUDA runtime wheel (no local tag) comes from torch's cu121 index.
-    from doctor.fix.run import restore_argvs, restore_pins, restore_text
+    from doctor.fix.restore import restore_argvs, restore_pins, restore_text
     from doctor.plan.commands import InstallSource
 
     venv = fresh_venv(world, tmp_path)

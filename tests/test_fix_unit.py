@@ -21,21 +21,11 @@ from doctor.app.output import emit
 from doctor.app.run import exit_code_for, make_report
 from doctor.errors import DoctorError
 from doctor.fix import environment as fixenv
-from doctor.fix.run import (
-    Change,
-    FixOptions,
-    Machine,
-    Preview,
-    detect_project,
-    parse_pip_report,
-    parse_uv_dry_run,
-    project_change,
-    restore_argvs,
-    restore_command,
-    run_fix,
-    target_project,
-    variant_of,
-)
+from doctor.fix.preview import Change, Preview, parse_pip_report, parse_uv_dry_run
+from doctor.fix.project import detect_project, project_change, target_project
+from doctor.fix.restore import restore_argvs, restore_command
+from doctor.fix.run import FixOptions, Machine, run_fix
+from doctor.model.versions import variant_of
 from doctor.plan import commands, installers
 from doctor.plan.commands import InstallSource
 from doctor.runner import RunResult
@@ -117,11 +107,13 @@ class Tty(io.StringIO):
 
 
 def fake_machine(fake, snaps, table, tmp_path, stdin=None):
-    """diagnose() returns the given snapshots in turn (before, after)."""
+    """diagnose() returns the given snapshots in turn (before, after), written with the caller's commands
+    as the app's diagnose_machine does."""
     queue = list(snaps)
 
-    def diagnose_fake(opts):
-        return table, diagnose(queue.pop(0) if len(queue) > 1 else queue[0], table)
+    def diagnose_fake(opts, commands=None):
+        snap = queue.pop(0) if len(queue) > 1 else queue[0]
+        return table, diagnose(snap, table, commands=commands(snap) if commands else None)
 
     return Machine(
         runner=fake.runner,

@@ -12,7 +12,9 @@ __all__ = ["FixOptions", "run_fix"]  # the command line builds FixOptions throug
 
 
 def run_fix(opts: CheckOptions, fix) -> int:
-    """Carry out the plan (doctor/fix/run.py); ``fix.dry_run`` only prints it."""
+    """Carry out the plan (doctor/fix/run.py); ``fix.dry_run`` only prints it. fix diagnoses through
+    ``diagnose_machine`` with its own ``commands``, so the plan is written once, with fix's installer
+    and this source."""
     from doctor.fix.run import Machine
     from doctor.fix.run import run_fix as carry_out
 

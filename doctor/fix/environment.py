@@ -1,5 +1,7 @@
 """What the installer sees of the target environment, read through the runner (I/O): the installed
-distributions, pip's version and configuration, where uv is. Used only while carrying out a fix."""
+distributions, pip's version and configuration, where uv is, what in the environment steers uv;
+and this machine's side: how long a step may run, which shell syntax its commands are shown in.
+Used only while carrying out a fix."""
 
 from __future__ import annotations
 
@@ -11,10 +13,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.errors import DoctorError
 from doctor.model.versions import normalize_name
+from doctor.plan.commands import PIP, UV, pip_argv
 from doctor.runner import run
 
 MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
+STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
+# fix runs its commands on this machine: they are shown in this machine's shell syntax.
+LOCAL_OS = "windows" if sys.platform == "win32" else "linux"
+# uv reads these; fix respects them and says so.
+UV_ENV = ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_CONSTRAINT", "UV_FIND_LINKS", "UV_NO_INDEX")
 
 # Run by the target interpreter: every installed distribution as [name, version]. Python 3.8+, stdlib only.
 FREEZE_SCRIPT = (
@@ -42,7 +51,7 @@ def parse_pip_version(text: str) -> tuple[int, ...] | None:
 
 
 def pip_version(python: str, runner=None) -> tuple[int, ...] | None:
-    res = (runner or run)([python, "-m", "pip", "--version"], timeout=60.0)
+    res = (runner or run)(pip_argv(python, "--version"), timeout=60.0)
     return parse_pip_version(res.stdout) if res.ok else None
 
 
@@ -64,7 +73,7 @@ def parse_pip_config(text: str) -> PipConfig:
 
 
 def read_pip_config(python: str, runner=None) -> PipConfig:
-    res = (runner or run)([python, "-m", "pip", "config", "list"], timeout=60.0)
+    res = (runner or run)(pip_argv(python, "config", "list"), timeout=60.0)
     return parse_pip_config(res.stdout) if res.ok else PipConfig()
 
 
@@ -110,6 +119,23 @@ def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[
         elif option == "no-index":
             out.append(f"pip config {key}={value}: pip will use only --find-links locations.")
     return out
+
+
+def uv_env_warnings(env: dict) -> list[str]:
+    """The variables in fix's environment that change what uv installs: respected, never stripped: said."""
+    return [f"{k}={env[k]} is set: uv will use it" for k in sorted(env) if k in UV_ENV]
+
+
+def installer_ready(installer: str, why: str, python: str, env: dict, runner=None) -> tuple[int, ...] | None:
+    """Refuse an installer that is not there; for pip, its version (whether it can preview with --report)."""
+    if installer == UV and not find_uv(env):
+        raise DoctorError("uv was chosen (" + why + ") but is not on PATH: install uv, or pass --installer pip")
+    if installer != PIP:
+        return None
+    version = pip_version(python, runner)
+    if version is None:
+        raise DoctorError(f"{python} has no working pip: run `{python} -m ensurepip`, or pass --installer uv")
+    return version
 
 
 def find_uv(env: dict | None = None, which=shutil.which) -> str | None:

@@ -102,6 +102,29 @@ def force_flag(installer: str) -> str:
     return "--reinstall" if installer == UV else "--force-reinstall"
 
 
+def reinstall_argv(
+    installer: str,
+    python: str,
+    requirements: str,
+    variant: str | None,
+    source: InstallSource,
+    uv: str = "uv",
+    extra_variants: tuple = (),
+) -> list[str]:
+    """Reinstall exactly the builds a requirements file lists, and nothing else (the restore command):
+    ``... install -r <file> --force-reinstall --no-deps <index options>``. Their dependencies were in
+    place before, so ``--no-deps``; forced, because a half-done install can leave metadata that says
+    they are there."""
+    argv = install_argv(installer, python, [], variant, source, uv, extra_variants, requirements=requirements)
+    at = argv.index("-r") + 2  # after "-r <file>"
+    return argv[:at] + [force_flag(installer), "--no-deps"] + argv[at:]
+
+
+def pip_argv(python: str, *args: str) -> list[str]:
+    """``<python> -m pip <args>``: the target's own pip, asked about itself (``--version``, ``config list``)."""
+    return [python, "-m", "pip", *args]
+
+
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
     """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
 
@@ -134,6 +157,7 @@ class Commands:
     source: InstallSource = field(default_factory=InstallSource)
     os: str = "linux"  # "windows": PowerShell quoting, `py -m venv`, Scripts\\python.exe
     uv: str = "uv"
+    conda: str = "conda"  # for the removal steps where conda owns torch (fix: $CONDA_EXE)
 
     def argv(self, action: Action) -> list[str]:
         """The argv of an install/reinstall/uninstall action (VENV: the install into the new env)."""

@@ -96,10 +96,10 @@ def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
 
 
 def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Commands | None = None,
-               conda: str = "conda") -> Plan:
+               conda: str | None = None) -> Plan:
     """``commands`` (the installer, the mirror or find-links, the shell; default: pip from
     download.pytorch.org) only changes how the commands are written; ``conda``: the conda executable
-    for the removal steps when conda owns torch."""
+    for the removal steps when conda owns torch (default: the one ``commands`` names)."""
     commands = commands or commands_for(snap)
     index_base = commands.source.index_base
     python = commands.python
@@ -145,7 +145,7 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     if owned and snap.interpreter.prefix:
         # pip over conda's torch leaves two owners of the same files: conda's must go first.
         names = [r["name"] for r in owned]
-        argv = conda_remove_argv(conda, snap.interpreter.prefix, names)
+        argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
         plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
                                "from this environment; pip installs the wheels next.",
                                render_argv(argv, commands.os), argv))

@@ -1,0 +1,74 @@
+"""Whether fix may change this environment, and whether the user agreed.
+
+Refused (exit 6) unless --force: a PEP 668 externally-managed interpreter and a conda base
+environment (with the venv advice), and under --yes an install that would also change packages
+outside torch's family. Without --yes someone must answer the prompt, so without a terminal fix
+refuses before the installer resolves anything. uv/poetry projects: doctor/fix/project.py.
+"""
+
+from __future__ import annotations
+
+from doctor import exitcodes
+from doctor.errors import DoctorError
+
+
+def refusal(snap, force: bool) -> str | None:
+    """Why this interpreter must not be changed (unless --force), with the venv advice; None when it may."""
+    if force:
+        return None
+    interp = snap.interpreter
+    advice = (
+        "make a virtual environment and fix that one instead: python3 -m venv .venv && "
+        "torchdoctor fix --python .venv (or pass --force to change it anyway)"
+    )
+    if interp.externally_managed:
+        return f"refusing to change {interp.path}: it is externally managed (PEP 668); {advice}"
+    if interp.env_kind == "conda-base":
+        return (
+            f"refusing to change the conda base environment {interp.prefix}: create one with "
+            f"`conda create -n torch python={'.'.join(interp.version.split('.')[:2]) or '3.12'}`, activate it "
+            "and run torchdoctor fix there (or pass --force to change base anyway)"
+        )
+    return None
+
+
+def refuse_protected(snap, force: bool) -> None:
+    why_not = refusal(snap, force)
+    if why_not:
+        raise DoctorError(why_not, exitcodes.REFUSED)
+
+
+def refuse_without_terminal(yes: bool, stdin) -> None:
+    """Nobody to ask and no --yes: refused. Checked before the dry run, which alone can download gigabytes."""
+    if not yes and not _isatty(stdin):
+        raise DoctorError(
+            "stdin is not a terminal, so fix only prints the plan: pass --yes to carry it out "
+            "(or --dry-run to just print it)",
+            exitcodes.REFUSED,
+        )
+
+
+def refuse_outside_changes(outside: list, yes: bool, force: bool) -> None:
+    """Under --yes nobody reviews what the dry run found: changes outside torch need --force. Asked
+    interactively, the user sees them in the summary and decides."""
+    if outside and yes and not force:
+        raise DoctorError(
+            "refusing: the install would also change packages outside torch ("
+            + ", ".join(map(str, outside))
+            + "); review it without --yes, or add --force",
+            exitcodes.REFUSED,
+        )
+
+
+def ask(console, stdin) -> bool:
+    """The prompt; only "y" or "yes" agrees (an empty answer or end of input does not)."""
+    console.print("Proceed? [y/N] ", end="", markup=False)
+    answer = (stdin.readline() or "").strip().lower()
+    return answer in ("y", "yes")
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
