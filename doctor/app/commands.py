@@ -324,9 +324,10 @@ def run_distributed(python: str | None, nproc: int, timeout: float, as_json: boo
     import json
     import os
 
-    from doctor.distributed.core import render_text, run_local
+    from doctor.distributed.launch import run_local
     from doctor.errors import DoctorError
     from doctor.probes.interpreter import choose_interpreter
+    from doctor.render.distributed import render_text
 
     path, reason = choose_interpreter(python, os.environ, os.getcwd())
     if path is None:
