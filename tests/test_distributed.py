@@ -28,6 +28,9 @@ from doctor.distributed import failures as F
 from doctor.distributed import fixes as X
 from doctor.distributed import launch as L
 from doctor.distributed import report as R
+from doctor.model.findings import INSTALL
+from doctor.model.versions import variant_of
+from doctor.plan.commands import UV, Commands, InstallSource
 from doctor.render import distributed as V
 from doctor.target import rank as C
 from doctor.target import rank_collectives as CC
@@ -142,8 +145,9 @@ def test_version_mismatch_names_the_minority_rank_and_the_fix():
         finding.evidence["odd_ranks"] == {1: "2.5.1+cu124"} and finding.evidence["majority"] == "2.6.0+cu126"
     )
     assert "rank 1 (n0) has 2.5.1+cu124" in finding.title
+    # the plan's one builder writes it: exact local-version pin, quoted, from the variant's index
     assert finding.fix.commands == [
-        "python -m pip install torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://download.pytorch.org/whl/cu126'
     ]
 
 
@@ -163,18 +167,35 @@ def test_agreeing_ranks_have_no_mismatch():
     [
         (
             "2.13.0+cpu",
-            "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+            'python -m pip install "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu',
         ),
         (
             "2.7.1+rocm6.3",
-            "python -m pip install torch==2.7.1 --index-url https://download.pytorch.org/whl/rocm6.3",
+            'python -m pip install "torch==2.7.1+rocm6.3" --index-url https://download.pytorch.org/whl/rocm6.3',
         ),
-        ("2.14.1", "python -m pip install torch==2.14.1"),
-        ("2.6.0a0+gitabc", "python -m pip install torch==2.6.0a0"),
+        ("2.14.1", 'python -m pip install "torch==2.14.1"'),
+        ("2.6.0a0+gitabc", 'python -m pip install "torch==2.6.0a0"'),  # a source build: no index has it
     ],
 )
 def test_torch_install_command(version, command):
     assert X.torch_install_command(version) == command
+    action = X.torch_install_action(version)
+    assert action.kind == INSTALL and action.variant == variant_of(version)
+
+
+def test_the_install_hint_follows_the_mirror_and_the_installer_of_its_commands():
+    mirror = Commands(python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True))
+    assert X.torch_install_command("2.6.0+cu126", mirror) == (
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://mirror.example/pytorch/cu126'
+    )
+    ranks = [rank_entry(0, "2.6.0+cu126"), rank_entry(1, "2.5.1+cu124"), rank_entry(2, "2.6.0+cu126")]
+    report = R.build_report(ranks, 3, "gloo", "torchrun", "h:1", 10.0, commands=mirror)
+    (finding,) = [f for f in report["findings"] if f["id"] == "distributed-version-mismatch"]
+    assert finding["fix"]["commands"] == [X.torch_install_command("2.6.0+cu126", mirror)]
+    uv = Commands(python="python", installer=UV)
+    assert X.torch_install_command("2.13.0+cpu", uv) == (
+        'uv pip install --python python "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu'
+    )
 
 
 def test_rank_that_never_arrived_is_a_rendezvous_finding_naming_it():
@@ -566,6 +587,51 @@ def test_rank_code_imports_and_fails_cleanly_on_python_38_without_torch():
     done = subprocess.run([python, "-m", "doctor.distributed", "--timeout", "5"], capture_output=True, text=True, env=env, timeout=30)  # fmt: skip
     assert done.returncode == exitcodes.REQUIREMENT, done.stderr
     assert "import torch failed" in done.stderr and "Traceback" not in done.stderr
+
+
+# Everything rank 0 imports: the target interpreter has Python 3.8+, torch, and maybe not even packaging.
+RANK_SIDE = (
+    "doctor.distributed.entry", "doctor.distributed.analysis", "doctor.distributed.report",
+    "doctor.distributed.failures", "doctor.distributed.fixes", "doctor.distributed.launch",
+    "doctor.render.distributed", "doctor.model.findings", "doctor.model.versions", "doctor.plan.commands",
+    "doctor.target.rank", "doctor.target.rank_collectives", "doctor.target.rank_snapshot",
+    "doctor.target.rank_topology",
+)  # fmt: skip
+
+RANK_SIDE_SCRIPT = """
+import importlib, json, sys
+for name in {modules!r}:
+    importlib.import_module(name)
+from doctor.distributed.report import build_report
+from doctor.plan.commands import Commands, InstallSource
+from doctor.render.distributed import render_text
+ranks = [{{"rank": r, "node": "n", "status": "ok", "error": None, "bandwidth": [],
+          "snapshot": {{"torch_version": v}}}} for r, v in enumerate(["2.6.0+cu126", "2.5.1+cu124", "2.6.0+cu126"])]
+mirror = Commands(python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True))
+report = build_report(ranks, 3, "gloo", "torchrun", "h:1", 10.0, commands=mirror)
+render_text(report)
+loaded = sorted({{"packaging", "typer", "rich", "torch"}} & set(sys.modules))
+print(json.dumps({{"version": list(sys.version_info[:2]), "loaded": loaded, "report": report}}))
+"""
+
+
+def test_rank_side_modules_import_and_report_on_the_lowest_target_python():
+    from fakeenv import find_python
+
+    python = find_python("3.8")
+    if python is None:
+        pytest.skip("no Python 3.8 interpreter (pyenv or python3.8 on PATH)")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
+    script = RANK_SIDE_SCRIPT.format(modules=RANK_SIDE)
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] == [3, 8] and out["loaded"] == []
+    (finding,) = out["report"]["findings"]
+    assert finding["id"] == "distributed-version-mismatch"
+    assert finding["fix"]["commands"] == [
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://mirror.example/pytorch/cu126'
+    ]
 
 
 # --- real torchrun runs: CPU torch 2.13.0, Gloo ---------------------------------------------------------------

@@ -23,6 +23,7 @@ from doctor.distributed.failures import (
 )
 from doctor.distributed.fixes import TORCH_DIST_DOCS, TORCHRUN_DOCS, mismatch_fix, nccl_fix, rendezvous_fix
 from doctor.model.findings import ERROR, WARNING, Finding, Fix
+from doctor.plan.commands import Commands
 
 # The fields on which every rank should agree, as (snapshot key, label).
 AGREED_FIELDS = (
@@ -43,7 +44,8 @@ def majority_value(values: dict[int, Any]) -> Any:
     return None  # pragma: no cover - values is never empty here
 
 
-def find_version_mismatches(ranks: list[dict]) -> list[Finding]:
+def find_version_mismatches(ranks: list[dict], commands: Commands | None = None) -> list[Finding]:
+    """Ranks whose torch, CUDA, NCCL or driver differs from the majority; ``commands`` writes the fix."""
     findings = []
     for key, label in AGREED_FIELDS:
         values = {}
@@ -66,7 +68,7 @@ def find_version_mismatches(ranks: list[dict]) -> list[Finding]:
                     "hangs, or silently computes with different kernels."
                 ),
                 evidence={"field": key, "majority": majority, "odd_ranks": odd, "values": values},
-                fix=mismatch_fix(key, majority, odd),
+                fix=mismatch_fix(key, majority, odd, commands),
             )
         )
     return findings
@@ -297,9 +299,9 @@ def _peer(matrix: list, i: int, j: int) -> bool | None:
         return None
 
 
-def analyze(ranks: list[dict], master: str) -> list[Finding]:
+def analyze(ranks: list[dict], master: str, commands: Commands | None = None) -> list[Finding]:
     findings = find_failures(ranks, master)
-    findings += find_version_mismatches(ranks)
+    findings += find_version_mismatches(ranks, commands)
     findings += find_peer_access_off(ranks)
     findings += find_slow_rank(ranks)
     for finding in findings:

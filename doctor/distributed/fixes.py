@@ -1,20 +1,24 @@
 """What to do about a distributed finding: NCCL variables, rendezvous checks, the install command.
 
 Pure and stdlib only: rank 0 builds these inside the target interpreter (Python 3.8+, maybe no
-``packaging``).
+``packaging``). The install hint is an ``Action`` written out by the plan's one command builder,
+so its index, mirror, installer and quoting are those of every other command torchdoctor prints.
 """
 
 from __future__ import annotations
 
-import re
-
 from doctor.distributed.failures import NCCL_CUDA, NCCL_NETWORK, NCCL_TIMEOUT
-from doctor.model.findings import Fix
+from doctor.model.findings import INSTALL, Action, Fix
+from doctor.model.versions import split_local, variant_of
+from doctor.plan.commands import Commands
 
 NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 TORCH_DIST_DOCS = "https://pytorch.org/docs/stable/distributed.html"
 TORCHRUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"
 PREVIOUS_VERSIONS = "https://pytorch.org/get-started/previous-versions/"
+
+# The hint's interpreter is whichever `python` runs on the odd node: rank 0 cannot know its path there.
+DEFAULT_COMMANDS = Commands(python="python")
 
 
 def nccl_fix(kind: str) -> Fix:
@@ -70,12 +74,12 @@ def rendezvous_fix(master: str) -> Fix:
     )
 
 
-def mismatch_fix(key: str, majority: str, odd: dict[int, str]) -> Fix:
+def mismatch_fix(key: str, majority: str, odd: dict[int, str], commands: Commands | None = None) -> Fix:
     ranks = ", ".join(str(r) for r in odd)
     if key == "torch_version":
         return Fix(
             summary=f"Install torch {majority} on the node(s) of rank {ranks} (or the same build on every node).",
-            commands=[torch_install_command(majority)],
+            commands=[torch_install_command(majority, commands)],
             links=[PREVIOUS_VERSIONS],
         )
     if key == "driver_version":
@@ -87,9 +91,17 @@ def mismatch_fix(key: str, majority: str, odd: dict[int, str]) -> Fix:
     )
 
 
-def torch_install_command(version: str) -> str:
-    """pip command for a torch build: "2.6.0+cu126" -> the cu126 index; no local tag -> PyPI."""
-    public, _, local = version.partition("+")
-    if local and re.fullmatch(r"cpu|cu\d+|rocm[\d.]+|xpu", local):
-        return f"python -m pip install torch=={public} --index-url https://download.pytorch.org/whl/{local}"
-    return f"python -m pip install torch=={public}"
+def torch_install_action(version: str) -> Action:
+    """Install exactly ``version``: "2.6.0+cu126" from the cu126 index; no index tag -> the default index.
+
+    A local tag that names no index ("+gitabc": a source build) cannot be installed from anywhere,
+    so the pin keeps only the public version then.
+    """
+    variant = variant_of(version)
+    pin = version if variant else split_local(version)[0]
+    return Action(INSTALL, (f"torch=={pin}",), variant)
+
+
+def torch_install_command(version: str, commands: Commands | None = None) -> str:
+    """The install line for ``version``, written by ``commands`` (default: ``python``, the PyTorch index)."""
+    return (commands or DEFAULT_COMMANDS).line(torch_install_action(version))

@@ -12,6 +12,7 @@ import dataclasses
 from doctor import __version__, exitcodes
 from doctor.distributed.analysis import analyze, slowest_rank
 from doctor.model.findings import ERROR, INFO, WARNING
+from doctor.plan.commands import Commands
 
 DISTRIBUTED_SCHEMA_VERSION = 1
 
@@ -25,10 +26,13 @@ def build_report(
     timeout_s: float,
     seams: dict[str, str] | None = None,
     note: str = "",
+    commands: Commands | None = None,
 ) -> dict:
-    """Rank 0's report: every rank's result, the findings, and an exit code."""
+    """Rank 0's report: every rank's result, the findings, and an exit code.
+
+    ``commands`` writes the install hints (default: ``python`` and the PyTorch index)."""
     ranks = sorted(ranks, key=lambda e: e["rank"])
-    findings = analyze(ranks, master)
+    findings = analyze(ranks, master, commands)
     errors = sum(f.severity == ERROR for f in findings)
     exit_code = exitcodes.FINDINGS if errors else exitcodes.OK
     rank0 = next((e for e in ranks if e["rank"] == 0), {})
