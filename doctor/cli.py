@@ -198,10 +198,9 @@ def fleet_summarize(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
 ) -> None:
     """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group."""
-    from doctor.app.fleet import main as fleet_main
+    from doctor.app.fleet import summarize_command
 
-    args = ["summarize", *map(str, reports)] + (["--json"] if json_out else []) + (["--markdown"] if markdown else [])
-    raise typer.Exit(fleet_main(args + (["-o", str(output)] if output else [])))
+    raise typer.Exit(summarize_command([str(r) for r in reports], json_out, markdown, str(output) if output else None))
 
 
 @app.command()
