@@ -200,10 +200,9 @@ def fleet_summarize(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
 ) -> None:
     """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group."""
-    from doctor.app.fleet import main as fleet_main
+    from doctor.app.fleet import summarize_command
 
-    args = ["summarize", *map(str, reports)] + (["--json"] if json_out else []) + (["--markdown"] if markdown else [])
-    raise typer.Exit(fleet_main(args + (["-o", str(output)] if output else [])))
+    raise typer.Exit(summarize_command([str(r) for r in reports], json_out, markdown, str(output) if output else None))
 
 
 @app.command()
@@ -215,7 +214,7 @@ def distributed(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
-    For multi-node jobs run `torchrun ... -m doctor.distributed.core` or `srun python -m doctor.distributed.core`."""
+    For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`."""
     from doctor.app.distributed import run_distributed
 
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))

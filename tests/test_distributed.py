@@ -22,8 +22,20 @@ from pathlib import Path
 import pytest
 
 from doctor import exitcodes
-from doctor.distributed import core as D
+from doctor.distributed import analysis as A
+from doctor.distributed import entry as E
+from doctor.distributed import failures as F
+from doctor.distributed import fixes as X
+from doctor.distributed import launch as L
+from doctor.distributed import report as R
+from doctor.model.findings import INSTALL
+from doctor.model.versions import variant_of
+from doctor.plan.commands import UV, Commands, InstallSource
+from doctor.render import distributed as V
 from doctor.target import rank as C
+from doctor.target import rank_collectives as CC
+from doctor.target import rank_snapshot as CS
+from doctor.target import rank_topology as CT
 
 REPO = Path(__file__).resolve().parents[1]
 MESSAGES = json.loads((Path(__file__).parent / "fixtures" / "distributed" / "messages.json").read_text())
@@ -92,7 +104,7 @@ def test_a_bad_rank_environment_exits_with_usage_before_anything_starts(monkeypa
     monkeypatch.setenv("RANK", "4")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    assert D.main(["--timeout", "1"]) == exitcodes.USAGE
+    assert E.main(["--timeout", "1"]) == exitcodes.USAGE
     assert "rank 4 is outside the world size 2" in capsys.readouterr().err
 
 
@@ -101,16 +113,16 @@ def test_a_bad_rank_environment_exits_with_usage_before_anything_starts(monkeypa
 
 @pytest.mark.parametrize("message", MESSAGES, ids=[f"{m['kind']}:{m['source'][:40]}" for m in MESSAGES])
 def test_recorded_messages_are_classified(message):
-    assert D.classify_failure(message["text"], message["type"]) == message["kind"]
+    assert F.classify_failure(message["text"], message["type"]) == message["kind"]
     if "ranks" in message:
-        assert D.parse_monitored_barrier_ranks(message["text"]) == message["ranks"]
+        assert F.parse_monitored_barrier_ranks(message["text"]) == message["ranks"]
 
 
 def test_nccl_network_failure_advises_socket_ifname_and_ib():
-    commands = " ".join(D._nccl_fix(D.NCCL_NETWORK).commands)
+    commands = " ".join(X.nccl_fix(F.NCCL_NETWORK).commands)
     for needed in ("NCCL_DEBUG=INFO", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE=1"):
         assert needed in commands
-    assert "NCCL_P2P_DISABLE=1" in " ".join(D._nccl_fix(D.NCCL_TIMEOUT).commands)
+    assert "NCCL_P2P_DISABLE=1" in " ".join(X.nccl_fix(F.NCCL_TIMEOUT).commands)
 
 
 # --- analysis ------------------------------------------------------------------------------------------
@@ -127,26 +139,27 @@ def rank_entry(rank, torch="2.13.0+cpu", status="ok", seconds=0.001, **snap):
 
 def test_version_mismatch_names_the_minority_rank_and_the_fix():
     ranks = [rank_entry(0, "2.6.0+cu126"), rank_entry(1, "2.5.1+cu124"), rank_entry(2, "2.6.0+cu126")]
-    (finding,) = D.find_version_mismatches(ranks)
+    (finding,) = A.find_version_mismatches(ranks)
     assert finding.id == "distributed-version-mismatch" and finding.severity == "error"
     assert (
         finding.evidence["odd_ranks"] == {1: "2.5.1+cu124"} and finding.evidence["majority"] == "2.6.0+cu126"
     )
     assert "rank 1 (n0) has 2.5.1+cu124" in finding.title
+    # the plan's one builder writes it: exact local-version pin, quoted, from the variant's index
     assert finding.fix.commands == [
-        "python -m pip install torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://download.pytorch.org/whl/cu126'
     ]
 
 
 def test_version_tie_goes_to_rank_0_and_unknown_values_are_ignored():
     ranks = [rank_entry(0, driver_version="570.1"), rank_entry(1, driver_version="550.2"), rank_entry(2)]
-    (finding,) = D.find_version_mismatches(ranks)
+    (finding,) = A.find_version_mismatches(ranks)
     assert finding.evidence["field"] == "driver_version"
     assert finding.evidence["odd_ranks"] == {1: "550.2"}
 
 
 def test_agreeing_ranks_have_no_mismatch():
-    assert D.find_version_mismatches([rank_entry(r, nccl_version="2.21.5") for r in range(4)]) == []
+    assert A.find_version_mismatches([rank_entry(r, nccl_version="2.21.5") for r in range(4)]) == []
 
 
 @pytest.mark.parametrize(
@@ -154,23 +167,40 @@ def test_agreeing_ranks_have_no_mismatch():
     [
         (
             "2.13.0+cpu",
-            "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+            'python -m pip install "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu',
         ),
         (
             "2.7.1+rocm6.3",
-            "python -m pip install torch==2.7.1 --index-url https://download.pytorch.org/whl/rocm6.3",
+            'python -m pip install "torch==2.7.1+rocm6.3" --index-url https://download.pytorch.org/whl/rocm6.3',
         ),
-        ("2.14.1", "python -m pip install torch==2.14.1"),
-        ("2.6.0a0+gitabc", "python -m pip install torch==2.6.0a0"),
+        ("2.14.1", 'python -m pip install "torch==2.14.1"'),
+        ("2.6.0a0+gitabc", 'python -m pip install "torch==2.6.0a0"'),  # a source build: no index has it
     ],
 )
 def test_torch_install_command(version, command):
-    assert D.torch_install_command(version) == command
+    assert X.torch_install_command(version) == command
+    action = X.torch_install_action(version)
+    assert action.kind == INSTALL and action.variant == variant_of(version)
+
+
+def test_the_install_hint_follows_the_mirror_and_the_installer_of_its_commands():
+    mirror = Commands(python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True))
+    assert X.torch_install_command("2.6.0+cu126", mirror) == (
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://mirror.example/pytorch/cu126'
+    )
+    ranks = [rank_entry(0, "2.6.0+cu126"), rank_entry(1, "2.5.1+cu124"), rank_entry(2, "2.6.0+cu126")]
+    report = R.build_report(ranks, 3, "gloo", "torchrun", "h:1", 10.0, commands=mirror)
+    (finding,) = [f for f in report["findings"] if f["id"] == "distributed-version-mismatch"]
+    assert finding["fix"]["commands"] == [X.torch_install_command("2.6.0+cu126", mirror)]
+    uv = Commands(python="python", installer=UV)
+    assert X.torch_install_command("2.13.0+cpu", uv) == (
+        'uv pip install --python python "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu'
+    )
 
 
 def test_rank_that_never_arrived_is_a_rendezvous_finding_naming_it():
-    ranks = [rank_entry(0), D.missing_entry(1, {}), D.missing_entry(3, {})]
-    ids = {f.id: f for f in D.analyze(ranks, "10.0.0.1:29500")}
+    ranks = [rank_entry(0), R.missing_entry(1, {}), R.missing_entry(3, {})]
+    ids = {f.id: f for f in A.analyze(ranks, "10.0.0.1:29500")}
     finding = ids["distributed-rendezvous-timeout"]
     assert finding.evidence["missing_ranks"] == [1, 3]
     assert "ranks 1, 3 never reached the rendezvous at 10.0.0.1:29500" in finding.title
@@ -181,7 +211,7 @@ def test_rank_that_died_mid_job_is_named_with_where_it_stopped():
     published = {"hello": {"hostname": "n1", "torch_version": "2.13.0+cpu"}, "stage": {"current": "", "completed": ["snapshot", "rendezvous", "init_process_group"]}}  # fmt: skip
     rank0 = rank_entry(0, status="failed")
     rank0["error"] = {"stage": "all_reduce", "type": "RuntimeError", "message": MESSAGES[0]["text"]}
-    findings = {f.id: f for f in D.analyze([rank0, D.missing_entry(1, published)], "h:1")}
+    findings = {f.id: f for f in A.analyze([rank0, R.missing_entry(1, published)], "h:1")}
     missing = findings["distributed-rank-missing"]
     assert "rank 1 (n1) stopped after 'init_process_group'" in missing.detail
     failed = findings["distributed-collective-failed"]
@@ -189,27 +219,27 @@ def test_rank_that_died_mid_job_is_named_with_where_it_stopped():
 
 
 def test_a_rank_with_its_own_nccl_error_reports_that_error():
-    entry = D.missing_entry(2, {"hello": {"hostname": "n1"}, "error": {"stage": "all_reduce", "type": "DistBackendError", "message": MESSAGES[6]["text"]}})  # fmt: skip
+    entry = R.missing_entry(2, {"hello": {"hostname": "n1"}, "error": {"stage": "all_reduce", "type": "DistBackendError", "message": MESSAGES[6]["text"]}})  # fmt: skip
     assert entry["status"] == "failed"
-    (finding,) = [f for f in D.analyze([rank_entry(0), entry], "h:1") if f.id == "distributed-nccl-error"]
+    (finding,) = [f for f in A.analyze([rank_entry(0), entry], "h:1") if f.id == "distributed-nccl-error"]
     assert finding.evidence["ranks"] == [2] and "No route to host" in finding.detail
     assert any("NCCL_SOCKET_IFNAME" in c for c in finding.fix.commands)
 
 
 def test_bus_bandwidth_follows_nccl_tests():
-    assert C.bandwidth_row(1_000_000_000, 1.0, 2)["busbw_gbps"] == pytest.approx(1.0)
-    assert C.bandwidth_row(1_000_000_000, 0.5, 4)["busbw_gbps"] == pytest.approx(2.0 * 2 * 3 / 4)
-    assert C.bandwidth_row(1_000_000_000, 1.0, 8)["algbw_gbps"] == pytest.approx(1.0)
-    assert C.bandwidth_row(1_000_000_000, 1.0, 1)["busbw_gbps"] == 0.0
+    assert CC.bandwidth_row(1_000_000_000, 1.0, 2)["busbw_gbps"] == pytest.approx(1.0)
+    assert CC.bandwidth_row(1_000_000_000, 0.5, 4)["busbw_gbps"] == pytest.approx(2.0 * 2 * 3 / 4)
+    assert CC.bandwidth_row(1_000_000_000, 1.0, 8)["algbw_gbps"] == pytest.approx(1.0)
+    assert CC.bandwidth_row(1_000_000_000, 1.0, 1)["busbw_gbps"] == 0.0
 
 
 def test_slowest_rank_and_the_slow_rank_warning():
     ranks = [rank_entry(0, seconds=0.010), rank_entry(1, seconds=0.011), rank_entry(2, seconds=0.050)]
-    slow = D.slowest_rank(ranks)
+    slow = A.slowest_rank(ranks)
     assert (slow["rank"], slow["median_seconds"]) == (2, 0.011)
-    (finding,) = D.find_slow_rank(ranks)
+    (finding,) = A.find_slow_rank(ranks)
     assert finding.id == "distributed-slow-rank" and finding.evidence["rank"] == 2
-    assert D.find_slow_rank(ranks[:2]) == []  # two ranks: no majority to compare with
+    assert A.find_slow_rank(ranks[:2]) == []  # two ranks: no majority to compare with
 
 
 def test_peer_access_off_between_nvlink_gpus():
@@ -218,27 +248,27 @@ def test_peer_access_off_between_nvlink_gpus():
         "peer_access": [[None, False, True], [False, None, True], [True, True, None]],
         "nvml": {"links": {"0-1": "NVLINK", "0-2": "NODE", "1-2": "NVLINK"}, "error": None},
     }
-    (finding,) = D.find_peer_access_off([entry])
+    (finding,) = A.find_peer_access_off([entry])
     assert finding.id == "gpu-peer-access-off" and finding.evidence["pairs"] == [[0, 1]]
     entry["topology"]["peer_access"][0][1] = entry["topology"]["peer_access"][1][0] = True
-    assert D.find_peer_access_off([entry]) == []
+    assert A.find_peer_access_off([entry]) == []
 
 
 def test_report_json_round_trips_and_renders():
-    report = D.build_report(
+    report = R.build_report(
         [rank_entry(1, "2.5.1+cpu"), rank_entry(0)], 2, "gloo", "torchrun", "h:1", 10.0, {"X": "1"}
     )
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     assert report["summary"]["exit_code"] == exitcodes.FINDINGS and report["test_seams"] == {"X": "1"}
     again = json.loads(json.dumps(report))
-    text = D.render_text(again)
+    text = V.render_text(again)
     assert "distributed-version-mismatch" in text and "TEST SEAMS ACTIVE" in text
 
 
 def test_parse_sizes():
-    assert D.parse_sizes("4K, 1M,2GiB,512") == (4096, 1 << 20, 2 << 30, 512)
+    assert E.parse_sizes("4K, 1M,2GiB,512") == (4096, 1 << 20, 2 << 30, 512)
     with pytest.raises(ValueError):
-        D.parse_sizes("lots")
+        E.parse_sizes("lots")
 
 
 # --- the NCCL / P2P / NVML paths through stand-ins -------------------------------------------------------
@@ -421,7 +451,7 @@ class FakeNvml:
 
 def test_nvml_topology_maps_torch_order_by_pci_and_finds_nvlink():
     torch = fake_torch(gpus=3)  # torch order: bus 0x10, 0x11, 0x12 = NVML handles h2, h1, h0
-    topo = C.nvml_topology(FakeNvml(), C._torch_pci_ids(torch))
+    topo = CT.nvml_topology(FakeNvml(), CT._torch_pci_ids(torch))
     assert topo["mapping"] == "pci" and topo["error"] is None
     # NVML: h1<->h0 (torch 1-2) and h2<->h1 (torch 0-1) are NVLink; torch 0-2 is PCIe "NODE"
     assert topo["links"] == {"0-1": "NVLINK", "0-2": "NODE", "1-2": "NVLINK"}
@@ -432,21 +462,21 @@ def test_nvml_that_does_not_load_is_a_fact_not_a_crash():
         def nvmlInit(self):  # noqa: N802
             raise RuntimeError("NVML Shared Library Not Found")
 
-    assert C.nvml_topology(Broken(), [])["error"] == "nvml: NVML Shared Library Not Found"
-    version, why = C.read_driver_version(Broken(), sys_root="/nonexistent")
+    assert CT.nvml_topology(Broken(), [])["error"] == "nvml: NVML Shared Library Not Found"
+    version, why = CS.read_driver_version(Broken(), sys_root="/nonexistent")
     assert version is None and "NVML Shared Library Not Found" in why
 
 
 def test_driver_version_falls_back_to_sysfs(tmp_path):
     (tmp_path / "sys/module/nvidia").mkdir(parents=True)
     (tmp_path / "sys/module/nvidia/version").write_text("570.124.06\n")
-    assert C.read_driver_version(None, sys_root=str(tmp_path)) == ("570.124.06", "/sys/module/nvidia/version")
+    assert CS.read_driver_version(None, sys_root=str(tmp_path)) == ("570.124.06", "/sys/module/nvidia/version")
 
 
 @pytest.mark.parametrize("raw, text", [((2, 21, 5), "2.21.5"), (2708, "2.7.8"), (21903, "2.19.3")])
 def test_nccl_version_forms(raw, text):
     torch = types.SimpleNamespace(cuda=types.SimpleNamespace(nccl=types.SimpleNamespace(version=lambda: raw)))
-    assert C.read_nccl_version(torch) == text
+    assert CS.read_nccl_version(torch) == text
 
 
 def nccl_rank0(fail=None, peer=None, other_torch="2.6.0+cu126"):
@@ -473,7 +503,7 @@ def nccl_rank0(fail=None, peer=None, other_torch="2.6.0+cu126"):
 
 def test_nccl_job_through_stand_ins(capsys):
     torch, dist, state, args, watchdog = nccl_rank0(peer={(0, 1): False, (1, 0): False})
-    code = D.run_rank(torch, dist, FakeNvml(), state, args, (1 << 10, 1 << 12), {}, watchdog)
+    code = E.run_rank(torch, dist, FakeNvml(), state, args, (1 << 10, 1 << 12), {}, watchdog)
     report = json.loads(capsys.readouterr().out)
     assert (
         "TCPStore",
@@ -502,7 +532,7 @@ def test_nccl_job_through_stand_ins(capsys):
 def test_nccl_error_on_rank_0_reports_both_ranks_errors(capsys):
     message = MESSAGES[6]["text"]
     torch, dist, state, args, watchdog = nccl_rank0(fail={"all_reduce": message})
-    code = D.run_rank(torch, dist, None, state, args, (1 << 10,), {}, watchdog)
+    code = E.run_rank(torch, dist, None, state, args, (1 << 10,), {}, watchdog)
     report = json.loads(capsys.readouterr().out)
     assert code == exitcodes.FINDINGS
     (finding,) = [f for f in report["findings"] if f["id"] == "distributed-nccl-error"]
@@ -514,7 +544,7 @@ def test_nccl_error_on_rank_0_reports_both_ranks_errors(capsys):
 def test_gather_object_failure_falls_back_to_the_store(capsys):
     torch, dist, state, args, watchdog = nccl_rank0()
     dist.fail["gather_object"] = "Numpy is not available"  # torch 2.13 object collectives need numpy
-    code = D.run_rank(torch, dist, None, state, args, (1 << 10,), {}, watchdog)
+    code = E.run_rank(torch, dist, None, state, args, (1 << 10,), {}, watchdog)
     report = json.loads(capsys.readouterr().out)
     assert code == exitcodes.OK and [r["rank"] for r in report["ranks"]] == [0, 1]
     assert "gather_object failed (Numpy is not available)" in report["note"]
@@ -559,6 +589,51 @@ def test_rank_code_imports_and_fails_cleanly_on_python_38_without_torch():
     assert "import torch failed" in done.stderr and "Traceback" not in done.stderr
 
 
+# Everything rank 0 imports: the target interpreter has Python 3.8+, torch, and maybe not even packaging.
+RANK_SIDE = (
+    "doctor.distributed.entry", "doctor.distributed.analysis", "doctor.distributed.report",
+    "doctor.distributed.failures", "doctor.distributed.fixes", "doctor.distributed.launch",
+    "doctor.render.distributed", "doctor.model.findings", "doctor.model.versions", "doctor.plan.commands",
+    "doctor.target.rank", "doctor.target.rank_collectives", "doctor.target.rank_snapshot",
+    "doctor.target.rank_topology",
+)  # fmt: skip
+
+RANK_SIDE_SCRIPT = """
+import importlib, json, sys
+for name in {modules!r}:
+    importlib.import_module(name)
+from doctor.distributed.report import build_report
+from doctor.plan.commands import Commands, InstallSource
+from doctor.render.distributed import render_text
+ranks = [{{"rank": r, "node": "n", "status": "ok", "error": None, "bandwidth": [],
+          "snapshot": {{"torch_version": v}}}} for r, v in enumerate(["2.6.0+cu126", "2.5.1+cu124", "2.6.0+cu126"])]
+mirror = Commands(python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True))
+report = build_report(ranks, 3, "gloo", "torchrun", "h:1", 10.0, commands=mirror)
+render_text(report)
+loaded = sorted({{"packaging", "typer", "rich", "torch"}} & set(sys.modules))
+print(json.dumps({{"version": list(sys.version_info[:2]), "loaded": loaded, "report": report}}))
+"""
+
+
+def test_rank_side_modules_import_and_report_on_the_lowest_target_python():
+    from fakeenv import find_python
+
+    python = find_python("3.8")
+    if python is None:
+        pytest.skip("no Python 3.8 interpreter (pyenv or python3.8 on PATH)")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
+    script = RANK_SIDE_SCRIPT.format(modules=RANK_SIDE)
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] == [3, 8] and out["loaded"] == []
+    (finding,) = out["report"]["findings"]
+    assert finding["id"] == "distributed-version-mismatch"
+    assert finding["fix"]["commands"] == [
+        'python -m pip install "torch==2.6.0+cu126" --index-url https://mirror.example/pytorch/cu126'
+    ]
+
+
 # --- real torchrun runs: CPU torch 2.13.0, Gloo ---------------------------------------------------------------
 
 
@@ -590,7 +665,7 @@ def torchrun(python, nproc, tmp_path, seams=None, timeout=10, limit=60):
 
 @pytest.mark.slow
 def test_real_healthy_job_through_run_local(torch_python):
-    report, result = D.run_local(str(torch_python), 2, timeout_s=10, extra_args=["--sizes", "4K,256K"])
+    report, result = L.run_local(str(torch_python), 2, timeout_s=10, extra_args=["--sizes", "4K,256K"])
     assert report is not None, result.stderr[-3000:]
     assert result.returncode == 0 and report["status"] == "ok" and report["findings"] == []
     assert report["backend"] == "gloo" and report["launcher"] == "torchrun" and report["world_size"] == 2
@@ -650,7 +725,7 @@ def test_real_rank_that_never_starts_is_named_by_rank_0(torch_python, tmp_path):
 
 
 def test_the_watchdogs_own_timeout_is_classified_as_a_timeout():
-    from doctor.distributed.core import COLLECTIVE_TIMEOUT, PEER_DIED, classify_failure
+    from doctor.distributed.failures import COLLECTIVE_TIMEOUT, PEER_DIED, classify_failure
 
     assert classify_failure("deadline of 60s reached during all_reduce", "Timeout") == COLLECTIVE_TIMEOUT
     assert classify_failure("SIGTERM from torchrun during barrier", "Timeout") == PEER_DIED

@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 
 from doctor import exitcodes
 from doctor.app import fleet
+from doctor.cli import main as torchdoctor
+from doctor.inputs import nodes
 from doctor.model.findings import ERROR, Finding, Fix
+from doctor.render.fleet import render_markdown
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "fleet_bench.py"
 
@@ -64,7 +67,7 @@ def write(folder: Path, name: str, data) -> Path:
 
 
 def test_a_real_report_gives_the_compared_facts():
-    node = fleet.parse_node_report(report(finding="torch-cuda-mismatch", command="pip install x"), "r/a.json")
+    node = nodes.parse_node_report(report(finding="torch-cuda-mismatch", command="pip install x"), "r/a.json")
     assert node.node == "node1" and node.driver == "570.124.06" and node.torch_build == "2.13.0+cu128"
     assert node.gpu_models == "8x NVIDIA H100 80GB HBM3"
     assert node.finding_ids == ("torch-cuda-mismatch",) and node.errors == 1
@@ -75,8 +78,8 @@ def test_node_name_falls_back_to_the_file_stem_and_version_to_metadata():
     data = report(hostname=None, gpus=[])
     data["snapshot"]["install"]["torch"]["build_version"] = None
     data["snapshot"]["install"]["torch"]["version"] = "2.14.1"
-    node = fleet.parse_node_report(data, "reports/gpu-017.json")
-    assert (node.node, node.torch_build, node.gpu_models) == ("gpu-017", "2.14.1", fleet.NONE)
+    node = nodes.parse_node_report(data, "reports/gpu-017.json")
+    assert (node.node, node.torch_build, node.gpu_models) == ("gpu-017", "2.14.1", nodes.NONE)
 
 
 @pytest.mark.parametrize(
@@ -105,8 +108,8 @@ def test_wrong_types_inside_a_report_do_not_crash():
     data["snapshot"]["install"] = None
     data["findings"] = [{"id": "x", "severity": "error"}, "junk", None]
     data["plan"] = {"steps": [{"command": 3}, "junk"]}
-    node = fleet.parse_node_report(data, "n.json")
-    assert (node.driver, node.torch_build, node.gpu_models) == (fleet.UNKNOWN, fleet.UNKNOWN, fleet.NONE)
+    node = nodes.parse_node_report(data, "n.json")
+    assert (node.driver, node.torch_build, node.gpu_models) == (nodes.UNKNOWN, nodes.UNKNOWN, nodes.NONE)
     assert node.finding_ids == ("x",) and node.plan_commands == ()
 
 
@@ -122,8 +125,8 @@ json_values = st.recursive(
 def test_any_json_shape_is_a_node_or_a_reason(snapshot, findings, plan):
     data = {"report_schema_version": 1, "snapshot": snapshot, "findings": findings, "plan": plan}
     try:
-        node = fleet.parse_node_report(data, "x.json")
-    except fleet.UnreadableReport as exc:
+        node = nodes.parse_node_report(data, "x.json")
+    except nodes.UnreadableReport as exc:
         assert str(exc)
     else:
         assert isinstance(node.node, str) and isinstance(node.plan_commands, tuple)
@@ -183,13 +186,13 @@ def test_redacted_reports_are_named_by_their_file(tmp_path):
 def test_a_uniform_fleet_exits_0_and_renders_everywhere(tmp_path, capsys):
     for i in range(3):
         write(tmp_path, f"n{i}.json", report(hostname=f"n{i}"))
-    assert fleet.main(["summarize", str(tmp_path)]) == exitcodes.OK
+    assert torchdoctor(["fleet", "summarize", str(tmp_path)]) == exitcodes.OK
     human = capsys.readouterr().out
     assert "3 node(s)" in human and "no fix needed" in human and "every node matches the majority" in human
-    assert fleet.main(["summarize", str(tmp_path), "--json", "-o", str(tmp_path / "out.txt")]) == exitcodes.OK
+    assert torchdoctor(["fleet", "summarize", str(tmp_path), "--json", "-o", str(tmp_path / "out.txt")]) == exitcodes.OK
     data = json.loads((tmp_path / "out.txt").read_text())
     assert data["nodes"] == 3 and data["odd_nodes"] == [] and data["majority"]["driver"] == "570.124.06"
-    assert fleet.main(["summarize", str(tmp_path / "n0.json"), "--markdown"]) == exitcodes.OK
+    assert torchdoctor(["fleet", "summarize", str(tmp_path / "n0.json"), "--markdown"]) == exitcodes.OK
     markdown = capsys.readouterr().out
     assert markdown.startswith("## torchdoctor fleet: 1 node(s)") and "| 570.124.06 | 1 |" in markdown
 
@@ -203,7 +206,7 @@ def test_markdown_lists_odd_nodes_fix_blocks_and_unreadable(tmp_path):
         report(hostname="c", driver="535.1", finding="driver-too-old", command="sudo apt install x"),
     )
     write(tmp_path, "broken.json", "{")
-    markdown = fleet.render_markdown(fleet.summarize_paths([str(tmp_path)]))
+    markdown = render_markdown(fleet.summary_to_dict(fleet.summarize_paths([str(tmp_path)])))
     assert (
         "| c | NVIDIA driver 535.1 (majority 570.124.06); finding set driver-too-old (majority (none)) |"
         in markdown
@@ -213,9 +216,18 @@ def test_markdown_lists_odd_nodes_fix_blocks_and_unreadable(tmp_path):
 
 
 def test_nothing_readable_is_a_usage_error(tmp_path, capsys):
-    assert fleet.main(["summarize", str(tmp_path / "nowhere")]) == exitcodes.USAGE
+    assert torchdoctor(["fleet", "summarize", str(tmp_path / "nowhere")]) == exitcodes.USAGE
     assert "no readable report" in capsys.readouterr().err
 
+
+
+def test_human_view_to_a_file_and_one_format_at_a_time(tmp_path, capsys):
+    write(tmp_path, "n0.json", report(hostname="n0"))
+    out = tmp_path / "out.txt"
+    assert torchdoctor(["fleet", "summarize", str(tmp_path / "n0.json"), "-o", str(out)]) == exitcodes.OK
+    assert "torchdoctor fleet: 1 node(s), 0 unreadable" in out.read_text() and capsys.readouterr().out == ""
+    assert torchdoctor(["fleet", "summarize", str(tmp_path), "--json", "--markdown"]) == exitcodes.USAGE
+    assert "--json and --markdown" in capsys.readouterr().err
 
 @pytest.mark.slow
 def test_ten_thousand_reports_find_exactly_the_planted_outliers(tmp_path):

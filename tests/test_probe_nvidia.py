@@ -30,21 +30,19 @@ from doctor.model.snapshot import (
     NVIDIA_UNKNOWN,
 )
 from doctor.model.versions import cuda_from_int, parse_cc
-from doctor.probes import nvidia
-from doctor.probes.nvidia import (
-    COMPUTE_CAP_ARGS,
-    QUERY_ARGS,
+from doctor.probes.nvidia import probe_nvidia
+from doctor.probes.nvidia.kernel import read_pci_nvidia_devices
+from doctor.probes.nvidia.parsers import (
     classify_nvml_error,
     classify_smi_failure,
-    find_nvidia_smi,
     normalise_bus_id,
     parse_compute_caps,
     parse_proc_version,
     parse_smi_banner,
     parse_smi_query,
     parse_sys_module_version,
-    probe_nvidia,
 )
+from doctor.probes.nvidia.smi import COMPUTE_CAP_ARGS, QUERY_ARGS, find_nvidia_smi
 from doctor.runner import RunResult, run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvidia"
@@ -504,10 +502,22 @@ def test_missing_pynvml_is_a_fact(tmp_path, monkeypatch):
 
 
 def test_module_import_does_not_import_pynvml():
-    code = "import sys, doctor.probes.nvidia, doctor.probes.host; print('pynvml' in sys.modules)"
+    code = "import sys, doctor.probes.nvidia, doctor.probes.nvidia.nvml, doctor.probes.host; print('pynvml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
+
+
+def test_parsers_touch_nothing_outside():
+    """The parser layer is pure: no runner, no files, no NVML binding; only text in, values out."""
+    import ast
+
+    import doctor.probes.nvidia.parsers as parsers
+
+    tree = ast.parse(Path(parsers.__file__).read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported <= {"__future__", "csv", "re", "typing", "doctor.model.snapshot"}, imported
 
 # --- nvidia-smi fallback (fake runner) -----------------------------------------------------------
 
@@ -636,8 +646,8 @@ def test_pci_scan_keeps_only_nvidia_display_devices(tmp_path):
             ("0000:00:02.0", "0x8086", "0x030000"),  # Intel iGPU
         ],
     )
-    assert nvidia.read_pci_nvidia_devices(root) == ["0000:01:00.0", "0000:41:00.0"]
-    assert nvidia.read_pci_nvidia_devices(str(tmp_path / "nowhere")) is None
+    assert read_pci_nvidia_devices(root) == ["0000:01:00.0", "0000:41:00.0"]
+    assert read_pci_nvidia_devices(str(tmp_path / "nowhere")) is None
 
 
 @pytest.mark.parametrize(

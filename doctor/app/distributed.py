@@ -12,7 +12,8 @@ from doctor.errors import DoctorError
 
 
 def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
-    from doctor.distributed.core import render_text, run_local
+    from doctor.distributed.launch import run_local
+    from doctor.render.distributed import render_text
 
     path, reason = choose_interpreter(python)
     if path is None:

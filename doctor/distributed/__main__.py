@@ -2,6 +2,6 @@
 
 import sys
 
-from doctor.distributed.core import main
+from doctor.distributed.entry import main
 
 sys.exit(main())

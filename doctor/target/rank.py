@@ -1,10 +1,13 @@
 """The per-rank side of `torchdoctor distributed`: runs INSIDE the target interpreter, with torch.
 
-Launched once per rank (``torchrun --nproc-per-node N -m doctor.distributed.core`` or ``srun python -m
-doctor.distributed.core``). Each rank takes a light snapshot, joins a process group with a timeout,
-checks all_reduce / broadcast / barrier on known values, times an all_reduce sweep, and sends its
-result to rank 0. torch, torch.distributed and pynvml are passed in (tests give stand-ins);
-nothing here imports typer or rich, and the code stays Python 3.8 compatible (old torch builds).
+Launched once per rank (``torchrun --nproc-per-node N -m doctor.distributed`` or ``srun python -m
+doctor.distributed``; doctor/distributed/entry.py drives the steps). Each rank takes a light snapshot
+(rank_snapshot.py), joins a process group with a timeout, checks all_reduce / broadcast / barrier on
+known values and times an all_reduce sweep (rank_collectives.py), reads its node's peer access and
+NVLink facts (rank_topology.py), and sends its result to rank 0. This module holds what every step
+shares: where the rank sits, its state and steps, the store, the test seams and the watchdog.
+torch, torch.distributed and pynvml are passed in (tests give stand-ins); these modules import
+only each other and the stdlib, and stay Python 3.8 compatible (old torch builds).
 
 Every rank also publishes its progress to the rendezvous store (``hello/R``, ``stage/R``,
 ``error/R``, ``result/R``), which survives a broken process group: that is how rank 0 names a
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import socket
 import threading
 import time
@@ -32,13 +34,6 @@ FAKE_VERSION_SEAM = "TORCHDOCTOR_TEST_FAKE_TORCH_VERSION_RANK"
 EXIT_RANK_SEAM = "TORCHDOCTOR_TEST_EXIT_RANK"
 SEAM_EXIT_CODE = 17
 DEFAULT_PORT = 29500
-
-# all_reduce sweep sizes in bytes: tiny on CPU/Gloo (a check, not a benchmark), NCCL-sized on GPUs.
-GLOO_SIZES = (4 << 10, 256 << 10, 1 << 20)
-NCCL_SIZES = (1 << 20, 16 << 20, 128 << 20)
-
-# NVML topology levels (nvmlGpuTopologyLevel_t), named the way `nvidia-smi topo -m` names them.
-TOPOLOGY_LEVELS = {0: "SAME-BOARD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
 # --- where this rank sits ------------------------------------------------------------------------
@@ -114,7 +109,7 @@ def read_seams(env: dict[str, str]) -> dict[str, str]:
     return {k: env[k] for k in (FAKE_VERSION_SEAM, EXIT_RANK_SEAM) if env.get(k)}
 
 
-def _seam_for_rank(value: str | None, rank: int) -> str | None:
+def seam_for_rank(value: str | None, rank: int) -> str | None:
     """ "1:2.5.1+cpu" -> "2.5.1+cpu" for rank 1, None for the others; "1" -> "" for rank 1."""
     if not value:
         return None
@@ -126,215 +121,10 @@ def _seam_for_rank(value: str | None, rank: int) -> str | None:
 
 
 def maybe_die(seams: dict[str, str], rank: int, stage: str) -> None:
-    wanted = _seam_for_rank(seams.get(EXIT_RANK_SEAM), rank)
+    wanted = seam_for_rank(seams.get(EXIT_RANK_SEAM), rank)
     if wanted is not None and (wanted or "before-collectives") == stage:
         os._exit(SEAM_EXIT_CODE)  # a crash: no cleanup, nothing published
 
-
-# --- the light snapshot ----------------------------------------------------------------------------
-
-
-def read_driver_version(nvml: Any = None, sys_root: str = "/") -> tuple[str | None, str]:
-    """(driver version, source): NVML when it loads, else /sys/module/nvidia/version."""
-    if nvml is not None:
-        try:
-            nvml.nvmlInit()
-            try:
-                return _text(nvml.nvmlSystemGetDriverVersion()), "nvml"
-            finally:
-                nvml.nvmlShutdown()
-        except Exception as exc:  # NVMLError_*, missing library: fall through to sysfs
-            why = f"nvml: {exc}"
-        else:  # pragma: no cover - the try returns
-            why = ""
-    else:
-        why = "nvml: not importable"
-    try:
-        with open(os.path.join(sys_root, "sys/module/nvidia/version")) as fh:
-            return fh.read().strip() or None, "/sys/module/nvidia/version"
-    except OSError:
-        return None, why + "; /sys/module/nvidia/version: absent"
-
-
-def light_snapshot(torch: Any, rank: int, local_rank: int, seams: dict[str, str], nvml: Any = None) -> dict:
-    """What every rank reports about itself; cheap (no device work beyond naming the device)."""
-    snap = {
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "python": platform.python_version(),
-        "torch_version": str(torch.__version__),
-        "cuda_version": getattr(torch.version, "cuda", None),
-        "hip_version": getattr(torch.version, "hip", None),
-        "nccl_version": None,
-        "cuda_available": False,
-        "device_count": 0,
-        "device": None,
-        "driver_version": None,
-        "driver_source": "",
-    }
-    fake = _seam_for_rank(seams.get(FAKE_VERSION_SEAM), rank)
-    if fake:
-        snap["torch_version"] = fake
-    try:
-        snap["cuda_available"] = bool(torch.cuda.is_available())
-        snap["device_count"] = int(torch.cuda.device_count()) if snap["cuda_available"] else 0
-    except Exception as exc:
-        snap["cuda_error"] = _first_line(exc)
-    if snap["cuda_available"] and snap["device_count"]:
-        index = local_rank % snap["device_count"]
-        try:
-            props = torch.cuda.get_device_properties(index)
-            snap["device"] = {
-                "index": index,
-                "name": props.name,
-                "capability": f"{props.major}.{props.minor}",
-                "total_memory_mib": int(props.total_memory) // (1 << 20),
-            }
-        except Exception as exc:
-            snap["device"] = {"index": index, "error": _first_line(exc)}
-    if snap["cuda_version"]:
-        snap["nccl_version"] = read_nccl_version(torch)
-    if snap["cuda_version"] or snap["cuda_available"]:
-        snap["driver_version"], snap["driver_source"] = read_driver_version(nvml)
-    return snap
-
-
-def read_nccl_version(torch: Any) -> str | None:
-    """torch.cuda.nccl.version(): a tuple (2, 21, 5) in torch >= 1.13, an int 2708 before."""
-    try:
-        version = torch.cuda.nccl.version()
-    except Exception:
-        return None
-    if isinstance(version, (tuple, list)):
-        return ".".join(str(part) for part in version)
-    if isinstance(version, int):  # NCCL_VERSION_CODE: 2708 or 21903
-        if version >= 10000:
-            return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
-        return f"{version // 1000}.{version // 100 % 10}.{version % 100}"
-    return str(version)
-
-
-# --- peer access and NVML topology (one multi-GPU node) ---------------------------------------------
-
-
-def peer_access_matrix(torch: Any) -> list[list[bool | None]]:
-    """matrix[i][j]: torch.cuda.can_device_access_peer(i, j); None on the diagonal or on error."""
-    count = int(torch.cuda.device_count())
-    matrix: list[list[bool | None]] = []
-    for i in range(count):
-        row: list[bool | None] = []
-        for j in range(count):
-            if i == j:
-                row.append(None)
-                continue
-            try:
-                row.append(bool(torch.cuda.can_device_access_peer(i, j)))
-            except Exception:
-                row.append(None)
-        matrix.append(row)
-    return matrix
-
-
-def _torch_pci_ids(torch: Any) -> list[tuple[int, int, int] | None]:
-    """(domain, bus, device) per torch device index, to map torch's order onto NVML's."""
-    ids: list[tuple[int, int, int] | None] = []
-    for i in range(int(torch.cuda.device_count())):
-        try:
-            props = torch.cuda.get_device_properties(i)
-            ids.append((int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)))
-        except Exception:  # older torch: no pci_* on the properties
-            ids.append(None)
-    return ids
-
-
-def nvml_topology(nvml: Any, torch_pci: list[tuple[int, int, int] | None]) -> dict:
-    """Per pair of torch devices: "NVLINK" (any active link between them) or the PCIe level."""
-    topo: dict = {"links": {}, "mapping": "pci", "error": None}
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:
-        topo["error"] = f"nvml: {exc}"
-        return topo
-    try:
-        handles = _handles_in_torch_order(nvml, torch_pci, topo)
-        bus_of = {}
-        for index, handle in enumerate(handles):
-            bus_of[_normal_bus_id(nvml.nvmlDeviceGetPciInfo(handle).busId)] = index
-        nvlinks = set()
-        for i, handle in enumerate(handles):
-            for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-                try:
-                    if nvml.nvmlDeviceGetNvLinkState(handle, link) != getattr(
-                        nvml, "NVML_FEATURE_ENABLED", 1
-                    ):
-                        continue
-                    remote = _normal_bus_id(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
-                except Exception:  # NotSupported (no NVLink on this GPU), InvalidArgument past the last link
-                    continue
-                j = bus_of.get(remote)
-                if j is not None and j != i:  # a remote NVSwitch is not a GPU: no direct pair
-                    nvlinks.add((min(i, j), max(i, j)))
-        for i in range(len(handles)):
-            for j in range(i + 1, len(handles)):
-                if (i, j) in nvlinks:
-                    kind = "NVLINK"
-                else:
-                    try:
-                        level = nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
-                        kind = TOPOLOGY_LEVELS.get(int(level), f"LEVEL-{level}")
-                    except Exception as exc:
-                        kind = f"unknown ({exc})"
-                topo["links"][f"{i}-{j}"] = kind
-    except Exception as exc:
-        topo["error"] = f"nvml: {exc}"
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
-    return topo
-
-
-def _handles_in_torch_order(nvml: Any, torch_pci: list, topo: dict) -> list:
-    count = int(nvml.nvmlDeviceGetCount())
-    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    by_pci = {}
-    for handle in handles:
-        info = nvml.nvmlDeviceGetPciInfo(handle)
-        by_pci[(int(info.domain), int(info.bus), int(info.device))] = handle
-    if torch_pci and all(pci in by_pci for pci in torch_pci):
-        return [by_pci[pci] for pci in torch_pci]
-    # No PCI ids from torch: assume the same order (true with CUDA_DEVICE_ORDER=PCI_BUS_ID and no
-    # CUDA_VISIBLE_DEVICES); say so in the facts.
-    topo["mapping"] = "assumed-same-order"
-    return handles[: len(torch_pci)] if torch_pci else handles
-
-
-def _normal_bus_id(bus_id: Any) -> str:
-    """ "00000000:01:00.0" (NVML) and "0000:01:00.0" (legacy, sysfs) -> the same key."""
-    text = _text(bus_id).strip().lower()
-    parts = text.split(":")
-    if len(parts) == 3:
-        try:
-            return f"{int(parts[0], 16):04x}:{parts[1]}:{parts[2]}"
-        except ValueError:
-            pass
-    return text
-
-
-def node_topology(torch: Any, nvml: Any) -> dict | None:
-    """Peer access and NVML links for this node's GPUs; None with fewer than two GPUs."""
-    try:
-        if not torch.cuda.is_available() or int(torch.cuda.device_count()) < 2:
-            return None
-        result = {"peer_access": peer_access_matrix(torch), "nvml": None}
-        if nvml is None:
-            result["nvml"] = {"links": {}, "mapping": "", "error": "nvml: not importable"}
-        else:
-            result["nvml"] = nvml_topology(nvml, _torch_pci_ids(torch))
-        return result
-    except Exception as exc:
-        return {"peer_access": [], "nvml": None, "error": _first_line(exc)}
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -382,9 +172,9 @@ def run_step(state: RankState, name: str, func: Any) -> Any:
     except Exception as exc:
         seconds = time.perf_counter() - start
         state.steps.append(
-            {"name": name, "status": "failed", "seconds": round(seconds, 4), "message": _text_of(exc)}
+            {"name": name, "status": "failed", "seconds": round(seconds, 4), "message": exception_text(exc)}
         )
-        state.error = {"stage": name, "type": type(exc).__name__, "message": _text_of(exc)}
+        state.error = {"stage": name, "type": type(exc).__name__, "message": exception_text(exc)}
         publish(state, "error", state.error)
         raise
     state.steps.append(
@@ -446,148 +236,10 @@ def read_rank_from_store(store: Any, rank: int) -> dict:
         if not _store_has(store, full):
             continue
         try:
-            info[key] = json.loads(_text(store.get(full)))
+            info[key] = json.loads(as_text(store.get(full)))
         except Exception:
             continue
     return info
-
-
-def choose_backend(torch: Any, dist: Any, wanted: str = "auto") -> str:
-    if wanted and wanted != "auto":
-        return wanted
-    try:
-        if torch.cuda.is_available() and dist.is_nccl_available():
-            return "nccl"
-    except Exception:
-        pass
-    return "gloo"
-
-
-def init_group(torch: Any, dist: Any, state: RankState, store: Any, timeout_s: float) -> None:
-    kwargs = {
-        "backend": state.backend,
-        "store": dist.PrefixStore("pg", store),
-        "rank": state.env.rank,
-        "world_size": state.env.world_size,
-        "timeout": timedelta(seconds=timeout_s),
-    }
-    if state.backend == "nccl":
-        torch.cuda.set_device(_device_index(torch, state.env.local_rank))
-    dist.init_process_group(**kwargs)
-
-
-def _device_index(torch: Any, local_rank: int) -> int:
-    count = int(torch.cuda.device_count()) or 1
-    return local_rank % count
-
-
-def device_for(torch: Any, state: RankState) -> Any:
-    if state.backend == "nccl":
-        return torch.device("cuda", _device_index(torch, state.env.local_rank))
-    return torch.device("cpu")
-
-
-def check_all_reduce(torch: Any, dist: Any, device: Any, rank: int, world: int) -> None:
-    """Rank r sends arange(n) + r; the sum is known exactly: world*arange(n) + world(world-1)/2."""
-    n = 16
-    tensor = torch.arange(n, dtype=torch.float32, device=device) + rank
-    dist.all_reduce(tensor)
-    got = [float(x) for x in tensor.cpu().tolist()]
-    want = [float(world * i + world * (world - 1) // 2) for i in range(n)]
-    if got != want:
-        raise WrongResult(f"all_reduce returned {got[:4]} where {want[:4]} was expected")
-
-
-def check_broadcast(torch: Any, dist: Any, device: Any, rank: int) -> None:
-    n = 16
-    if rank == 0:
-        tensor = torch.arange(n, dtype=torch.float32, device=device) * 7
-    else:
-        tensor = torch.zeros(n, dtype=torch.float32, device=device)
-    dist.broadcast(tensor, src=0)
-    got = [float(x) for x in tensor.cpu().tolist()]
-    want = [float(7 * i) for i in range(n)]
-    if got != want:
-        raise WrongResult(f"broadcast from rank 0 arrived as {got[:4]} where {want[:4]} was expected")
-
-
-def check_barrier(dist: Any, backend: str, timeout_s: float, device_index: int = 0) -> None:
-    if backend == "gloo" and hasattr(dist, "monitored_barrier"):
-        # rank 0 names every rank that does not arrive in time ("Ranks 1, 2 failed to pass ...")
-        dist.monitored_barrier(timeout=timedelta(seconds=timeout_s), wait_all_ranks=True)
-    elif backend == "nccl":
-        dist.barrier(device_ids=[device_index])
-    else:
-        dist.barrier()
-
-
-def sweep_all_reduce(
-    torch: Any, dist: Any, device: Any, sizes: tuple, world: int, iters: int = 5, warmup: int = 1
-) -> list[dict]:
-    """all_reduce timing per size; bus bandwidth as nccl-tests defines it: algbw * 2(n-1)/n."""
-    synchronize = _synchronizer(torch, device)
-    rows = []
-    for nbytes in sizes:
-        tensor = torch.ones(max(int(nbytes) // 4, 1), dtype=torch.float32, device=device)
-        for _ in range(warmup):
-            dist.all_reduce(tensor)
-        synchronize()
-        if getattr(device, "type", "cpu") == "cuda":
-            dist.barrier(device_ids=[device.index])
-        else:
-            dist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(tensor)
-        synchronize()
-        seconds = (time.perf_counter() - start) / max(iters, 1)
-        rows.append(bandwidth_row(int(tensor.numel()) * 4, seconds, world))
-    return rows
-
-
-def bandwidth_row(nbytes: int, seconds: float, world: int) -> dict:
-    algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
-    busbw = algbw * 2 * (world - 1) / world if world > 0 else 0.0
-    return {"bytes": nbytes, "seconds": seconds, "algbw_gbps": algbw, "busbw_gbps": busbw}
-
-
-def _synchronizer(torch: Any, device: Any) -> Any:
-    if getattr(device, "type", "cpu") == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
-def gather_results(dist: Any, state: RankState) -> list | None:
-    """Every rank's result at rank 0 (gather_object); None elsewhere, and None when it fails.
-
-    Object collectives unpickle through ``tensor.numpy()`` (torch 2.13 ``_tensor_to_object``), so
-    they fail where numpy is not installed: torch does not require it. Every rank has already put
-    its result in the store, so rank 0 then reads them from there; the step says which path ran.
-    """
-    start = time.perf_counter()
-    mine = state.result()
-    out = [None] * state.env.world_size if state.env.rank == 0 else None
-    try:
-        dist.gather_object(mine, out, dst=0)
-    except Exception as exc:
-        message = f"gather_object failed ({_first_line(exc)}); results read from the store"
-        state.steps.append(
-            {
-                "name": "gather",
-                "status": "fallback",
-                "seconds": round(time.perf_counter() - start, 4),
-                "message": message,
-            }
-        )
-        return None
-    state.steps.append(
-        {"name": "gather", "status": "ok", "seconds": round(time.perf_counter() - start, 4), "message": ""}
-    )
-    return out
-
-
-class WrongResult(Exception):
-    """A collective completed but returned the wrong values."""
 
 
 # --- the watchdog: a rank never hangs the check ------------------------------------------------------
@@ -662,17 +314,17 @@ class Watchdog:
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _text_of(exc: BaseException, limit: int = 2000) -> str:
+def exception_text(exc: BaseException, limit: int = 2000) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text[:limit]

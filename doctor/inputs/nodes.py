@@ -1,0 +1,127 @@
+"""Reading the node reports for `fleet summarize`: files, or folders searched recursively for *.json.
+
+Each report `torchdoctor check --json` wrote on a node becomes a ``NodeReport``: the few facts the
+fleet view compares. Plain ``json`` parsing, not ``Snapshot.from_dict``: 10,000 reports must take
+seconds. Defensive, since any shape may arrive: a file that cannot be read is an
+``UnreadableReport`` with a one-line reason, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+UNKNOWN = "(unknown)"
+NONE = "(none)"
+
+
+@dataclass
+class NodeReport:
+    node: str
+    path: str
+    driver: str = UNKNOWN
+    torch_build: str = UNKNOWN
+    gpu_models: str = NONE  # "8x NVIDIA H100 80GB HBM3", "(none)"
+    findings: str = NONE  # sorted finding ids, comma-joined: the node's "finding set"
+    finding_ids: tuple[str, ...] = ()
+    errors: int = 0
+    plan_commands: tuple[str, ...] = ()
+
+    def value(self, dimension: str) -> str:
+        return getattr(self, dimension)
+
+
+class UnreadableReport(ValueError):
+    """A report file that is not a torchdoctor report; the message is the one-line reason."""
+
+
+def find_report_files(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Files as given, folders searched recursively for *.json (sorted); missing paths as unreadable."""
+    files: list[str] = []
+    missing: list[tuple[str, str]] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                files.extend(os.path.join(root, n) for n in sorted(names) if n.endswith(".json"))
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            missing.append((path, "no such file or folder"))
+    return files, missing
+
+
+def read_node_report(path: str) -> NodeReport:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except OSError as exc:
+        raise UnreadableReport(exc.strerror or str(exc)) from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise UnreadableReport(f"not JSON: {str(exc).splitlines()[0][:120]}") from None
+    return parse_node_report(data, path)
+
+
+def parse_node_report(data: Any, path: str) -> NodeReport:
+    """One report dict -> the facts the fleet view compares. Defensive: any shape may arrive."""
+    if not isinstance(data, dict):
+        raise UnreadableReport(f"expected a JSON object, got {type(data).__name__}")
+    if "snapshot" not in data or "report_schema_version" not in data:
+        raise UnreadableReport("not a torchdoctor report (no report_schema_version / snapshot)")
+    if data.get("report_schema_version") != 1:
+        raise UnreadableReport(f"report_schema_version {data.get('report_schema_version')!r} (this reads 1)")
+    snapshot = _obj(data.get("snapshot"))
+    environment = _obj(snapshot.get("environment"))
+    nvidia = _obj(snapshot.get("nvidia"))
+    torch = _obj(_obj(snapshot.get("install")).get("torch"))
+    hostname = environment.get("hostname")
+    # A redacted report says "<host>": then the file name (srun --output=reports/%N.json) names the node.
+    node = hostname if isinstance(hostname, str) and hostname and hostname != "<host>" else _stem(path)
+    driver = _obj(nvidia.get("driver_version")).get("value")
+    build = torch.get("build_version") or torch.get("version")
+    models = Counter(str(g.get("name") or "?") for g in _list(nvidia.get("gpus")) if isinstance(g, dict))
+    findings = [f for f in _list(data.get("findings")) if isinstance(f, dict)]
+    ids = tuple(sorted({str(f.get("id")) for f in findings if f.get("id")}))
+    steps = [s for s in _list(_obj(data.get("plan")).get("steps")) if isinstance(s, dict)]
+    return NodeReport(
+        node=node,
+        path=path,
+        driver=str(driver) if driver else UNKNOWN,
+        torch_build=str(build) if build else UNKNOWN,
+        gpu_models=", ".join(f"{n}x {m}" for m, n in sorted(models.items())) or NONE,
+        findings=", ".join(ids) or NONE,
+        finding_ids=ids,
+        errors=sum(f.get("severity") == "error" for f in findings),
+        plan_commands=tuple(
+            str(s["command"]) for s in steps if isinstance(s.get("command"), str) and s["command"]
+        ),
+    )
+
+
+def _obj(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _stem(path: str) -> str:
+    name = os.path.basename(path)
+    return name[: -len(".json")] if name.endswith(".json") else name
+
+
+def read_node_reports(paths: Iterable[str]) -> tuple[list[NodeReport], list[tuple[str, str]]]:
+    """Every readable report under ``paths``, and (path, one-line reason) for the others."""
+    files, unreadable = find_report_files(paths)
+    nodes = []
+    for path in files:
+        try:
+            nodes.append(read_node_report(path))
+        except UnreadableReport as exc:
+            unreadable.append((path, str(exc)))
+    return nodes, unreadable

@@ -1,0 +1,126 @@
+"""The fleet summary for people: rich tables, or Markdown for a ticket or a wiki page.
+
+Pure over the summary's JSON data (doctor/app/fleet.py ``summary_to_dict``), the same data
+`--json` prints, so every view shows the same numbers in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# How the odd-node dimensions are named on screen, in display order.
+DIMENSION_LABELS = {
+    "driver": "NVIDIA driver",
+    "torch_build": "torch build",
+    "gpu_models": "GPU models",
+    "findings": "finding set",
+}
+NONE = "(none)"
+SHOW_AT_MOST = 50  # rows of odd nodes / names per fix group in the human and Markdown views
+
+
+def render_markdown(summary: dict) -> str:
+    unreadable = summary.get("unreadable") or []
+    odd_nodes = summary.get("odd_nodes") or []
+    out = [f"## torchdoctor fleet: {summary.get('nodes', 0)} node(s)", ""]
+    if unreadable:
+        out.append(f"{len(unreadable)} report(s) could not be read (listed at the end).")
+        out.append("")
+    for key, title in (
+        ("findings", "Findings (nodes)"),
+        ("driver", "NVIDIA driver (nodes)"),
+        ("torch_build", "torch build (nodes)"),
+        ("gpu_model", "GPU model (GPUs)"),
+    ):
+        counts = (summary.get("counts") or {}).get(key) or {}
+        out += [f"### {title}", "", "| value | count |", "| --- | ---: |"]
+        out += [f"| {_md(value)} | {count} |" for value, count in counts.items()] or [f"| {NONE} | 0 |"]
+        out.append("")
+    out += ["### Odd nodes out", ""]
+    if odd_nodes:
+        out += ["| node | differs from the majority |", "| --- | --- |"]
+        for odd in odd_nodes[:SHOW_AT_MOST]:
+            out.append(f"| {_md(odd['node'])} | {_md(_differs_text(odd, summary))} |")
+        if len(odd_nodes) > SHOW_AT_MOST:
+            out.append(f"| ... | {len(odd_nodes) - SHOW_AT_MOST} more (see --json) |")
+    else:
+        out.append("None: every node matches the majority.")
+    out += ["", "### Fix per group", ""]
+    for group in summary.get("fix_groups") or []:
+        out.append(f"**{group['count']} node(s)**: {_md(_names(group['nodes']))}")
+        out.append("")
+        if group["commands"]:
+            out += ["```sh", *group["commands"], "```"]
+        else:
+            out.append("No fix needed.")
+        out.append("")
+    if unreadable:
+        out += ["### Unreadable reports", ""]
+        out += [f"- `{u['path']}`: {_md(u['reason'])}" for u in unreadable]
+        out.append("")
+    return "\n".join(out)
+
+
+def render_human(summary: dict, console: Any = None) -> None:
+    """rich tables on `console` (a rich Console; default stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    unreadable = summary.get("unreadable") or []
+    odd_nodes = summary.get("odd_nodes") or []
+    console.print(
+        f"[bold]torchdoctor fleet[/bold]: {summary.get('nodes', 0)} node(s), {len(unreadable)} unreadable"
+    )
+    for key, title, unit in (
+        ("findings", "Findings", "nodes"),
+        ("driver", "NVIDIA driver", "nodes"),
+        ("torch_build", "torch build", "nodes"),
+        ("gpu_model", "GPU model", "GPUs"),
+    ):
+        table = Table(title=title, title_justify="left")
+        table.add_column("value")
+        table.add_column(unit, justify="right")
+        for value, count in ((summary.get("counts") or {}).get(key) or {}).items():
+            table.add_row(value, str(count))
+        if not table.row_count:
+            table.add_row(NONE, "0")
+        console.print(table)
+    if odd_nodes:
+        table = Table(title=f"Odd nodes out ({len(odd_nodes)})", title_justify="left")
+        table.add_column("node")
+        table.add_column("differs from the majority")
+        for odd in odd_nodes[:SHOW_AT_MOST]:
+            table.add_row(odd["node"], _differs_text(odd, summary))
+        if len(odd_nodes) > SHOW_AT_MOST:
+            table.add_row("...", f"{len(odd_nodes) - SHOW_AT_MOST} more (see --json)")
+        console.print(table)
+    else:
+        console.print("Odd nodes out: none, every node matches the majority.")
+    table = Table(title="Fix per group", title_justify="left")
+    table.add_column("nodes", justify="right")
+    table.add_column("which")
+    table.add_column("fix")
+    for group in summary.get("fix_groups") or []:
+        table.add_row(
+            str(group["count"]), _names(group["nodes"]), "\n".join(group["commands"]) or "no fix needed"
+        )
+    console.print(table)
+    for item in unreadable:
+        console.print(f"[yellow]unreadable[/yellow] {item['path']}: {item['reason']}", markup=True, highlight=False)
+
+
+def _differs_text(odd: dict, summary: dict) -> str:
+    majority = summary.get("majority") or {}
+    return "; ".join(
+        f"{DIMENSION_LABELS.get(d, d)} {value} (majority {majority.get(d)})" for d, value in odd["differs"].items()
+    )
+
+
+def _names(names: list[str], at_most: int = 10) -> str:
+    shown = ", ".join(names[:at_most])
+    return shown + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
