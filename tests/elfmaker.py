@@ -2,7 +2,7 @@
 
 The layout follows what was measured on real libraries (see doctor/probes/kernels.py); one file
 built here was checked by hand with ``cuobjdump --list-elf`` / ``--list-ptx`` (CUDA 13.5), see
-tests/fixtures/kernels/synthetic-cuobjdump.txt.source.
+tests/fixtures/kernels/synthetic-cuobjdump.txt (``crosscheck_elf``).
 
 Usage::
 
@@ -198,3 +198,17 @@ def _pe_addresses(sections: list[tuple[bytes, bytes]]) -> list[int]:
 def pe_address(sections: list[tuple[bytes, bytes]], index: int) -> int:
     """The load address ``pe64`` gives the ``index``-th of these sections."""
     return _pe_addresses(sections)[index]
+
+
+def crosscheck_elf() -> bytes:
+    """The synthetic library that was checked by hand with cuobjdump (fixtures/kernels/synthetic-*).
+
+    ``a``/``f`` appear on PTX only: cuobjdump names a cubin from its payload, which ``tiny_cubin``
+    does not mark, but a PTX entry from the header flags this file sets.
+    """
+    return fatbin_elf([
+        [cubin(75), cubin(86), ptx(50)],
+        [cubin(75), cubin(86), cubin(100, HOST_LINUX_64 | EXTENDED_HEADER), ptx(100, HOST_LINUX_64 | FAMILY),
+         ptx(90, HOST_LINUX_64 | ARCH_SPECIFIC)],
+        [cubin(75), cubin(86)],
+    ])

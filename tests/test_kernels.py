@@ -33,6 +33,7 @@ from elfmaker import (
     HOST_WINDOWS_64,
     container,
     container_offsets,
+    crosscheck_elf,
     cubin,
     elf64,
     elf_address,
@@ -581,8 +582,8 @@ def cuobjdump_counts(binary: Path, library: Path) -> dict[tuple[str, str], int]:
     return dict(counts)
 
 
-def fixture_text(lib: RealLibrary, sha: str, containers: int, counts: dict[tuple[str, str], int]) -> str:
-    lines = [f"# cuobjdump --list-elf / --list-ptx of {lib.member} from {lib.requirement}, entries per name.",
+def fixture_text(what: str, sha: str, containers: int, counts: dict[tuple[str, str], int]) -> str:
+    lines = [f"# cuobjdump --list-elf / --list-ptx of {what}, entries per name.",
              "# cuobjdump lists an sm_XXXf cubin as sm_XXX and a compute_XX PTX as sm_XX. See the .source note.",
              f"sha256 {sha}", f"containers {containers}"]
     order = sorted(counts, key=lambda k: (k[0], int(k[1][3:].rstrip("af")), k[1]))
@@ -590,12 +591,17 @@ def fixture_text(lib: RealLibrary, sha: str, containers: int, counts: dict[tuple
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("lib", [TORCH, TORCHVISION, BNB_WINDOWS], ids=["torch", "torchvision", "bnb-dll"])
-def test_live_cuobjdump_agrees(lib, tmp_path):
+def live_mode() -> str:
     mode = os.environ.get("TORCHDOCTOR_CUOBJDUMP", "")
     if mode not in ("1", "write"):
         pytest.skip("set TORCHDOCTOR_CUOBJDUMP=1 to rerun cuobjdump (~30 s for libtorch_cuda.so)")
+    return mode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lib", [TORCH, TORCHVISION, BNB_WINDOWS], ids=["torch", "torchvision", "bnb-dll"])
+def test_live_cuobjdump_agrees(lib, tmp_path):
+    mode = live_mode()
     path, sha = real_library(lib)
     got = read_kernels(path)
     target = path
@@ -610,13 +616,44 @@ def test_live_cuobjdump_agrees(lib, tmp_path):
     assert live, f"cuobjdump listed nothing in {target}"
     assert as_cuobjdump_counts(got.counts) == live
     if mode == "write":
-        (FIXTURES / lib.fixture).write_text(fixture_text(lib, sha, got.containers, live))
+        (FIXTURES / lib.fixture).write_text(
+            fixture_text(f"{lib.member} from {lib.requirement}", sha, got.containers, live))
     assert load_fixture(lib.fixture) == Recorded(sha, got.containers, live)
 
 
-def test_fixture_names_parse():
-    for fixture in FIXTURES.glob("*-cuobjdump.txt"):
+@pytest.mark.slow
+def test_live_cuobjdump_agrees_on_the_synthetic_file(tmp_path):
+    mode = live_mode()
+    path = write(tmp_path, crosscheck_elf(), "synthetic.so")
+    live = cuobjdump_counts(cuobjdump_binary(), path)
+    got = read_kernels(path)
+    assert as_cuobjdump_counts(got.counts) == live
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    if mode == "write":
+        (FIXTURES / SYNTHETIC).write_text(
+            fixture_text("tests/elfmaker.py crosscheck_elf()", sha, got.containers, live))
+    assert load_fixture(SYNTHETIC) == Recorded(sha, got.containers, live)
+
+
+SYNTHETIC = "synthetic-cuobjdump.txt"
+
+
+def test_synthetic_file_is_still_the_one_cuobjdump_checked(tmp_path):
+    recorded = load_fixture(SYNTHETIC)
+    data = crosscheck_elf()
+    assert hashlib.sha256(data).hexdigest() == recorded.sha256, (
+        "tests/elfmaker.py now builds a different file: recheck it with TORCHDOCTOR_CUOBJDUMP=write")
+    got = read(tmp_path, data)
+    assert got.containers == recorded.containers
+    assert as_cuobjdump_counts(got.counts) == recorded.counts
+    assert got.sm == ("sm_75", "sm_86") and got.ptx == ()
+    assert got.partial == ("sm_100", "compute_50", "compute_90a", "compute_100f")
+
+
+def test_every_fixture_has_its_source_note():
+    fixtures = sorted(FIXTURES.glob("*-cuobjdump.txt"))
+    assert len(fixtures) >= 4
+    for fixture in fixtures:
         recorded = load_fixture(fixture.name)
         assert len(recorded.sha256) == 64 and recorded.containers > 0 and recorded.counts, fixture.name
-        assert (FIXTURES / (fixture.name + ".source")).exists()
-
+        assert (FIXTURES / (fixture.name + ".source")).exists(), fixture.name
