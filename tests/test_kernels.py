@@ -287,6 +287,15 @@ def test_directory_device_and_missing_file(tmp_path):
     assert (missing.status, missing.why) == (STATUS_UNKNOWN, "cannot open: No such file or directory")
     if Path("/dev/null").exists():
         assert read_kernels("/dev/null").why == "not a regular file (a character device)"
+    assert read_kernels(None).why == "not a path: NoneType"
+    assert read_kernels(str(tmp_path) + "/a\0b").why == "cannot open: embedded null byte"
+
+
+def test_elf_without_a_section_name_table_is_unknown(tmp_path):
+    data = bytearray(fatbin_elf([[cubin(86)]]))
+    data[0x3E:0x40] = b"\0\0"  # e_shstrndx = SHN_UNDEF
+    got = read(tmp_path, bytes(data))
+    assert (got.status, got.why) == (STATUS_UNKNOWN, "bad ELF section name table index 0")
 
 
 # --- corrupt sections: unknown with a reason, never an exception or a loop -----------------------

@@ -24,19 +24,22 @@ bitsandbytes 0.45.0 for Windows) and on fatbins built with CUDA 13.0's ``fatbina
   exactly (first at 0, each container ending where the next begins, the last at the end);
   otherwise we walk the containers one after another. Both ways give the same counts.
 
-Speed: only headers are read (``os.pread``, at most 64 bytes a time; seek+read where there is no
-pread), payloads are skipped by their size. Reading headers one after another costs one disk
-round-trip each on a cold page cache (~300 ms for torch's 475 containers and 2975 entries), so
-with the wrapper offsets we walk all containers breadth-first and announce each round's header
-pages with ``posix_fadvise(WILLNEED)``: the disk reads them in parallel (~45 ms cold, ~6 ms warm
-on the 503 MB libtorch_cuda.so of torch 2.14.1). pread rather than mmap: a file truncated while
-we read it (pip replacing torch) gives a short read, not a SIGBUS.
+Speed: only headers are read (``os.pread`` of at most 64 bytes; seek+read where there is no
+pread), payloads are skipped by their size: about 3000 reads of 48-64 bytes for torch 2.14.1's
+503 MB libtorch_cuda.so. Read one after another, each costs a disk round-trip on a cold page
+cache (~300 ms in all), so we walk the containers breadth-first from the wrapper offsets, and
+once a read has had to wait for the disk we announce the rest of that round's pages with
+``posix_fadvise(WILLNEED)``: they arrive in parallel (~45 ms cold; ~7 ms warm, where no advice is
+given). pread rather than mmap: a file that shrinks while we read it (pip replacing torch) gives
+a short read, not a SIGBUS, and mmap's page faults were no faster here.
 
 Which targets count as "the build supports sm_X" (``Kernels.sm``)? In torch 2.14.1 cu130 every
-one of the 475 containers holds cubins for sm_75, sm_80, sm_86, sm_90, sm_100 and sm_120 (exactly
-``TORCH_CUDA_ARCH_LIST``); all other targets sit in a few containers: sm_100a and sm_103f in 59
-(12%), sm_90a in 4, sm_89, sm_120a and sm_121a in 1 (hand-picked kernels such as FlashAttention
-or grouped GEMMs). The split is stark, so the rule is: a target held by at least half of the
+one of the 475 containers holds cubins for sm_75, sm_80, sm_86, sm_90, sm_100 and sm_120: exactly
+the ``-gencode`` flags the library records as a string, and what ``get_arch_list()`` says. All
+other targets sit in a few containers: sm_100a and sm_103f in 59 (12%), sm_90a in 4, sm_89,
+sm_120a and sm_121a in 1 (kernels built for extra targets one by one). Its
+libtorch_cuda_linalg.so (MAGMA) holds sm_80 to sm_120 in all 65 containers but no sm_75.
+The split is stark, so the rule is: a target held by at least half of the
 containers that hold any cubin or PTX is the build's (``sm`` / ``ptx``); one held by fewer is
 ``partial``: a GPU that only matches a partial target runs a handful of kernels and fails the rest.
 Half rather than all, so that a build where some sources were compiled for a narrower list (an
@@ -368,16 +371,18 @@ def _locate_elf(reader, file_size: int) -> tuple[_Section | None, _Section | Non
         raise _Unknown("no section header table (stripped?)")
     if shentsize < 64:
         raise _Unknown(f"bad ELF section header size {shentsize}")
-    first = _elf_section_header(reader, shoff, shentsize, 0, file_size)
+    first = _elf_first_section_header(reader, shoff)
     if shnum == 0:
         shnum = first[5]  # more than 0xff00 sections: the count is in section 0's sh_size
     if shstrndx == 0xFFFF:
         shstrndx = first[6]  # and the name table's index in its sh_link
     if shnum > _MAX_SECTIONS or shoff + shnum * shentsize > file_size:
         raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
-    if shstrndx >= shnum:
+    if shstrndx == 0 or shstrndx >= shnum:  # 0: no name table, so no section can be found by name
         raise _Unknown(f"bad ELF section name table index {shstrndx}")
     table = bytes(reader.read(shoff, shnum * shentsize))
+    if len(table) < shnum * shentsize:
+        raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
     headers = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
     _, _, _, _, names_off, names_size, _, _ = headers[shstrndx]
     if names_size > _MAX_NAME_TABLE or names_off + names_size > file_size:
@@ -398,8 +403,8 @@ def _locate_elf(reader, file_size: int) -> tuple[_Section | None, _Section | Non
     return fatbin, segment
 
 
-def _elf_section_header(reader, shoff: int, shentsize: int, index: int, file_size: int):
-    raw = bytes(reader.read(shoff + index * shentsize, 64))
+def _elf_first_section_header(reader, shoff: int):
+    raw = bytes(reader.read(shoff, 64))
     if len(raw) < 64:
         raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
     return struct.unpack_from("<IIQQQQII", raw)
@@ -463,19 +468,24 @@ def read_kernels(path) -> Kernels:
     is refused before anything is read from it.
     """
     began = time.perf_counter()
-    path = os.fspath(path)
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        return _unknown(str(path), began, f"not a path: {type(path).__name__}")
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
-    except OSError as exc:
-        return _unknown(path, began, f"cannot open: {exc.strerror or exc}")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        return _unknown(path, began, f"cannot open: {getattr(exc, 'strerror', None) or exc}")
     try:
         return _read_open(fd, path, began)
     except _Unknown as exc:
         return _unknown(path, began, str(exc))
     except OSError as exc:
         return _unknown(path, began, f"read failed: {exc.strerror or exc}")
+    except struct.error:  # a read came back short: the file shrank while we read it
+        return _unknown(path, began, "the file changed while it was read")
     finally:
         os.close(fd)
 
