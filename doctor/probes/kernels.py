@@ -162,6 +162,7 @@ class _BufferReader:
 
 
 _DISK_WAIT = 50e-6  # a read from the page cache takes ~2 us, one from the disk ~100 us
+_COLD_AFTER = 3  # slow reads in a row: one alone may just be this process losing the CPU
 
 
 class _FileReader:
@@ -183,18 +184,21 @@ class _FileReader:
         """``size`` bytes at each (non-negative) offset, fewer near the end.
 
         Reading headers one after another costs a disk round-trip each on a cold page cache. So as
-        soon as one read had to wait for the disk, the kernel is asked for all the remaining pages
-        at once (posix_fadvise WILLNEED): they arrive in parallel, and the reads that follow wait
-        for about one round-trip in all. A warm cache never pays for the extra system calls.
+        soon as a few reads in a row had to wait for the disk, the kernel is asked for all the
+        remaining pages at once (posix_fadvise WILLNEED): they arrive in parallel, and the reads
+        that follow wait for about one round-trip in all. A warm cache never pays for the extra
+        system calls.
         """
         if not hasattr(os, "pread"):
             return [self.read(offset, size) for offset in offsets]
         pread, fd, base, limit, clock = os.pread, self._fd, self._base, self._size, time.perf_counter
         heads = []
+        slow = 0
         for n, offset in enumerate(offsets):
             began = clock()
             heads.append(pread(fd, size if offset + size <= limit else max(0, limit - offset), base + offset))
-            if clock() - began > _DISK_WAIT and n + 1 < len(offsets):
+            slow = slow + 1 if clock() - began > _DISK_WAIT else 0
+            if slow == _COLD_AFTER and n + 1 < len(offsets):
                 rest = offsets[n + 1 :]
                 self._prefetch(rest, size)
                 heads.extend(self.read(offset, size) for offset in rest)
