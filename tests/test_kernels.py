@@ -280,6 +280,13 @@ def test_fifo_is_refused_without_blocking(tmp_path):
     worker.join(10)
     assert box, "read_kernels blocked on a FIFO with no writer"
     assert (box[0].status, box[0].why) == (STATUS_UNKNOWN, "not a regular file (a FIFO)")
+    # The second check, on the opened descriptor (a FIFO swapped in after os.stat).
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(kernels._Unknown, match=r"^not a regular file \(a FIFO\)$"):
+            kernels._read_open(fd, str(fifo), 0.0)
+    finally:
+        os.close(fd)
 
 
 def test_directory_device_and_missing_file(tmp_path):

@@ -468,8 +468,8 @@ def _wrapper_offsets(fd: int, fatbin: _Section, segment: _Section | None) -> lis
 def read_kernels(path) -> Kernels:
     """The GPU targets compiled into the ELF or PE library at ``path``. Never raises.
 
-    Regular files only: the file is opened non-blocking and a FIFO, device, socket or directory
-    is refused before anything is read from it.
+    Regular files only: a FIFO, device, socket or directory is refused before it is opened, and
+    again on the opened descriptor (opened non-blocking, so that a FIFO swapped in cannot hang us).
     """
     began = time.perf_counter()
     try:
@@ -479,6 +479,10 @@ def read_kernels(path) -> Kernels:
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
+        # Opening a device can have effects (a tape rewinds): refuse what is not a file before.
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return _unknown(path, began, f"not a regular file ({_file_kind(mode)})")
         fd = os.open(path, flags)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         return _unknown(path, began, f"cannot open: {getattr(exc, 'strerror', None) or exc}")
@@ -496,7 +500,7 @@ def read_kernels(path) -> Kernels:
 
 def _read_open(fd: int, path: str, began: float) -> Kernels:
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(info.st_mode):  # swapped for something else since os.stat
         raise _Unknown(f"not a regular file ({_file_kind(info.st_mode)})")
     file_size = info.st_size
     whole = _FileReader(fd, 0, file_size)
@@ -545,7 +549,8 @@ def _file_kind(mode: int) -> str:
 
 # --- where the libraries are --------------------------------------------------------------------
 
-# The split builds of torch 1.9-1.12 kept the kernels in libtorch_cuda_cu.
+# torch 1.x built with BUILD_SPLIT_CUDA ships libtorch_cuda_cu (the .cu kernels) and
+# libtorch_cuda_cpp instead of libtorch_cuda (not checked on a real wheel here).
 _TORCH_LIBS = ("libtorch_cuda.so", "torch_cuda.dll", "libtorch_cuda_cu.so", "torch_cuda_cu.dll")
 _TORCHVISION_LIBS = ("_C.so", "_C.pyd")
 
