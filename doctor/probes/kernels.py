@@ -170,6 +170,7 @@ class _FileReader:
 
     def __init__(self, fd: int, base: int, size: int):
         self._fd, self._base, self._size = fd, base, size
+        self._cold = False
 
     def read(self, offset: int, size: int) -> bytes:
         size = min(size, self._size - offset)
@@ -186,10 +187,13 @@ class _FileReader:
         Reading headers one after another costs a disk round-trip each on a cold page cache. So as
         soon as a few reads in a row had to wait for the disk, the kernel is asked for all the
         remaining pages at once (posix_fadvise WILLNEED): they arrive in parallel, and the reads
-        that follow wait for about one round-trip in all. A warm cache never pays for the extra
-        system calls.
+        that follow wait for about one round-trip in all. From then on every batch is announced
+        before it is read. A warm cache never pays for the extra system calls.
         """
         if not hasattr(os, "pread"):
+            return [self.read(offset, size) for offset in offsets]
+        if self._cold:
+            self._prefetch(offsets, size)
             return [self.read(offset, size) for offset in offsets]
         pread, fd, base, limit, clock = os.pread, self._fd, self._base, self._size, time.perf_counter
         heads = []
@@ -200,6 +204,7 @@ class _FileReader:
             slow = slow + 1 if clock() - began > _DISK_WAIT else 0
             if slow == _COLD_AFTER and n + 1 < len(offsets):
                 rest = offsets[n + 1 :]
+                self._cold = True
                 self._prefetch(rest, size)
                 heads.extend(self.read(offset, size) for offset in rest)
                 break
