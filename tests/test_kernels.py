@@ -196,6 +196,24 @@ def test_records_that_point_elsewhere_fall_back_to_the_chained_walk(tmp_path):
     assert got.status == STATUS_OK and got.containers == 4 and dict(got.counts)["sm_75"] == 4
 
 
+def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
+    # Every read counts as slow: after three, the rest of each batch is announced first.
+    path = write(tmp_path, fatbin_elf(_containers(9)))
+    warm = read_kernels(path)
+    monkeypatch.setattr(kernels, "_DISK_WAIT", -1.0)
+    cold = read_kernels(path)
+    assert cold.status == STATUS_OK
+    assert (cold.sm, cold.partial, cold.counts, cold.containers) == (warm.sm, warm.partial, warm.counts, warm.containers)
+    data = path.read_bytes()
+    with open(path, "rb") as fh:
+        reader = kernels._FileReader(fh.fileno(), 100, len(data) - 100)
+        offsets = [0, 7, 500, len(data) - 130, len(data) - 100, len(data)]
+        expected = [data[100 + o : 100 + o + 48] for o in offsets]
+        assert reader.read_many(offsets, 48) == expected
+        assert reader._cold
+        assert reader.read_many(offsets, 48) == expected  # announced up front this time
+
+
 def test_only_headers_are_read(tmp_path):
     # 16 MB of payload; /proc/self/io counts the bytes our read calls returned.
     if not Path("/proc/self/io").exists():
