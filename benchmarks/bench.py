@@ -103,6 +103,7 @@ class Command:
     seconds: list[float] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
     last_stdout: bytes = b""
+    env_extra: dict[str, str] = field(default_factory=dict)  # e.g. PYTHONPATH of another checkout
 
 
 class CommandFailed(Exception):
@@ -117,7 +118,7 @@ def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tu
             cmd.argv,
             stdout=out if keep_stdout else subprocess.DEVNULL,
             stderr=err,
-            env=env,
+            env={**env, **cmd.env_extra},
             cwd=tempfile.gettempdir(),
         )
         # os.wait4, not proc.wait(): it also returns the child's resource usage (peak RSS).
@@ -320,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reports", type=int, help="reports to re-diagnose (default 1000; quick 200)")
     parser.add_argument("--target", help="target python (default: the real-CPU-torch venv)")
     parser.add_argument("--keep", type=Path, help="write the generated reports here and keep them")
+    parser.add_argument("--against", type=Path, help="another checkout (e.g. the previous release) whose "
+                        "--help and check --no-smoke are measured in the same rounds, both trees run as "
+                        "python -m doctor")
     args = parser.parse_args(argv)
     rounds = args.runs or (2 if args.quick else 7)
     n_reports = args.reports or (200 if args.quick else 1000)
@@ -392,6 +396,16 @@ def main(argv: list[str] | None = None) -> int:
                 True,
             )
         )
+    if args.against:
+        trees = (("this", REPO), ("against", args.against.resolve()))
+        for name, tree in trees:
+            env_tree = {"PYTHONPATH": str(tree)}
+            module = [tool_python, "-m", "doctor"]
+            commands.append(Command(f"help_{name}", f"  --help, python -m doctor from {tree}", module + ["--help"],
+                                    env_extra=env_tree))
+            check = module + ["check", "--no-smoke", "--json"] + (["--python", target] if target else [])
+            commands.append(Command(f"no_smoke_{name}", f"  check --no-smoke --json, from {tree}", check, OK_CODES,
+                                    env_extra=env_tree))
     by = {c.key: c for c in commands}
     try:
         measure(commands, rounds, env)
@@ -441,6 +455,11 @@ def main(argv: list[str] | None = None) -> int:
                 reports["rate"] >= 500,
             )
         )
+    if args.against:
+        for key in ("help", "no_smoke"):
+            now, before = median(by[f"{key}_this"].seconds), median(by[f"{key}_against"].seconds)
+            rows.append((f"{key}: this tree / {args.against} = {now / before:5.2f}x "
+                         f"({now * 1000:.0f} vs {before * 1000:.0f} ms)", "<= 1.05x", now / before <= 1.05))
     for text, target_text, ok in rows:
         print(f"  {text:96} target {target_text:9} {verdict(ok)}")
     if "import_torch" in by:
