@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment
+
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
@@ -187,7 +189,7 @@ class Snapshot:
     interpreter: Interpreter = field(default_factory=Interpreter)
     install: TorchInstall = field(default_factory=TorchInstall)
     runtime: TorchRuntime = field(default_factory=TorchRuntime)
-    environment: dict[str, Any] = field(default_factory=dict)  # hazard facts (containers, shm, ...)
+    environment: Environment = field(default_factory=Environment)  # hazard facts (doctor/model/environment.py)
     unknowns: list[str] = field(default_factory=list)  # what this snapshot cannot know (re-diagnosis)
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,6 +212,9 @@ def as_plain(obj: Any) -> Any:
     if isinstance(obj, _ATOMS):
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        sparse = _sparse_fields(type(obj))
+        if sparse is not None:
+            return _sparse_plain(obj, *sparse)
         return {name: as_plain(getattr(obj, name)) for name in _field_names(type(obj))}
     if isinstance(obj, list):
         return [as_plain(v) for v in obj]
@@ -223,6 +228,35 @@ def as_plain(obj: Any) -> Any:
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _sparse_fields(cls: type) -> tuple[tuple[tuple[str, bool, Any], ...], str | None] | None:
+    """For an environment section (doctor/model/environment.py): (name, written only when stated, default)
+    per field, and its reason field; None for every other dataclass (all fields always written)."""
+    marks = {f.name: f.metadata.get(WRITTEN) for f in dataclasses.fields(cls)}
+    if not any(marks.values()):
+        return None
+    spec = tuple((f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in dataclasses.fields(cls))
+    reason = next((name for name, mark in marks.items() if mark == ALONE_WHEN_UNREAD), None)
+    return spec, reason
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _sparse_plain(obj: Any, spec: tuple[tuple[str, bool, Any], ...], reason: str | None) -> dict[str, Any]:
+    if reason is not None and getattr(obj, reason) is not None and all(
+        getattr(obj, name) == default for name, _, default in spec if name != reason
+    ):
+        return {reason: getattr(obj, reason)}  # a section that could not be read is only its reason
+    out = {}
+    for name, when_stated, _ in spec:
+        value = getattr(obj, name)
+        if value is not None or not when_stated:
+            out[name] = as_plain(value)
+    return out
 
 
 class SnapshotFormatError(ValueError):

@@ -6,6 +6,7 @@ interchangeable: ``uv pip install --python <target>`` is pip's command with uv's
 
 from __future__ import annotations
 
+from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
 from doctor.plan.commands import AUTO, PIP, UV
 
@@ -38,5 +39,6 @@ def choose_installer(requested: str, snap) -> tuple[str, str]:
 
 def conda_torch_records(snap) -> list[dict]:
     """The conda records in the target environment that are torch itself (pytorch, pytorch-cuda, cpuonly...)."""
-    conda = ((snap.environment or {}).get("python") or {}).get("conda") or {}
-    return [r for r in conda.get("records") or [] if r.get("name") in CONDA_TORCH]
+    python = snap.environment.python
+    records = python.conda.records if python is not None and python.conda is not None else []
+    return [as_plain(r) for r in records if r.name in CONDA_TORCH]
