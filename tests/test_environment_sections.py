@@ -1,5 +1,5 @@
 """The typed environment sections (doctor/model/environment.py): written to JSON in the shape reports
-have always had, read back from 0.1.0 reports, and described by the schema."""
+have always had, read back from 0.1.0 reports, described by the schema, and judged once for conda."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from factory import make_snapshot, torch_dist
 
+from doctor.compat.installs import CONDA_REMOVE_BEFORE_PIP, CONDA_TORCH, conda_torch
 from doctor.errors import ReportError
 from doctor.inputs.collect_env import parse_collect_env
 from doctor.inputs.reports import read_report, validate_report
 from doctor.model import environment as M
 from doctor.model.report import build_report
 from doctor.model.snapshot import Snapshot, SnapshotFormatError, as_plain
+from doctor.plan import installers
 from doctor.rules import run_rules
 from doctor.rules.hazards import RULES
 
@@ -208,3 +210,49 @@ def test_collect_env_states_no_hazard_section():
     assert env.python is None and env.hostname is None
     assert list(snapshot.to_dict()["environment"]) == ["collect_env"]
     assert [f for rule in RULES for f in rule.func(snapshot, None)] == []
+
+
+# --- conda ownership, decided once ----------------------------------------------------------------
+
+
+def conda_snapshot(*names: str):
+    snap = make_snapshot()
+    snap.interpreter.prefix = "/opt/conda/envs/t"
+    snap.environment.python = M.PythonFacts(conda=M.Conda(prefix="/opt/conda/envs/t", records=[
+        M.CondaRecord(name=n, version="1", build="b", channel="pytorch") for n in names]))  # fmt: skip
+    return snap
+
+
+def test_one_function_answers_the_rules_and_the_plan():
+    snap = conda_snapshot("pytorch", "pytorch-cuda", "cudatoolkit", "cpuonly", "torchvision", "numpy", "pytorch-cpu")
+    owned = conda_torch(snap)
+    assert [r.name for r in owned.torch] == ["pytorch", "pytorch-cpu"]
+    assert [r.name for r in owned.cuda] == ["pytorch-cuda", "cudatoolkit"]
+    assert [r.name for r in owned.companions] == ["torchvision"]
+    # what pip must not install over: conda's torch, its variant pins and companions; not cudatoolkit
+    assert [r.name for r in owned.remove_before_pip] == ["pytorch", "pytorch-cuda", "cpuonly", "torchvision"]
+    assert owned.prefix == "/opt/conda/envs/t"
+    assert installers.conda_torch_records(snap) == [as_plain(r) for r in owned.remove_before_pip]
+    assert set(CONDA_TORCH) - set(CONDA_REMOVE_BEFORE_PIP) == {"pytorch-cpu"}
+
+
+def test_no_python_or_no_conda_is_no_conda_torch():
+    no_conda = Snapshot.from_dict({"environment": {"python": {"conda": None}}})
+    for snap in (make_snapshot(), no_conda, conda_snapshot()):
+        owned = conda_torch(snap)
+        assert (owned.torch, owned.cuda, owned.companions, owned.remove_before_pip) == ((), (), (), ())
+    assert installers.conda_torch_records(make_snapshot()) == []
+
+
+def test_each_caller_keeps_its_own_answer():
+    # conda's torchvision alone: the plan removes it before pip installs, the rule sees no conda torch
+    from doctor.app.diagnose import diagnose
+    from doctor.table.load import load_table
+
+    snap = conda_snapshot("torchvision")
+    snap.install.torch = torch_dist("2.7.1+cpu", cuda=None)
+    snap.environment.python.dists = [M.DistRecord(name="torch", version="2.7.1+cpu", installer="pip")]
+    diagnosis = diagnose(snap, load_table())
+    assert "mixed-conda-pip-torch" not in {f.id for f in diagnosis.findings}
+    assert diagnosis.plan.steps[0].kind == "remove"
+    assert diagnosis.plan.steps[0].command == "conda remove -p /opt/conda/envs/t --force -y torchvision"

@@ -6,17 +6,15 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from doctor.compat.installs import conda_torch
 from doctor.model import snapshot as S
-from doctor.model.environment import CondaRecord, DistRecord, PythonFacts
+from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import ERROR, INSTALL, SHELL, UNINSTALL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
 from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
-
-_CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu", "libtorch")
-_CONDA_CUDA = ("pytorch-cuda", "cudatoolkit")
 
 
 def _torch_dists(py: PythonFacts) -> list[DistRecord]:
@@ -36,31 +34,27 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
         return []
     findings: list[Finding] = []
     torches = _torch_dists(py)
-    records: list[CondaRecord] = py.conda.records if py.conda is not None else []
-    prefix = (py.conda.prefix if py.conda is not None else None) or snap.interpreter.prefix
-    conda_torch = [r for r in records if normalize_name(r.name) in _CONDA_TORCH]
-    conda_cuda = [r for r in records if normalize_name(r.name) in _CONDA_CUDA]
+    conda = conda_torch(snap)
+    prefix = conda.prefix or snap.interpreter.prefix
     pip_torch = [d for d in torches if d.installer in ("pip", "uv")]
     again = reinstall(snap)
     uninstall = Action(UNINSTALL, TORCH_TRIO)
 
-    if conda_torch and pip_torch:
-        names = [r.name for r in conda_torch + conda_cuda] + [
-            r.name for r in records if normalize_name(r.name) in ("torchvision", "torchaudio")
-        ]
+    if conda.torch and pip_torch:
+        names = [r.name for r in conda.torch + conda.cuda + conda.companions]
         findings.append(
             Finding(
                 "mixed-conda-pip-torch",
                 WARNING,
                 "torch is installed both by conda and by " + "/".join(sorted({d.installer for d in pip_torch})),
                 f"conda-meta in {prefix} records "
-                + ", ".join(f"{r.name} {r.version} ({r.build})" for r in conda_torch)
+                + ", ".join(f"{r.name} {r.version} ({r.build})" for r in conda.torch)
                 + " while the torch dist-info there was written by "
                 + pip_torch[0].installer
                 + f" (torch {pip_torch[0].version}). The two package managers overwrite each other's files, so "
                 "the torch you import can mix both builds. Keep one: the pip wheel (the official conda 'pytorch' channel "
                 "stopped at 2.5).",
-                {"conda.records": as_plain(conda_torch + conda_cuda), "dists": as_plain(pip_torch),
+                {"conda.records": as_plain(list(conda.torch + conda.cuda)), "dists": as_plain(pip_torch),
                  "conda.prefix": prefix},
                 Fix(
                     "Remove the conda packages, then reinstall the pip wheels so their files are whole again.",
@@ -114,8 +108,8 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
         )
 
     cuda = torch_cuda(snap)
-    if conda_cuda and pip_torch and cuda:
-        bad = [r for r in conda_cuda if mm(r.version) and mm(r.version) != mm(cuda)]
+    if conda.cuda and pip_torch and cuda:
+        bad = [r for r in conda.cuda if mm(r.version) and mm(r.version) != mm(cuda)]
         if bad:
             findings.append(
                 Finding(
