@@ -13,6 +13,7 @@ from doctor.model.environment import Shm
 from doctor.model.snapshot import Host, as_plain
 from doctor.probes import environment as E
 from doctor.probes.environment import containers, devices, libraries, resources, wsl
+from doctor.probes.host import probe_host
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hazards"
 GIB = 1024**3
@@ -74,9 +75,42 @@ def test_bare_metal_and_cuda_image_hints(tmp_path):
     assert facts.cuda_image_evidence == ["NVIDIA_REQUIRE_CUDA=cuda>=12.4", "/usr/local/cuda exists"]
 
 
-def test_host_probe_kind_used_when_files_say_nothing(tmp_path):
-    facts = containers.probe_container(str(tmp_path), {}, Host(os="linux", container="containerd"))
-    assert facts.kind == "containerd" and facts.evidence == ["host probe"]
+def _linux():
+    return SimpleNamespace(system=lambda: "Linux", machine=lambda: "x86_64", release=lambda: "6.8.0",
+                           version=lambda: "#1", libc_ver=lambda: ("glibc", "2.39"))
+
+
+@pytest.mark.parametrize(
+    ("files", "env", "kind"),
+    [
+        ({"/.dockerenv": "", "/run/.containerenv": ""}, {}, "podman"),  # the two old detections disagreed here
+        ({"/proc/self/mountinfo": fixture("docker-cgroup2.mountinfo")}, {}, "docker"),  # cgroup v2: mountinfo only
+        ({"/.dockerenv": "", "/proc/1/cgroup": "11:devices:/kubepods/besteffort/pod1/abcd\n"}, {}, "kubernetes"),
+        ({}, {"container": "oci"}, "oci"),
+        ({"/proc/1/cgroup": "0::/\n"}, {}, None),
+    ],
+)
+def test_host_and_environment_share_one_container_decision(tmp_path, files, env, kind):
+    for path, text in files.items():
+        put(tmp_path, path, text)
+    assert containers.probe_container(str(tmp_path), env).kind == kind
+    assert probe_host(root=str(tmp_path), env=env, platform_module=_linux()).container == kind
+
+
+@pytest.mark.parametrize(
+    ("files", "env", "is_wsl"),
+    [
+        ({"/dev/dxg": ""}, {}, True),
+        ({"/proc/version": "Linux version 5.15.167.4-microsoft-standard-WSL2\n"}, {}, True),
+        ({}, {"WSL_DISTRO_NAME": "Ubuntu"}, True),  # the host probe used to ignore the variable
+        ({"/proc/version": "Linux version 6.8.0-45-generic\n"}, {}, False),
+    ],
+)
+def test_host_and_environment_share_one_wsl_decision(tmp_path, files, env, is_wsl):
+    for path, text in files.items():
+        put(tmp_path, path, text)
+    assert wsl.probe_wsl(str(tmp_path), env).is_wsl is is_wsl
+    assert probe_host(root=str(tmp_path), env=env, platform_module=_linux()).wsl is is_wsl
 
 
 # --- CPU quota ----------------------------------------------------------------------------------

@@ -40,14 +40,14 @@ def probe_environment(root: str = "/", env: Mapping[str, str] | None = None, hos
     env = os.environ if env is None else env
     host_os = _host_os(host)
     probes: dict[str, Callable[[], object]] = {
-        "container": lambda: probe_container(root, env, host),
+        "container": lambda: probe_container(root, env),
         "shm": lambda: probe_shm(root, host_os),
         "cpu": lambda: probe_cpu(root),
         "memory": lambda: probe_memory(root=root if host_os == "linux" else None),
         "visible_devices": lambda: probe_visible_devices(env),
         "libraries": lambda: probe_libraries(env, host_os),
         "cuda_home": lambda: probe_cuda_home(root, env),
-        "wsl": lambda: probe_wsl(root, env, host) if host_os == "linux" else Wsl(is_wsl=False, evidence=[]),
+        "wsl": lambda: probe_wsl(root, env) if host_os == "linux" else Wsl(is_wsl=False, evidence=[]),
     }
     sections = {}
     for key, probe in probes.items():

@@ -1,8 +1,9 @@
 """Containers: which kind this process runs in, and whether the NVIDIA runtime gave it GPUs.
 
-Precedence, most useful answer first: kubernetes > podman > docker > containerd > lxc > whatever
-``$container`` names. Kubernetes wins over the runtime underneath it because its remedies (the pod
-spec) differ from ``docker run`` flags.
+``detect_container`` is the one place that decides the container kind: the host probe
+(``doctor/probes/host.py``) takes its answer too. Precedence, most useful answer first:
+kubernetes > podman > docker > containerd > lxc > whatever ``$container`` names. Kubernetes wins
+over the runtime underneath it because its remedies (the pod spec) differ from ``docker run`` flags.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import re
 from collections.abc import Mapping
 
 from doctor.model.environment import Container
-from doctor.model.snapshot import Host
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 
 _MARKERS = ("/.dockerenv", "/run/.containerenv", "/var/run/secrets/kubernetes.io/serviceaccount")
@@ -73,10 +73,8 @@ def detect_container(root: str, env: Mapping[str, str]) -> tuple[str | None, lis
     return parse_container_kind(cgroups, mountinfo, markers, env)
 
 
-def probe_container(root: str, env: Mapping[str, str], host: Host | None = None) -> Container:
+def probe_container(root: str, env: Mapping[str, str]) -> Container:
     kind, evidence = detect_container(root, env)
-    if host is not None and host.container and not kind:
-        kind, evidence = host.container, ["host probe"]
     nodes = [f"/dev/{name}" for name in scandir_names(under(root, "/dev")) or [] if name.startswith("nvidia")]
     image_evidence = [f"{var}={env[var]}" for var in ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION") if env.get(var)]
     if exists(root, "/usr/local/cuda"):

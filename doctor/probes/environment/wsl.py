@@ -1,8 +1,9 @@
 """WSL2: whether this is WSL, and what can shadow the Windows driver's libraries in /usr/lib/wsl/lib.
 
-Any one marker is enough; they are checked in this order: /dev/dxg (the GPU paravirtualisation
-device), /usr/lib/wsl/lib (the Windows driver's libraries), /proc/version naming Microsoft/WSL,
-$WSL_DISTRO_NAME.
+``read_wsl_markers`` is the one place that decides "this is WSL": the host probe
+(``doctor/probes/host.py``) and, through it, the NVIDIA probe take its answer. Any one marker is
+enough; they are checked in this order: /dev/dxg (the GPU paravirtualisation device),
+/usr/lib/wsl/lib (the Windows driver's libraries), /proc/version naming Microsoft/WSL, $WSL_DISTRO_NAME.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import re
 from collections.abc import Mapping
 
 from doctor.model.environment import LdSoConf, Wsl
-from doctor.model.snapshot import Host
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
 
@@ -79,10 +79,8 @@ def read_linux_driver(root: str) -> list[str]:
     return found
 
 
-def probe_wsl(root: str, env: Mapping[str, str], host: Host | None = None) -> Wsl:
+def probe_wsl(root: str, env: Mapping[str, str]) -> Wsl:
     evidence = [_EVIDENCE.get(marker, f"{marker} exists") for marker in read_wsl_markers(root, env)]
-    if host is not None and host.wsl and not evidence:
-        evidence.append("host probe")
     if not evidence:
         return Wsl(is_wsl=False, evidence=[])
     return Wsl(
