@@ -356,6 +356,7 @@ def _sparse(cls: type) -> tuple[frozenset[str], bool]:
     return stated_only, ALONE_WHEN_UNREAD in marks.values()
 
 
+@functools.cache  # per type, not per field of every report
 def _dataclass_in(tp: Any) -> type | None:
     """The dataclass inside ``X``, ``X | None`` or ``list[X]``, if any."""
     if dataclasses.is_dataclass(tp):

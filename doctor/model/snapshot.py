@@ -272,44 +272,89 @@ def field_types(cls: type) -> tuple[tuple[str, Any], ...]:
 
 
 def _build(tp: Any, data: Any, where: str = "snapshot") -> Any:
+    return _reader(tp)(data, where)
+
+
+Reader = typing.Callable[[Any, str], Any]
+
+
+@functools.cache
+def _reader(tp: Any) -> Reader:
+    """How to read JSON data as ``tp``, worked out once per type: asking typing and dataclasses about
+    every value again cost more than the rest of reading a report back (the environment's many sections)."""
     if dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-        kwargs = {}
-        for name, field_type in field_types(tp):
-            if name in data:
-                kwargs[name] = _build(field_type, data[name], f"{where}.{name}")
-        return tp(**kwargs)
+        return _dataclass_reader(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if data is None and type(None) in args:
+        return _union_reader([_reader(arg) for arg in args if arg is not type(None)], type(None) in args)
+    if origin is list:
+        return _list_reader(args[0])
+    if origin is dict:
+        return _dict_reader
+    if tp is float:
+        return _float_reader
+    if tp in (int, str, bool):
+        return functools.partial(_atom_reader, tp)
+    return _any_reader  # Any, and anything else: the value as it is
+
+
+def _dataclass_reader(cls: type) -> Reader:
+    fields = [(name, _reader(field_type)) for name, field_type in field_types(cls)]
+
+    def read(data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        return cls(**{name: read_field(data[name], f"{where}.{name}") for name, read_field in fields if name in data})
+
+    return read
+
+
+def _union_reader(options: list[Reader], nullable: bool) -> Reader:
+    def read(data: Any, where: str) -> Any:
+        if data is None and nullable:
             return None
         errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        for option in options:
             try:
-                return _build(arg, data, where)
+                return option(data, where)
             except SnapshotFormatError as exc:
                 errors.append(str(exc))
         raise SnapshotFormatError(errors[0] if errors else f"{where}: unexpected null")
-    if origin is list:
+
+    return read
+
+
+def _list_reader(item_type: Any) -> Reader:
+    read_item = _reader(item_type)
+
+    def read(data: Any, where: str) -> Any:
         if not isinstance(data, list):
             raise SnapshotFormatError(f"{where}: expected a list, got {type(data).__name__}")
-        return [_build(args[0], item, f"{where}[{i}]") for i, item in enumerate(data)]
-    if origin is dict:
-        if not isinstance(data, dict):
-            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-        return dict(data)
-    if tp is Any:
-        return data
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise SnapshotFormatError(f"{where}: expected a number, got {type(data).__name__}")
-        return float(data)
-    if tp in (int, str, bool):
-        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
-            raise SnapshotFormatError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
-        return data
+        if item_type is str and all(type(item) is str for item in data):
+            return list(data)  # the common case (paths, lines), without a name per item
+        return [read_item(item, f"{where}[{i}]") for i, item in enumerate(data)]
+
+    return read
+
+
+def _dict_reader(data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+    return dict(data)
+
+
+def _float_reader(data: Any, where: str) -> Any:
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise SnapshotFormatError(f"{where}: expected a number, got {type(data).__name__}")
+    return float(data)
+
+
+def _atom_reader(tp: type, data: Any, where: str) -> Any:
+    if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
+        raise SnapshotFormatError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
+    return data
+
+
+def _any_reader(data: Any, where: str) -> Any:
     return data
