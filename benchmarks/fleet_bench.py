@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from doctor.model.environment import Environment  # noqa: E402
 from doctor.model.findings import ERROR, Finding, Fix  # noqa: E402
 from doctor.model.report import build_report  # noqa: E402
 from doctor.model.snapshot import Dist, Fact, Gpu, Nvidia, Snapshot, TorchInstall  # noqa: E402
@@ -55,7 +56,7 @@ def template_report() -> dict:
         install=TorchInstall(
             status="ok", torch=Dist(name="torch", version=TORCH, build_version=TORCH, cuda="12.8")
         ),
-        environment={"hostname": "node00000"},
+        environment=Environment(hostname="node00000"),
     )
     table = {"version": "2026.11.29", "verified_on": "2026-11-29", "path": "builtin"}
     return build_report(snapshot, table, [], [], {"status": "nothing-to-do", "steps": []}, 0)

@@ -3,7 +3,8 @@
     python schema/generate.py           # rewrite schema/report.schema.json
     python schema/generate.py --check   # exit 1 if the checked-in file differs
 
-The snapshot part is derived from doctor/snapshot.py, findings and checks from doctor/findings.py,
+The snapshot part is derived from doctor/model/snapshot.py (its environment sections from
+doctor/model/environment.py), findings and checks from doctor/model/findings.py,
 so a field added to a dataclass shows up here on the next run (and tests/test_report_schema.py fails
 until the file is regenerated). The report envelope and the free-form plan are written out by hand below.
 """
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from doctor.model import environment as environment_module  # noqa: E402
 from doctor.model import findings as findings_module  # noqa: E402
 from doctor.model import snapshot as snapshot_module  # noqa: E402
 from doctor.model.report import REPORT_SCHEMA_VERSION  # noqa: E402
@@ -54,6 +56,8 @@ def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") 
     if origin is list:
         return {"type": "array", "items": type_schema(args[0], defs, owner, name)}
     if origin is dict:
+        if args and args[1] is not Any:  # dict[str, X]: say what the values are
+            return {"type": "object", "additionalProperties": type_schema(args[1], defs, owner, name)}
         return {"type": "object"}
     if tp is Any:
         return {}
@@ -75,7 +79,15 @@ def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     if doc and not doc[0].startswith(f"{cls.__name__}("):  # dataclass's generated signature is no doc
         schema["description"] = doc[0]
     schema["properties"] = {f.name: type_schema(hints[f.name], defs, cls.__name__, f.name) for f in fields}
-    schema["required"] = [f.name for f in fields]
+    # An environment section (doctor/model/environment.py) writes some keys only when the probe stated them,
+    # and one that could not be read is only {"why": ...}: nothing in it is required.
+    written = {f.name: f.metadata.get(environment_module.WRITTEN) for f in fields}
+    if environment_module.ALONE_WHEN_UNREAD in written.values():
+        schema["description"] = (schema.get("description", "") + " Sparse: keys come and go with what the probe "
+                                 "could read; a section that could not be read is only {\"why\": ...}.").strip()
+        schema["required"] = []
+    else:
+        schema["required"] = [name for name, how in written.items() if how is None]
     # Newer minor versions may add fields; readers ignore what they do not know (schema/README.md).
     schema["additionalProperties"] = True
     return schema

@@ -195,12 +195,12 @@ def test_driver_fact_keeps_the_collect_env_reason():
 def test_system_cudnn_candidates_are_kept_apart_from_torch():
     snapshot = parse_collect_env((FIXTURES / "composed-2.5.1-cu121-rtx4090-pip.txt").read_text())
     assert snapshot.runtime.cudnn_version is None
-    raw = snapshot.environment["collect_env"]
-    assert raw["cudnn_candidates"] == [
+    raw = snapshot.environment.collect_env
+    assert raw.cudnn_candidates == [
         "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7",
         "/usr/lib/x86_64-linux-gnu/libcudnn_adv_infer.so.8.9.7",
     ]
-    assert raw["fields"]["cuda_runtime_version"] == "12.4.131"  # nvcc, not torch
+    assert raw.fields["cuda_runtime_version"] == "12.4.131"  # nvcc, not torch
 
 
 def test_pasted_in_markdown_quote_with_crlf():

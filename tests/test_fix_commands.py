@@ -18,6 +18,7 @@ from doctor.app.options import CheckOptions, source_from_options
 from doctor.app.output import emit
 from doctor.app.run import exit_code_for, make_report
 from doctor.fix.run import FixCommands, FixOptions, Machine, run_fix
+from doctor.model.environment import Conda, CondaRecord, PythonFacts
 from doctor.table.load import load_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +114,7 @@ def test_the_installer_line_keeps_its_reason(table, tmp_path, capsys):
 
 def test_fix_commands_writes_conda_and_the_source_into_the_plan(table):
     snap = cpu_snapshot(env_kind="conda", prefix="/opt/envs/t")
-    snap.environment["python"] = {"conda": {"records": [{"name": "pytorch", "version": "2.7.1", "build": "b"}]}}
+    snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")]))
     write = FixCommands(FixOptions(source=source_from_options(MIRROR, None, False)), {"CONDA_EXE": "/c/conda"})
     plan = diagnose(snap, table, commands=write(snap)).plan
     assert write.why == "default" and write.written.installer == "pip"

@@ -25,6 +25,7 @@ from doctor.fix.preview import Change, Preview, parse_pip_report, parse_uv_dry_r
 from doctor.fix.project import detect_project, project_change, target_project
 from doctor.fix.restore import restore_argvs, restore_command
 from doctor.fix.run import FixOptions, Machine, run_fix
+from doctor.model.environment import Conda, CondaRecord, PythonFacts
 from doctor.model.versions import variant_of
 from doctor.plan import commands, installers
 from doctor.plan.commands import InstallSource
@@ -207,14 +208,10 @@ def test_pep668_and_conda_base_are_refused_unless_forced(table, tmp_path, interp
 
 def test_a_step_failing_midway_reports_it_and_the_restore_command(table, tmp_path, capsys):
     snap = cpu_snapshot(env_kind="conda", prefix="/home/u/miniforge/envs/t")
-    snap.environment["python"] = {
-        "conda": {
-            "records": [
-                {"name": "pytorch", "version": "2.7.1", "build": "py3.12_cpu_0", "channel": "pytorch"},
-                {"name": "cpuonly", "version": "2.0", "build": "0", "channel": "pytorch"},
-            ]
-        }
-    }
+    snap.environment.python = PythonFacts(conda=Conda(records=[
+        CondaRecord(name="pytorch", version="2.7.1", build="py3.12_cpu_0", channel="pytorch"),
+        CondaRecord(name="cpuonly", version="2.0", build="0", channel="pytorch"),
+    ]))
     fake = FakeInstaller(fail_step=2)
     code = run_fix(opts(), FixOptions(yes=True), fake_machine(fake, [snap], table, tmp_path))
     err = capsys.readouterr().err
@@ -477,9 +474,7 @@ def test_pip_config_constraint_is_read_and_judged(tmp_path):
 
 def test_conda_owned_torch_puts_removal_first_in_the_plan(table):
     snap = cpu_snapshot(env_kind="conda", prefix="/opt/envs/t")
-    snap.environment["python"] = {
-        "conda": {"records": [{"name": "pytorch", "version": "2.7.1", "build": "b"}]}
-    }
+    snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")]))
     plan = diagnose(snap, table).plan
     assert [s.kind for s in plan.steps] == ["remove", "install"]
     assert plan.steps[0].command == "conda remove -p /opt/envs/t --force -y pytorch"

@@ -22,7 +22,7 @@ from fakeenv import add_dist_info, make_fake_env, site_packages
 
 from doctor.model.snapshot import Host, Snapshot
 from doctor.probes.environment import probe_environment
-from doctor.rules import hazards as H
+from doctor.rules.hazards import devices, installs, libraries
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def snapshot_for(python: Path, env: dict[str, str]) -> Snapshot:
     interpreter, install, python_facts = inspect_interpreter_full(str(python), "test")
     snap = Snapshot(host=Host(os="linux", machine="x86_64"), interpreter=interpreter, install=install)
     snap.environment = probe_environment(env=env, host=snap.host)
-    snap.environment["python"] = python_facts
+    snap.environment.python = python_facts
     return snap
 
 
@@ -86,7 +86,7 @@ def test_cuda_visible_devices(cuda_env, value, fid):
     assert found["evidence"]["CUDA_VISIBLE_DEVICES"] == value
     assert report["snapshot"]["environment"]["visible_devices"]["CUDA_VISIBLE_DEVICES"] == value
     snap = snapshot_for(cuda_env, {"CUDA_VISIBLE_DEVICES": value})
-    assert fid in [f.id for f in H.check_visible_devices(snap, None)]
+    assert fid in [f.id for f in devices.check_visible_devices(snap, None)]
 
 
 def test_cuda_visible_devices_unset_is_quiet(cuda_env):
@@ -117,7 +117,7 @@ def test_system_nvjitlink_on_ld_library_path(tmp_path, cuda_env):
     assert "__nvJitLinkComplete_12_6" in found["detail"]
 
     snap = snapshot_for(cuda_env, {"LD_LIBRARY_PATH": value})
-    direct = [f for f in H.check_library_shadowing(snap, None) if f.id == "library-path-shadows-cuda-libs"]
+    direct = [f for f in libraries.check_library_shadowing(snap, None) if f.id == "library-path-shadows-cuda-libs"]
     assert len(direct) == 1
     assert direct[0].evidence["offending"][0]["wheel_source"] == "nvidia-nvjitlink-cu12 12.6.85"
 
@@ -157,7 +157,7 @@ def test_pip_torch_over_conda_pytorch(tmp_path, cuda_env):
     assert mismatch["fix"]["commands"] == [f"conda remove -p {prefix} pytorch-cuda"]
 
     snap = snapshot_for(cuda_env, {})
-    assert {f.id for f in H.check_mixed_installs(snap, None)} == {
+    assert {f.id for f in installs.check_mixed_installs(snap, None)} == {
         "mixed-conda-pip-torch",
         "conda-cuda-mismatch",
     }

@@ -9,10 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from doctor.model.snapshot import Host
+from doctor.model.environment import Shm
+from doctor.model.snapshot import Host, as_plain
 from doctor.probes import environment as E
+from doctor.probes.environment import containers, devices, libraries, resources, wsl
+from doctor.probes.host import probe_host
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hazards"
+GIB = 1024**3
 SECTIONS = {"container", "shm", "cpu", "memory", "visible_devices", "libraries", "cuda_home", "wsl"}
 
 
@@ -34,46 +38,79 @@ def test_docker_marker_and_device_nodes(tmp_path):
     put(tmp_path, "/.dockerenv")
     for node in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
         put(tmp_path, f"/dev/{node}")
-    facts = E.probe_container(str(tmp_path), {"NVIDIA_VISIBLE_DEVICES": "all"})
-    assert facts["kind"] == "docker"
-    assert "/.dockerenv exists" in facts["evidence"]
-    assert facts["device_nodes"] == ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]
-    assert facts["gpu_device_nodes"] == 2
-    assert facts["nvidia_visible_devices"] == "all"
+    facts = containers.probe_container(str(tmp_path), {"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert facts.kind == "docker"
+    assert "/.dockerenv exists" in facts.evidence
+    assert facts.device_nodes == ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"]
+    assert facts.gpu_device_nodes == 2
+    assert facts.nvidia_visible_devices == "all"
 
 
 def test_cgroup_v2_docker_found_through_mountinfo(tmp_path):
     put(tmp_path, "/proc/self/mountinfo", fixture("docker-cgroup2.mountinfo"))
     put(tmp_path, "/proc/self/cgroup", fixture("docker-cgroup2.cgroup"))
-    facts = E.probe_container(str(tmp_path), {})
-    assert facts["kind"] == "docker"
-    assert facts["gpu_device_nodes"] == 0 and facts["cuda_image"] is False
+    facts = containers.probe_container(str(tmp_path), {})
+    assert facts.kind == "docker"
+    assert facts.gpu_device_nodes == 0 and facts.cuda_image is False
 
 
 def test_kubernetes_wins_over_its_runtime(tmp_path):
     put(tmp_path, "/.dockerenv")
     put(tmp_path, "/proc/self/cgroup", fixture("kubepods-v1.cgroup"))
-    facts = E.probe_container(str(tmp_path), {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
-    assert facts["kind"] == "kubernetes"
-    assert "KUBERNETES_SERVICE_HOST is set" in facts["evidence"]
+    facts = containers.probe_container(str(tmp_path), {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert facts.kind == "kubernetes"
+    assert "KUBERNETES_SERVICE_HOST is set" in facts.evidence
 
 
 def test_podman_marker(tmp_path):
     put(tmp_path, "/run/.containerenv", 'engine="podman-4.9.3"\n')
-    assert E.probe_container(str(tmp_path), {})["kind"] == "podman"
+    assert containers.probe_container(str(tmp_path), {}).kind == "podman"
 
 
 def test_bare_metal_and_cuda_image_hints(tmp_path):
     (tmp_path / "usr/local/cuda").mkdir(parents=True)
-    facts = E.probe_container(str(tmp_path), {"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"})
-    assert facts["kind"] is None and facts["evidence"] == []
-    assert facts["cuda_image"] is True
-    assert facts["cuda_image_evidence"] == ["NVIDIA_REQUIRE_CUDA=cuda>=12.4", "/usr/local/cuda exists"]
+    facts = containers.probe_container(str(tmp_path), {"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"})
+    assert facts.kind is None and facts.evidence == []
+    assert facts.cuda_image is True
+    assert facts.cuda_image_evidence == ["NVIDIA_REQUIRE_CUDA=cuda>=12.4", "/usr/local/cuda exists"]
 
 
-def test_host_probe_kind_used_when_files_say_nothing(tmp_path):
-    facts = E.probe_container(str(tmp_path), {}, Host(os="linux", container="containerd"))
-    assert facts["kind"] == "containerd" and facts["evidence"] == ["host probe"]
+def _linux():
+    return SimpleNamespace(system=lambda: "Linux", machine=lambda: "x86_64", release=lambda: "6.8.0",
+                           version=lambda: "#1", libc_ver=lambda: ("glibc", "2.39"))
+
+
+@pytest.mark.parametrize(
+    ("files", "env", "kind"),
+    [
+        ({"/.dockerenv": "", "/run/.containerenv": ""}, {}, "podman"),  # the two old detections disagreed here
+        ({"/proc/self/mountinfo": fixture("docker-cgroup2.mountinfo")}, {}, "docker"),  # cgroup v2: mountinfo only
+        ({"/.dockerenv": "", "/proc/1/cgroup": "11:devices:/kubepods/besteffort/pod1/abcd\n"}, {}, "kubernetes"),
+        ({}, {"container": "oci"}, "oci"),
+        ({"/proc/1/cgroup": "0::/\n"}, {}, None),
+    ],
+)
+def test_host_and_environment_share_one_container_decision(tmp_path, files, env, kind):
+    for path, text in files.items():
+        put(tmp_path, path, text)
+    assert containers.probe_container(str(tmp_path), env).kind == kind
+    assert probe_host(root=str(tmp_path), env=env, platform_module=_linux()).container == kind
+
+
+@pytest.mark.parametrize(
+    ("files", "env", "is_wsl"),
+    [
+        ({"/dev/dxg": ""}, {}, True),
+        ({"/proc/version": "Linux version 5.15.167.4-microsoft-standard-WSL2\n"}, {}, True),
+        ({}, {"WSL_DISTRO_NAME": "Ubuntu"}, True),  # the host probe used to ignore the variable
+        ({"/proc/version": "Linux version 6.8.0-45-generic\n"}, {}, False),
+    ],
+)
+def test_host_and_environment_share_one_wsl_decision(tmp_path, files, env, is_wsl):
+    for path, text in files.items():
+        put(tmp_path, path, text)
+    assert wsl.probe_wsl(str(tmp_path), env).is_wsl is is_wsl
+    assert probe_host(root=str(tmp_path), env=env, platform_module=_linux()).wsl is is_wsl
 
 
 # --- CPU quota ----------------------------------------------------------------------------------
@@ -83,24 +120,24 @@ def test_host_probe_kind_used_when_files_say_nothing(tmp_path):
     ("text", "cpus"), [("200000 100000\n", 2.0), ("max 100000\n", None), ("50000 100000", 0.5), ("", None)]
 )
 def test_parse_cpu_max(text, cpus):
-    assert E.parse_cpu_max(text) == cpus
+    assert resources.parse_cpu_max(text) == cpus
 
 
 def test_parse_cfs():
-    assert E.parse_cfs("-1\n", "100000\n") is None
-    assert E.parse_cfs("150000\n", "100000\n") == 1.5
-    assert E.parse_cfs("garbage", "100000") is None
+    assert resources.parse_cfs("-1\n", "100000\n") is None
+    assert resources.parse_cfs("150000\n", "100000\n") == 1.5
+    assert resources.parse_cfs("garbage", "100000") is None
 
 
 def test_cgroup_v2_quota_in_container(tmp_path):
     put(tmp_path, "/proc/self/mountinfo", fixture("docker-cgroup2.mountinfo"))
     put(tmp_path, "/proc/self/cgroup", fixture("docker-cgroup2.cgroup"))
     put(tmp_path, "/sys/fs/cgroup/cpu.max", "400000 100000\n")
-    facts = E.probe_cpu(str(tmp_path), cpu_count=64, affinity=64)
-    assert facts["cgroup"] == "v2"
-    assert facts["quota_cpus"] == 4.0 and facts["quota_raw"] == "400000 100000"
-    assert facts["quota_source"] == "/sys/fs/cgroup/cpu.max"
-    assert facts["budget"] == 4
+    facts = resources.probe_cpu(str(tmp_path), cpu_count=64, affinity=64)
+    assert facts.cgroup == "v2"
+    assert facts.quota_cpus == 4.0 and facts.quota_raw == "400000 100000"
+    assert facts.quota_source == "/sys/fs/cgroup/cpu.max"
+    assert facts.budget == 4
 
 
 def test_cgroup_v2_nested_quota_takes_the_smallest_on_the_way_up(tmp_path):
@@ -109,10 +146,10 @@ def test_cgroup_v2_nested_quota_takes_the_smallest_on_the_way_up(tmp_path):
     put(tmp_path, "/sys/fs/cgroup/cpu.max", "max 100000\n")
     put(tmp_path, "/sys/fs/cgroup/user.slice/cpu.max", "150000 100000\n")
     put(tmp_path, "/sys/fs/cgroup/user.slice/job.scope/cpu.max", "max 100000\n")
-    facts = E.probe_cpu(str(tmp_path), cpu_count=16, affinity=8)
-    assert facts["quota_cpus"] == 1.5
-    assert facts["quota_source"] == "/sys/fs/cgroup/user.slice/cpu.max"
-    assert facts["budget"] == 2  # ceil(1.5)
+    facts = resources.probe_cpu(str(tmp_path), cpu_count=16, affinity=8)
+    assert facts.quota_cpus == 1.5
+    assert facts.quota_source == "/sys/fs/cgroup/user.slice/cpu.max"
+    assert facts.budget == 2  # ceil(1.5)
 
 
 def test_cgroup_v1_kubernetes_quota(tmp_path):
@@ -120,8 +157,8 @@ def test_cgroup_v1_kubernetes_quota(tmp_path):
     put(tmp_path, "/proc/self/cgroup", fixture("kubepods-v1.cgroup"))
     put(tmp_path, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n")
     put(tmp_path, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
-    facts = E.probe_cpu(str(tmp_path), cpu_count=96, affinity=96)
-    assert (facts["cgroup"], facts["quota_cpus"], facts["budget"]) == ("v1", 2.0, 2)
+    facts = resources.probe_cpu(str(tmp_path), cpu_count=96, affinity=96)
+    assert (facts.cgroup, facts.quota_cpus, facts.budget) == ("v1", 2.0, 2)
 
 
 def test_cgroup_v1_unlimited_recorded_machine(tmp_path):
@@ -130,14 +167,14 @@ def test_cgroup_v1_unlimited_recorded_machine(tmp_path):
     put(tmp_path, "/proc/self/cgroup", fixture("sandbox-v1.cgroup"))
     put(tmp_path, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n")
     put(tmp_path, "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n")
-    facts = E.probe_cpu(str(tmp_path), cpu_count=2, affinity=2)
-    assert facts["cgroup"] == "v1" and facts["quota_cpus"] is None and facts["budget"] == 2
+    facts = resources.probe_cpu(str(tmp_path), cpu_count=2, affinity=2)
+    assert facts.cgroup == "v1" and facts.quota_cpus is None and facts.budget == 2
 
 
 def test_no_cgroup_files_is_a_why_not_an_error(tmp_path):
-    facts = E.probe_cpu(str(tmp_path), cpu_count=8, affinity=4)
-    assert facts["cgroup"] is None and "why" in facts
-    assert facts["budget"] == 4  # the affinity mask still limits
+    facts = resources.probe_cpu(str(tmp_path), cpu_count=8, affinity=4)
+    assert facts.cgroup is None and facts.why is not None
+    assert facts.budget == 4  # the affinity mask still limits
 
 
 # --- shm, memory --------------------------------------------------------------------------------
@@ -145,24 +182,24 @@ def test_no_cgroup_files_is_a_why_not_an_error(tmp_path):
 
 def test_shm_reads_statvfs(tmp_path):
     (tmp_path / "dev/shm").mkdir(parents=True)
-    facts = E.probe_shm(str(tmp_path), "linux")
+    facts = resources.probe_shm(str(tmp_path), "linux")
     st = os.statvfs(tmp_path / "dev/shm")
-    assert facts["total_bytes"] == st.f_blocks * st.f_frsize > 0
+    assert facts.total_bytes == st.f_blocks * st.f_frsize > 0
 
 
 def test_shm_missing_and_windows(tmp_path):
-    assert "why" in E.probe_shm(str(tmp_path), "linux")
-    assert E.probe_shm(str(tmp_path), "windows") == {"why": "no /dev/shm on Windows"}
+    assert resources.probe_shm(str(tmp_path), "linux").why is not None
+    assert as_plain(resources.probe_shm(str(tmp_path), "windows")) == {"why": "no /dev/shm on Windows"}
 
 
 def test_memory_from_psutil_callables():
-    facts = E.probe_memory(
-        lambda: SimpleNamespace(total=8 * E.GIB, available=3 * E.GIB), lambda: SimpleNamespace(total=0)
+    facts = resources.probe_memory(
+        lambda: SimpleNamespace(total=8 * GIB, available=3 * GIB), lambda: SimpleNamespace(total=0)
     )
-    assert facts == {
+    assert as_plain(facts) == {
         "source": "psutil",
-        "total_bytes": 8 * E.GIB,
-        "available_bytes": 3 * E.GIB,
+        "total_bytes": 8 * GIB,
+        "available_bytes": 3 * GIB,
         "swap_total_bytes": 0,
     }
 
@@ -171,7 +208,7 @@ def test_memory_failure_becomes_why():
     def boom():
         raise OSError("no /proc/meminfo")
 
-    assert "no /proc/meminfo" in E.probe_memory(boom, boom)["why"]
+    assert "no /proc/meminfo" in resources.probe_memory(boom, boom).why
 
 
 def test_memory_from_proc_meminfo(tmp_path):
@@ -180,25 +217,25 @@ def test_memory_from_proc_meminfo(tmp_path):
         "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n"
         "SwapTotal:             0 kB\n"
     )
-    facts = E.probe_memory(root=str(tmp_path))
-    assert facts == {"source": "/proc/meminfo", "total_bytes": 24576000 * 1024,
+    facts = resources.probe_memory(root=str(tmp_path))
+    assert as_plain(facts) == {"source": "/proc/meminfo", "total_bytes": 24576000 * 1024,
                      "available_bytes": 20000000 * 1024, "swap_total_bytes": 0}
     # unreadable or incomplete: psutil answers instead
     (tmp_path / "proc" / "meminfo").write_text("MemTotal: 1 kB\n")
-    assert E.probe_memory(root=str(tmp_path))["source"] == "psutil"
+    assert resources.probe_memory(root=str(tmp_path)).source == "psutil"
 
 
 def test_memory_real_proc_meminfo_agrees_with_psutil():
     import psutil
 
-    facts = E.probe_memory(root="/")
-    assert facts["source"] == "/proc/meminfo"
-    assert facts["total_bytes"] == psutil.virtual_memory().total
+    facts = resources.probe_memory(root="/")
+    assert facts.source == "/proc/meminfo"
+    assert facts.total_bytes == psutil.virtual_memory().total
 
 
 def test_memory_real_psutil():
-    facts = E.probe_memory()
-    assert facts["total_bytes"] > 0 and 0 <= facts["available_bytes"] <= facts["total_bytes"]
+    facts = resources.probe_memory()
+    assert facts.total_bytes > 0 and 0 <= facts.available_bytes <= facts.total_bytes
 
 
 # --- visible devices ----------------------------------------------------------------------------
@@ -206,7 +243,7 @@ def test_memory_real_psutil():
 
 def test_visible_devices_records_only_set_variables():
     env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HOME": "/root"}
-    assert E.probe_visible_devices(env) == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert as_plain(devices.probe_visible_devices(env)) == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 # --- libraries ----------------------------------------------------------------------------------
@@ -234,7 +271,7 @@ def test_visible_devices_records_only_set_variables():
     ],
 )
 def test_parse_cuda_lib_name(name, windows, parsed):
-    assert E.parse_cuda_lib_name(name, windows) == parsed
+    assert libraries.parse_cuda_lib_name(name, windows) == parsed
 
 
 def test_scan_library_dir_follows_version_symlinks(tmp_path):
@@ -244,12 +281,12 @@ def test_scan_library_dir_follows_version_symlinks(tmp_path):
     (lib / "libnvJitLink.so.12").symlink_to("libnvJitLink.so.12.1.105")
     (lib / "libcuda.so.1").write_bytes(b"")
     (lib / "README").write_text("")
-    entry = E.scan_library_dir(str(lib))
-    assert entry["exists"] is True
-    assert entry["driver_libs"] == ["libcuda.so.1"]
-    by_file = {item["file"]: item for item in entry["libs"]}
-    assert by_file["libnvJitLink.so.12"]["real_version"] == "12.1.105"
-    assert by_file["libnvJitLink.so.12.1.105"]["version"] == "12.1.105"
+    entry = libraries.scan_library_dir(str(lib))
+    assert entry.exists is True
+    assert entry.driver_libs == ["libcuda.so.1"]
+    by_file = {item.file: item for item in entry.libs}
+    assert by_file["libnvJitLink.so.12"].real_version == "12.1.105"
+    assert by_file["libnvJitLink.so.12.1.105"].version == "12.1.105"
 
 
 def test_probe_libraries_keeps_order_and_missing_dirs(tmp_path):
@@ -257,15 +294,15 @@ def test_probe_libraries_keeps_order_and_missing_dirs(tmp_path):
     a.mkdir()
     (a / "libcudnn.so.9.0.0").write_bytes(b"")
     value = f"{a}:{tmp_path / 'missing'}::{a}:{b}"
-    facts = E.probe_libraries({"LD_LIBRARY_PATH": value}, "linux")
-    assert facts["variable"] == "LD_LIBRARY_PATH" and facts["value"] == value
-    assert [d["path"] for d in facts["dirs"]] == [str(a), str(tmp_path / "missing"), str(b)]
-    assert [d["exists"] for d in facts["dirs"]] == [True, False, False]
-    assert facts["dirs"][0]["libs"][0]["family"] == "cudnn"
+    facts = libraries.probe_libraries({"LD_LIBRARY_PATH": value}, "linux")
+    assert facts.variable == "LD_LIBRARY_PATH" and facts.value == value
+    assert [d.path for d in facts.dirs] == [str(a), str(tmp_path / "missing"), str(b)]
+    assert [d.exists for d in facts.dirs] == [True, False, False]
+    assert facts.dirs[0].libs[0].family == "cudnn"
 
 
 def test_probe_libraries_unset():
-    assert E.probe_libraries({}, "linux") == {"variable": "LD_LIBRARY_PATH", "value": None, "dirs": []}
+    assert as_plain(libraries.probe_libraries({}, "linux")) == {"variable": "LD_LIBRARY_PATH", "value": None, "dirs": []}
 
 
 # --- CUDA_HOME ----------------------------------------------------------------------------------
@@ -274,9 +311,9 @@ def test_probe_libraries_unset():
 def test_cuda_home_version_json(tmp_path):
     home = tmp_path / "opt/cuda-12.4"
     put(tmp_path, "/opt/cuda-12.4/version.json", fixture("cuda-12.4-version.json"))
-    facts = E.probe_cuda_home(str(tmp_path), {"CUDA_HOME": "/opt/cuda-12.4"})
+    facts = libraries.probe_cuda_home(str(tmp_path), {"CUDA_HOME": "/opt/cuda-12.4"})
     assert home.is_dir()
-    assert facts == {
+    assert as_plain(facts) == {
         "variable": "CUDA_HOME",
         "path": "/opt/cuda-12.4",
         "version": "12.4.1",
@@ -286,25 +323,25 @@ def test_cuda_home_version_json(tmp_path):
 
 def test_cuda_path_version_txt(tmp_path):
     put(tmp_path, "/usr/local/cuda-10.2/version.txt", fixture("cuda-10.2-version.txt"))
-    facts = E.probe_cuda_home(str(tmp_path), {"CUDA_PATH": "/usr/local/cuda-10.2"})
-    assert (facts["variable"], facts["version"]) == ("CUDA_PATH", "10.2.89")
+    facts = libraries.probe_cuda_home(str(tmp_path), {"CUDA_PATH": "/usr/local/cuda-10.2"})
+    assert (facts.variable, facts.version) == ("CUDA_PATH", "10.2.89")
 
 
 def test_default_toolkit_version_from_directory_name(tmp_path):
     (tmp_path / "usr/local/cuda-13.0/bin").mkdir(parents=True)
     (tmp_path / "usr/local/cuda").symlink_to(tmp_path / "usr/local/cuda-13.0")
-    facts = E.probe_cuda_home(str(tmp_path), {})
-    assert (facts["variable"], facts["path"], facts["version"]) == (None, "/usr/local/cuda", "13.0")
+    facts = libraries.probe_cuda_home(str(tmp_path), {})
+    assert (facts.variable, facts.path, facts.version) == (None, "/usr/local/cuda", "13.0")
 
 
 def test_no_toolkit(tmp_path):
-    assert "not set" in E.probe_cuda_home(str(tmp_path), {})["why"]
+    assert "not set" in libraries.probe_cuda_home(str(tmp_path), {}).why
 
 
 def test_parsers_reject_garbage():
-    assert E.parse_cuda_version_json("{not json") is None
-    assert E.parse_cuda_version_json(json.dumps([1])) is None
-    assert E.parse_cuda_version_txt("hello") is None
+    assert libraries.parse_cuda_version_json("{not json") is None
+    assert libraries.parse_cuda_version_json(json.dumps([1])) is None
+    assert libraries.parse_cuda_version_txt("hello") is None
 
 
 # --- WSL ----------------------------------------------------------------------------------------
@@ -312,7 +349,7 @@ def test_parsers_reject_garbage():
 
 def test_not_wsl(tmp_path):
     put(tmp_path, "/proc/version", "Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075)\n")
-    assert E.probe_wsl(str(tmp_path), {}) == {"is_wsl": False, "evidence": []}
+    assert as_plain(wsl.probe_wsl(str(tmp_path), {})) == {"is_wsl": False, "evidence": []}
 
 
 def test_wsl_ld_so_conf_order_and_linux_driver(tmp_path):
@@ -334,24 +371,24 @@ def test_wsl_ld_so_conf_order_and_linux_driver(tmp_path):
     put(tmp_path, "/usr/local/cuda-12.4/targets/x86_64-linux/lib/libcuda.so.1")
     put(tmp_path, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14")
     put(tmp_path, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")  # no driver version in the name: not counted
-    facts = E.probe_wsl(str(tmp_path), {"WSL_DISTRO_NAME": "Ubuntu"})
-    assert facts["is_wsl"] is True
-    assert "/dev/dxg exists" in facts["evidence"] and "WSL_DISTRO_NAME is set" in facts["evidence"]
-    assert [c["file"] for c in facts["ld_so_conf"]] == [
+    facts = wsl.probe_wsl(str(tmp_path), {"WSL_DISTRO_NAME": "Ubuntu"})
+    assert facts.is_wsl is True
+    assert "/dev/dxg exists" in facts.evidence and "WSL_DISTRO_NAME is set" in facts.evidence
+    assert [c.file for c in facts.ld_so_conf] == [
         "/etc/ld.so.conf.d/cuda-12-4.conf",
         "/etc/ld.so.conf.d/ld.wsl.conf",
         "/etc/ld.so.conf.d/x86_64-linux-gnu.conf",
     ]
-    assert facts["ld_so_conf"][0]["driver_libs"] == {
+    assert facts.ld_so_conf[0].driver_libs == {
         "/usr/local/cuda-12.4/targets/x86_64-linux/lib": ["libcuda.so.1"]
     }
-    assert facts["ld_so_conf"][1]["driver_libs"] == {}  # the WSL folder itself is never an offender
-    assert facts["linux_driver"] == ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"]
+    assert facts.ld_so_conf[1].driver_libs == {}  # the WSL folder itself is never an offender
+    assert facts.linux_driver == ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"]
 
 
 def test_parse_ld_so_conf():
     text = "include /etc/ld.so.conf.d/*.conf\n# comment\n/usr/lib/wsl/lib  # trailing\n\nrelative/dir\n"
-    assert E.parse_ld_so_conf(text) == ["/usr/lib/wsl/lib"]
+    assert wsl.parse_ld_so_conf(text) == ["/usr/lib/wsl/lib"]
 
 
 # --- the combiner -------------------------------------------------------------------------------
@@ -360,7 +397,7 @@ def test_parse_ld_so_conf():
 def test_probe_environment_over_fake_root_has_every_section(tmp_path):
     put(tmp_path, "/.dockerenv")
     (tmp_path / "dev/shm").mkdir(parents=True)
-    facts = E.probe_environment(str(tmp_path), {"CUDA_VISIBLE_DEVICES": "1"}, Host(os="linux"))
+    facts = as_plain(E.probe_environment(str(tmp_path), {"CUDA_VISIBLE_DEVICES": "1"}, Host(os="linux")))
     assert set(facts) == SECTIONS
     assert json.loads(json.dumps(facts)) == facts  # JSON-able as it is
     assert facts["container"]["kind"] == "docker"
@@ -374,12 +411,13 @@ def test_probe_environment_never_raises(tmp_path, monkeypatch):
 
     monkeypatch.setattr(E, "probe_shm", broken)
     facts = E.probe_environment(str(tmp_path), {}, Host(os="linux"))
-    assert facts["shm"] == {"why": "probe failed: RuntimeError: boom"}
-    assert set(facts) == SECTIONS
+    assert facts.shm == Shm(why="probe failed: RuntimeError: boom")
+    assert as_plain(facts)["shm"] == {"why": "probe failed: RuntimeError: boom"}
+    assert set(as_plain(facts)) == SECTIONS
 
 
 def test_probe_environment_windows_skips_linux_only_parts(tmp_path):
     facts = E.probe_environment(str(tmp_path), {"PATH": str(tmp_path)}, Host(os="windows"))
-    assert facts["libraries"]["variable"] == "PATH"
-    assert facts["shm"] == {"why": "no /dev/shm on Windows"}
-    assert facts["wsl"]["is_wsl"] is False
+    assert facts.libraries.variable == "PATH"
+    assert as_plain(facts.shm) == {"why": "no /dev/shm on Windows"}
+    assert facts.wsl.is_wsl is False

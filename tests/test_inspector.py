@@ -16,6 +16,7 @@ import pytest
 from fakeenv import IMPORT_MUST_NOT_HAPPEN, add_dist_info, find_python, make_fake_env, site_packages
 from realtorch import real_cpu_torch_python
 
+from doctor.model.snapshot import as_plain
 from doctor.probes.interpreter import INSPECTOR, inspect_interpreter_full
 from doctor.target import inspector
 
@@ -76,13 +77,13 @@ def test_inspector_on_each_real_interpreter(tmp_path, version):
     assert "torch (==2.6.0)" in install.torchvision.requires
     assert install.torchaudio.build_version == "2.6.0+cu126"
 
-    assert env["executable"] == str(python)
-    assert [d["name"] for d in env["dists"]] == ["torch", "torchaudio", "torchvision"]
-    assert env["torch_origin"] == str(site_packages(tmp_path / "env") / "torch" / "__init__.py")
-    assert str(site_packages(tmp_path / "env")) in env["sys_path"]
-    assert env["pyvenv_cfg"]["include-system-site-packages"] == "false"
-    assert env["user_site"]["enabled"] is False  # disabled inside a venv
-    assert env["conda"] is None and env["problems"] == [] and env["error"] is None
+    assert env.executable == str(python)
+    assert [d.name for d in env.dists] == ["torch", "torchaudio", "torchvision"]
+    assert env.torch_origin == str(site_packages(tmp_path / "env") / "torch" / "__init__.py")
+    assert str(site_packages(tmp_path / "env")) in env.sys_path
+    assert env.pyvenv_cfg["include-system-site-packages"] == "false"
+    assert env.user_site.enabled is False  # disabled inside a venv
+    assert env.conda is None and env.problems == [] and env.error is None
 
 
 @pytest.mark.slow
@@ -92,8 +93,8 @@ def test_system_interpreter_without_torch(version):
     assert interpreter.env_kind == "system" and interpreter.error is None
     assert install.status == "absent" and install.torch is None
     assert install.detail == "torch is not installed in this interpreter"
-    assert env["pyvenv_cfg"] is None and env["torch_origin"] is None
-    assert env["user_site"]["path"].endswith("site-packages")
+    assert env.pyvenv_cfg is None and env.torch_origin is None
+    assert env.user_site.path.endswith("site-packages")
 
 
 # --- install shapes -------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def test_cpu_build_has_no_cuda(tmp_path):
     _, install, env = inspect_interpreter_full(str(python), "--python")
     assert install.torch.cuda is None and install.cuda_from_requires is None
     assert install.torch.has_libtorch_cuda is False
-    assert install.torch.installer == "uv" and env["dists"][0]["installer"] == "uv"
+    assert install.torch.installer == "uv" and env.dists[0].installer == "uv"
 
 
 @pytest.mark.slow
@@ -141,7 +142,7 @@ def test_no_torch_is_absent(tmp_path):
     python = make_fake_env(tmp_path / "env", torch=None)
     _, install, env = inspect_interpreter_full(str(python), "--python")
     assert install.status == "absent" and install.torch is None
-    assert env["dists"] == [] and env["torch_origin"] is None
+    assert env.dists == [] and env.torch_origin is None
 
 
 @pytest.mark.slow
@@ -157,14 +158,14 @@ def test_two_torch_dist_infos_via_pth_are_both_listed(tmp_path):
     (site_packages(tmp_path / "env") / "zz-extra.pth").write_text(str(other) + "\n")
 
     _, install, env = inspect_interpreter_full(str(python), "--python")
-    torches = [d for d in env["dists"] if d["name"] == "torch"]
-    assert [(d["version"], d["location"]) for d in torches] == [
+    torches = [d for d in env.dists if d.name == "torch"]
+    assert [(d.version, d.location) for d in torches] == [
         ("2.6.0+cu126", str(site_packages(tmp_path / "env"))),
         ("2.5.1+cpu", str(other)),
     ]
     # site-packages precedes .pth additions: that copy is the one `import torch` loads
     assert install.torch.version == "2.6.0+cu126"
-    assert env["torch_origin"].startswith(str(site_packages(tmp_path / "env")))
+    assert env.torch_origin.startswith(str(site_packages(tmp_path / "env")))
 
 
 @pytest.mark.slow
@@ -181,8 +182,8 @@ def test_pythonpath_copy_wins_and_is_described(tmp_path, monkeypatch):
     _, install, env = inspect_interpreter_full(str(python), "--python")
     assert install.torch.version == "2.4.0+cu118" and install.torch.cuda == "11.8"
     assert install.torch.location == str(shadow)
-    assert env["torch_origin"] == str(shadow / "torch" / "__init__.py")
-    assert [d["version"] for d in env["dists"] if d["name"] == "torch"] == ["2.4.0+cu118", "2.6.0+cu126"]
+    assert env.torch_origin == str(shadow / "torch" / "__init__.py")
+    assert [d.version for d in env.dists if d.name == "torch"] == ["2.4.0+cu118", "2.6.0+cu126"]
 
 
 @pytest.mark.slow
@@ -192,7 +193,7 @@ def test_stale_dist_info_without_package(tmp_path):
     _, install, env = inspect_interpreter_full(str(python), "--python")
     assert install.status == "absent"
     assert "stale dist-info" in install.detail and "torch-2.6.0+cu126.dist-info" in install.detail
-    assert env["dists"][0]["name"] == "torch"
+    assert env.dists[0].name == "torch"
 
 
 @pytest.mark.slow
@@ -203,7 +204,7 @@ def test_nvidia_and_nvml_dists_are_listed(tmp_path):
     add_dist_info(site, "nvidia-ml-py", "12.560.30")
     add_dist_info(site, "numpy", "2.1.0")  # not interesting: left out
     _, _, env = inspect_interpreter_full(str(python), "--python")
-    assert [(d["name"], d["version"]) for d in env["dists"]] == [
+    assert [(d.name, d.version) for d in env.dists] == [
         ("nvidia-cudnn-cu12", "9.5.1.17"),
         ("nvidia-ml-py", "12.560.30"),
         ("torch", "2.6.0+cu126"),
@@ -229,9 +230,9 @@ def test_uv_venv_and_conda_records(tmp_path):
 
     interpreter, install, env = inspect_interpreter_full(str(python), "--python")
     assert interpreter.env_kind == "uv-venv"
-    assert env["pyvenv_cfg"]["uv"] == "0.5.11"
+    assert env.pyvenv_cfg["uv"] == "0.5.11"
     assert install.torch.installer == "conda"
-    assert env["conda"] == {
+    assert as_plain(env.conda) == {
         "prefix": str(tmp_path / "env"),
         "is_base": False,
         "records": [
@@ -284,7 +285,7 @@ def test_real_cpu_torch(tmp_path_factory):
     assert install.torch.cuda is None and install.cuda_from_requires is None
     assert install.torch.has_libtorch_cuda is False and install.torch.has_libtorch_hip is False
     assert install.torch.git_version == "cf30153c4c131c8164ee7798e5022d810682e2cb"
-    assert env["torch_origin"].endswith("torch/__init__.py")
+    assert env.torch_origin.endswith("torch/__init__.py")
 
 
 # --- pure parts, in-process -----------------------------------------------------------------------

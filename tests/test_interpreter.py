@@ -190,8 +190,8 @@ def test_recorded_real_cpu_torch_output_maps():
     assert install.torch.cuda is None and install.torch.has_libtorch_cuda is False
     assert install.torch.git_version == "cf30153c4c131c8164ee7798e5022d810682e2cb"
     assert install.cuda_from_requires is None
-    assert env["torch_origin"].endswith("site-packages/torch/__init__.py")
-    assert [d["name"] for d in env["dists"]] == ["torch"]
+    assert env.torch_origin.endswith("site-packages/torch/__init__.py")
+    assert [d.name for d in env.dists] == ["torch"]
 
 
 def test_junk_before_the_json_is_tolerated():
@@ -226,7 +226,7 @@ def test_failures_become_data(result, expected):
     assert expected in interpreter.error
     assert "\n" not in interpreter.error
     assert install.status == "error" and install.detail == interpreter.error
-    assert env["error"] == interpreter.error and env["dists"] == [] and env["executable"] == "/x/python"
+    assert env.error == interpreter.error and env.dists == [] and env.executable == "/x/python"
 
 
 def test_stale_dist_info_and_leftover_folder_are_absent_with_reason():
@@ -292,7 +292,7 @@ def test_too_old_python_gives_a_clean_error(version):
         == f"Python {interpreter.version} is too old: torch needs 3.8+ (current releases need 3.10+)"
     )
     assert install.status == "error" and install.detail == interpreter.error
-    assert env["error"] == interpreter.error
+    assert env.error == interpreter.error
 
 
 def test_running_interpreter_itself_is_inspected():
@@ -303,4 +303,4 @@ def test_running_interpreter_itself_is_inspected():
     assert install.status in ("ok", "absent")
     # the inspector's own folder (doctor/probes) must not be on the sys.path it reports
     probes = str(Path(__file__).parent.parent / "doctor" / "probes")
-    assert all(os.path.realpath(p) != os.path.realpath(probes) for p in env["sys_path"])
+    assert all(os.path.realpath(p) != os.path.realpath(probes) for p in env.sys_path)

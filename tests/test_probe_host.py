@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from doctor.probes.host import normalise_machine, parse_cgroup_container, probe_host, read_wsl_marker
+from doctor.probes.environment.containers import parse_container_kind
+from doctor.probes.host import normalise_machine, probe_host, read_wsl_marker
 
 
 def fake_platform(
@@ -127,8 +128,8 @@ def test_wsl(tmp_path, files, marker):
 
 
 def test_cgroup_v2_says_nothing():
-    assert parse_cgroup_container("0::/\n") is None
-    assert parse_cgroup_container("0::/machine.slice/libpod-4f2a.scope\n") == "podman"
+    assert parse_container_kind("0::/\n", "", {}, {})[0] is None
+    assert parse_container_kind("0::/machine.slice/libpod-4f2a.scope\n", "", {}, {})[0] == "podman"
 
 
 def test_real_host_matches_platform():

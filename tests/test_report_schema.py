@@ -21,6 +21,22 @@ from doctor.inputs.reports import (
     read_report,
     validate_report,
 )
+from doctor.model.environment import (
+    Container,
+    Cpu,
+    CudaHome,
+    CudaLib,
+    DistRecord,
+    Environment,
+    Libraries,
+    LibraryDir,
+    Memory,
+    PythonFacts,
+    Shm,
+    UserSite,
+    VisibleDevices,
+    Wsl,
+)
 from doctor.model.findings import CheckResult, Finding, Fix
 from doctor.model.report import REPORT_SCHEMA_VERSION, build_report
 from doctor.model.snapshot import (
@@ -40,6 +56,37 @@ from doctor.model.snapshot import (
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schema" / "report.schema.json"
 FIXTURES = Path(__file__).parent / "fixtures" / "collect_env"
+
+
+def full_environment() -> Environment:
+    """Every environment section, as the probes fill them in a Docker container on that box."""
+    site = "/home/alice/proj/.venv/lib/python3.11/site-packages"
+    return Environment(
+        container=Container(kind="docker", evidence=["/.dockerenv exists"], device_nodes=["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"],
+                            gpu_device_nodes=1, nvidia_visible_devices="all", nvidia_driver_capabilities=None,
+                            cuda_image=False, cuda_image_evidence=[]),
+        shm=Shm(path="/dev/shm", total_bytes=67108864, free_bytes=67108864),
+        cpu=Cpu(cpu_count=32, affinity=32, cgroup="v2", quota_cpus=8.0, quota_source="/sys/fs/cgroup/cpu.max",
+                quota_raw="800000 100000", budget=8),
+        memory=Memory(source="/proc/meminfo", total_bytes=68719476736, available_bytes=60129542144,
+                      swap_total_bytes=0),
+        visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="0"),
+        libraries=Libraries(variable="LD_LIBRARY_PATH", value="/usr/local/cuda/lib64", dirs=[
+            LibraryDir(path="/usr/local/cuda/lib64", exists=True, driver_libs=[], libs=[
+                CudaLib(file="libcudart.so.12", family="cudart", version="12", real="libcudart.so.12.1.105",
+                        real_version="12.1.105")])]),
+        cuda_home=CudaHome(variable=None, path="/usr/local/cuda", version="12.1.105",
+                           version_source="/usr/local/cuda/version.json"),
+        wsl=Wsl(is_wsl=False, evidence=[]),
+        python=PythonFacts(
+            executable="/home/alice/proj/.venv/bin/python", sys_path=[site],
+            user_site=UserSite(enabled=False, path="/home/alice/.local/lib/python3.11/site-packages"),
+            dists=[DistRecord(name="torch", version="2.5.1+cu121", location=site, installer="pip",
+                              path=f"{site}/torch-2.5.1+cu121.dist-info")],
+            torch_origin=f"{site}/torch/__init__.py", conda=None, pyvenv_cfg={"home": "/usr/bin"},
+        ),
+        hostname="alice-box",
+    )
 
 
 def full_snapshot() -> Snapshot:
@@ -125,7 +172,7 @@ def full_snapshot() -> Snapshot:
             warnings=[],
             steps=[SmokeStep(name="matmul", status="ok", seconds=0.2, device=0, data={"n": 1024})],
         ),
-        environment={"shm_bytes": 67108864, "env": {"CUDA_VISIBLE_DEVICES": "0"}},
+        environment=full_environment(),
         unknowns=[],
     )
 
@@ -278,7 +325,7 @@ def test_older_report_missing_newer_fields_is_read_with_defaults_and_unknowns():
     del report["snapshot"]["nvidia"]["gpus"][0]["mig_mode"]
     del report["snapshot"]["runtime"]["devices"][0]["free_memory_mib"]
     snapshot, meta = read_report(json.dumps(report), "old.json")
-    assert snapshot.environment == {}
+    assert snapshot.environment == Environment()
     assert snapshot.nvidia.gpus[0].mig_mode is None
     assert set(meta["missing_fields"]) == {
         "snapshot.environment",

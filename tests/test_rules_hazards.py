@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from factory import gpu, make_snapshot, torch_dist, written
 
 from doctor.model import snapshot as S
+from doctor.model.environment import (
+    Conda,
+    CondaRecord,
+    Container,
+    Cpu,
+    CudaHome,
+    CudaLib,
+    DistRecord,
+    LdSoConf,
+    Libraries,
+    LibraryDir,
+    Memory,
+    PythonFacts,
+    Shm,
+    UserSite,
+    VisibleDevices,
+    Wsl,
+)
 from doctor.model.findings import ERROR, INFO, WARNING
 from doctor.rules import all_rules
 from doctor.rules import hazards as H
+from doctor.rules.hazards import containers, devices, installs, libraries, resources, wsl
 
 GIB = 1024**3
 PY = "/home/u/venv/bin/python"
@@ -17,7 +38,8 @@ SITE = "/home/u/venv/lib/python3.12/site-packages"
 
 def snap_with(**sections):
     snap = sections.pop("snap", None) or make_snapshot()
-    snap.environment.update(sections)
+    for key, section in sections.items():
+        setattr(snap.environment, key, section)
     return snap
 
 
@@ -58,16 +80,16 @@ def test_empty_environment_says_nothing():
 
 def test_healthy_environment_says_nothing():
     snap = snap_with(
-        container={"kind": None, "device_nodes": ["/dev/nvidia0"], "gpu_device_nodes": 1},
-        shm={"total_bytes": 32 * GIB, "free_bytes": 32 * GIB},
-        cpu={"cpu_count": 16, "affinity": 16, "cgroup": "v2", "quota_cpus": None, "budget": 16},
-        memory={"total_bytes": 64 * GIB, "available_bytes": 50 * GIB, "swap_total_bytes": 8 * GIB},
-        visible_devices={},
-        libraries={"variable": "LD_LIBRARY_PATH", "value": None, "dirs": []},
-        cuda_home={"variable": None, "path": "/usr/local/cuda", "version": "12.8.1"},
-        wsl={"is_wsl": False, "evidence": []},
-        python={"dists": [{"name": "torch", "version": "2.7.1+cu128", "location": SITE, "installer": "pip"}],
-                "user_site": {"enabled": False, "path": None}, "conda": None},
+        container=Container(kind=None, device_nodes=["/dev/nvidia0"], gpu_device_nodes=1),
+        shm=Shm(total_bytes=32 * GIB, free_bytes=32 * GIB),
+        cpu=Cpu(cpu_count=16, affinity=16, cgroup="v2", quota_cpus=None, budget=16),
+        memory=Memory(total_bytes=64 * GIB, available_bytes=50 * GIB, swap_total_bytes=8 * GIB),
+        visible_devices=VisibleDevices(),
+        libraries=Libraries(variable="LD_LIBRARY_PATH", value=None, dirs=[]),
+        cuda_home=CudaHome(variable=None, path="/usr/local/cuda", version="12.8.1"),
+        wsl=Wsl(is_wsl=False, evidence=[]),
+        python=PythonFacts(dists=[DistRecord(name="torch", version="2.7.1+cu128", location=SITE, installer="pip")],
+                           user_site=UserSite(enabled=False, path=None), conda=None),
     )  # fmt: skip
     for rule in H.RULES:
         assert rule.func(snap, None) == [], rule.id
@@ -78,13 +100,14 @@ def test_healthy_environment_says_nothing():
 
 def container(kind="docker", nodes=(), **extra):
     gpu_nodes = sum(1 for n in nodes if n[len("/dev/nvidia") :].isdigit())
-    return {"kind": kind, "device_nodes": list(nodes), "gpu_device_nodes": gpu_nodes, "cuda_image": False,
-            "cuda_image_evidence": [], "nvidia_visible_devices": None, "nvidia_driver_capabilities": None} | extra  # fmt: skip
+    facts = {"kind": kind, "device_nodes": list(nodes), "gpu_device_nodes": gpu_nodes, "cuda_image": False,
+             "cuda_image_evidence": [], "nvidia_visible_devices": None, "nvidia_driver_capabilities": None} | extra  # fmt: skip
+    return Container(**facts)
 
 
 def test_docker_without_gpus_and_cuda_torch_is_an_error():
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container())
-    finding = one(H.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
     assert finding.severity == ERROR
     assert "docker run --gpus all <image> ..." in finding.fix.commands
     assert any("nvidia-ctk runtime configure --runtime=docker" in c for c in finding.fix.commands)
@@ -95,7 +118,7 @@ def test_kubernetes_remedy_is_the_device_plugin():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_DRIVER, gpus=[]), container=container("kubernetes")
     )
-    finding = one(H.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
     assert "nvidia.com/gpu" in finding.fix.summary and "device plugin" in finding.fix.summary
     assert finding.fix.links == ["https://github.com/NVIDIA/k8s-device-plugin"]
 
@@ -104,7 +127,7 @@ def test_podman_remedy_is_cdi():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container("podman")
     )
-    finding = one(H.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
     assert "podman run --device nvidia.com/gpu=all <image> ..." in finding.fix.commands
 
 
@@ -119,45 +142,45 @@ def test_podman_remedy_is_cdi():
 def test_cpu_torch_in_a_gpu_looking_container(facts, severity):
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch_dist("2.7.1+cpu", cuda=None))
     snap = snap_with(snap=snap, container=container(**facts))
-    assert one(H.check_containers(snap, None), "container-no-gpu-access").severity == severity
+    assert one(containers.check_containers(snap, None), "container-no-gpu-access").severity == severity
 
 
 def test_cpu_container_that_expects_nothing_is_fine():
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch_dist("2.7.1+cpu", cuda=None))
-    assert H.check_containers(snap_with(snap=snap, container=container()), None) == []
+    assert containers.check_containers(snap_with(snap=snap, container=container()), None) == []
 
 
 def test_not_in_a_container_is_not_this_rules_business():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container(kind=None)
     )
-    assert H.check_containers(snap, None) == []
+    assert containers.check_containers(snap, None) == []
 
 
 def test_host_container_is_enough_for_old_reports():
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_DRIVER, gpus=[])
     snap.host.container = "docker"
-    assert ids(H.check_containers(snap, None)) == ["container-no-gpu-access"]
+    assert ids(containers.check_containers(snap, None)) == ["container-no-gpu-access"]
 
 
 @pytest.mark.parametrize("status", [S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_PERMISSION])
 def test_core_rule_states_are_not_duplicated(status):
     snap = snap_with(snap=make_snapshot(nvidia_status=status, gpus=[]), container=container())
-    assert H.check_containers(snap, None) == []
+    assert containers.check_containers(snap, None) == []
 
 
 def test_working_gpu_in_container_is_fine():
     snap = snap_with(
         container=container(nodes=["/dev/nvidia0", "/dev/nvidiactl"], nvidia_visible_devices="all")
     )
-    assert H.check_containers(snap, None) == []
+    assert containers.check_containers(snap, None) == []
 
 
 @pytest.mark.parametrize("value", ["void", "none", ""])
 def test_nvidia_visible_devices_hides_all(value):
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]),
                      container=container(nvidia_visible_devices=value))  # fmt: skip
-    findings = H.check_containers(snap, None)
+    findings = containers.check_containers(snap, None)
     finding = one(findings, "nvidia-visible-devices-hides-all")
     assert "container-no-gpu-access" not in ids(findings)
     assert "docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all <image> ..." in finding.fix.commands
@@ -165,7 +188,7 @@ def test_nvidia_visible_devices_hides_all(value):
 
 def test_driver_capabilities_without_compute():
     snap = snap_with(container=container(nodes=["/dev/nvidia0"], nvidia_driver_capabilities="utility"))
-    finding = one(H.check_containers(snap, None), "container-missing-compute-capability")
+    finding = one(containers.check_containers(snap, None), "container-missing-compute-capability")
     assert finding.fix.commands == [
         "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."
     ]
@@ -175,41 +198,41 @@ def test_driver_capabilities_without_compute():
 
 
 def test_docker_default_shm_is_a_warning_with_both_remedies():
-    snap = snap_with(shm={"total_bytes": 64 * 1024**2, "free_bytes": 64 * 1024**2}, container=container(),
-                     cpu={"cpu_count": 8, "affinity": 8, "budget": 8})  # fmt: skip
-    finding = one(H.check_shm(snap, None), "shm-too-small")
+    snap = snap_with(shm=Shm(total_bytes=64 * 1024**2, free_bytes=64 * 1024**2), container=container(),
+                     cpu=Cpu(cpu_count=8, affinity=8, budget=8))  # fmt: skip
+    finding = one(resources.check_shm(snap, None), "shm-too-small")
     assert finding.severity == WARNING
     assert finding.fix.commands == [
         "docker run --shm-size=8g <image> ...",
         "docker run --ipc=host <image> ...",
     ]
-    assert H.SHM_ERRORS[0] in finding.detail and "exited unexpectedly" in finding.detail
+    assert resources.SHM_ERRORS[0] in finding.detail and "exited unexpectedly" in finding.detail
     assert finding.evidence["workers"] == 7 and finding.evidence["estimated_need_bytes"] > 64 * 1024**2
 
 
 def test_kubernetes_shm_remedy_is_a_memory_emptydir():
-    snap = snap_with(shm={"total_bytes": 64 * 1024**2}, container=container("kubernetes"))
-    finding = one(H.check_shm(snap, None), "shm-too-small")
+    snap = snap_with(shm=Shm(total_bytes=64 * 1024**2), container=container("kubernetes"))
+    finding = one(resources.check_shm(snap, None), "shm-too-small")
     assert "medium: Memory" in finding.fix.summary and "mountPath: /dev/shm" in finding.fix.summary
 
 
 def test_small_shm_outside_a_container_is_info():
-    finding = one(H.check_shm(snap_with(shm={"total_bytes": 512 * 1024**2}), None), "shm-too-small")
+    finding = one(resources.check_shm(snap_with(shm=Shm(total_bytes=512 * 1024**2)), None), "shm-too-small")
     assert finding.severity == INFO and finding.fix.commands == ["sudo mount -o remount,size=8G /dev/shm"]
 
 
 def test_enough_shm_or_unknown():
-    assert H.check_shm(snap_with(shm={"total_bytes": 2 * GIB}, container=container()), None) == []
-    assert H.check_shm(snap_with(shm={"why": "statvfs failed"}), None) == []
+    assert resources.check_shm(snap_with(shm=Shm(total_bytes=2 * GIB), container=container()), None) == []
+    assert resources.check_shm(snap_with(shm=Shm(why="statvfs failed")), None) == []
 
 
 # --- CPU quota ----------------------------------------------------------------------------------
 
 
 def test_quota_far_below_visible_cores():
-    cpu = {"cpu_count": 64, "affinity": 64, "cgroup": "v2", "quota_cpus": 4.0, "budget": 4,
-           "quota_source": "/sys/fs/cgroup/cpu.max", "quota_raw": "400000 100000"}  # fmt: skip
-    finding = one(H.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low")
+    cpu = Cpu(cpu_count=64, affinity=64, cgroup="v2", quota_cpus=4.0, budget=4,
+              quota_source="/sys/fs/cgroup/cpu.max", quota_raw="400000 100000")  # fmt: skip
+    finding = one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low")
     assert finding.severity == WARNING
     assert finding.evidence["recommended_num_workers"] == 3
     assert finding.fix.commands == ["export OMP_NUM_THREADS=4"]
@@ -217,19 +240,19 @@ def test_quota_far_below_visible_cores():
 
 
 def test_affinity_restricted_is_info_with_a_recommendation():
-    cpu = {"cpu_count": 32, "affinity": 8, "cgroup": "v2", "quota_cpus": None, "budget": 8}
-    finding = one(H.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-budget")
+    cpu = Cpu(cpu_count=32, affinity=8, cgroup="v2", quota_cpus=None, budget=8)
+    finding = one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-budget")
     assert finding.severity == INFO and "num_workers=7" in finding.title
 
 
 def test_quota_above_half_is_info_only():
-    cpu = {"cpu_count": 8, "affinity": 8, "cgroup": "v1", "quota_cpus": 6.0, "budget": 6}
-    assert ids(H.check_cpu_quota(snap_with(cpu=cpu), None)) == ["cpu-budget"]
+    cpu = Cpu(cpu_count=8, affinity=8, cgroup="v1", quota_cpus=6.0, budget=6)
+    assert ids(resources.check_cpu_quota(snap_with(cpu=cpu), None)) == ["cpu-budget"]
 
 
 def test_budget_computed_when_missing():
-    cpu = {"cpu_count": 16, "affinity": 16, "quota_cpus": 1.5}
-    assert one(H.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low").evidence["budget"] == 2
+    cpu = Cpu(cpu_count=16, affinity=16, quota_cpus=1.5)
+    assert one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low").evidence["budget"] == 2
 
 
 # --- memory -------------------------------------------------------------------------------------
@@ -237,23 +260,23 @@ def test_budget_computed_when_missing():
 
 def test_ram_smaller_than_gpus():
     snap = make_snapshot(gpus=[gpu("NVIDIA H100 80GB HBM3", "9.0", i, 81559) for i in range(8)])
-    snap = snap_with(snap=snap, memory={"total_bytes": 256 * GIB, "available_bytes": 200 * GIB,
-                                        "swap_total_bytes": 0})  # fmt: skip
-    finding = one(H.check_memory(snap, None), "ram-smaller-than-gpu-memory")
+    snap = snap_with(snap=snap, memory=Memory(total_bytes=256 * GIB, available_bytes=200 * GIB,
+                                               swap_total_bytes=0))  # fmt: skip
+    finding = one(resources.check_memory(snap, None), "ram-smaller-than-gpu-memory")
     assert finding.severity == INFO and finding.evidence["gpu.memory_total_mib"] == 8 * 81559
-    assert "no-swap-small-ram" not in ids(H.check_memory(snap, None))  # 256 GiB is not small
+    assert "no-swap-small-ram" not in ids(resources.check_memory(snap, None))  # 256 GiB is not small
 
 
 def test_no_swap_small_ram():
-    snap = snap_with(snap=make_snapshot(gpus=[]), memory={"total_bytes": 8 * GIB, "available_bytes": 6 * GIB,
-                                                          "swap_total_bytes": 0})  # fmt: skip
-    finding = one(H.check_memory(snap, None), "no-swap-small-ram")
+    snap = snap_with(snap=make_snapshot(gpus=[]), memory=Memory(total_bytes=8 * GIB, available_bytes=6 * GIB,
+                                                                 swap_total_bytes=0))  # fmt: skip
+    finding = one(resources.check_memory(snap, None), "no-swap-small-ram")
     assert finding.severity == INFO and "mkswap /swapfile" in finding.fix.commands[0]
 
 
 def test_low_available_memory():
-    snap = snap_with(memory={"total_bytes": 64 * GIB, "available_bytes": GIB // 2, "swap_total_bytes": GIB})
-    assert ids(H.check_memory(snap, None)) == ["low-available-memory"]
+    snap = snap_with(memory=Memory(total_bytes=64 * GIB, available_bytes=GIB // 2, swap_total_bytes=GIB))
+    assert ids(resources.check_memory(snap, None)) == ["low-available-memory"]
 
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
@@ -277,7 +300,7 @@ def test_low_available_memory():
     ],
 )
 def test_parse_visible_devices_like_torch(value, entries, duplicate, ignored):
-    parsed = H.parse_visible_devices(value)
+    parsed = devices.parse_visible_devices(value)
     assert (parsed["entries"], parsed["duplicate"], parsed["ignored"]) == (entries, duplicate, ignored)
 
 
@@ -314,7 +337,7 @@ def _torch_parse(value):
 @pytest.mark.parametrize("value", ["", "-1", "0,1", "1gpu2,2ampere", "0,2,-1,1", "0,0", "1,0,1", "GPU-a,GPU-b",
                                    "GPU-a,GPU-a", "GPU-a,0", "MIG-x", "3", " 2 , 1", "abc"])  # fmt: skip
 def test_parser_agrees_with_torchs_own(value):
-    assert H.parse_visible_devices(value)["entries"] == _torch_parse(value)
+    assert devices.parse_visible_devices(value)["entries"] == _torch_parse(value)
 
 
 def two_gpus(names=("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB")):
@@ -323,26 +346,26 @@ def two_gpus(names=("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB")):
 
 @pytest.mark.parametrize("value", ["", "-1", "none"])
 def test_hides_all(value):
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": value})
-    finding = one(H.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES=value))
+    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
     assert finding.severity == WARNING and finding.fix.commands[0] == "unset CUDA_VISIBLE_DEVICES"
 
 
 def test_hides_all_on_a_cpu_machine_is_info():
     snap = make_snapshot(gpus=[], nvidia_status=S.NVIDIA_NO_GPU, torch=torch_dist("2.7.1+cpu", cuda=None))
-    snap = snap_with(snap=snap, visible_devices={"CUDA_VISIBLE_DEVICES": ""})
-    assert one(H.check_visible_devices(snap, None), "cuda-visible-devices-hides-all").severity == INFO
+    snap = snap_with(snap=snap, visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES=""))
+    assert one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all").severity == INFO
 
 
 def test_duplicates_hide_everything():
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": "0,1,0"})
-    finding = one(H.check_visible_devices(snap, None), "cuda-visible-devices-duplicate")
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="0,1,0"))
+    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-duplicate")
     assert finding.fix.commands == ["export CUDA_VISIBLE_DEVICES=0,1"]
 
 
 def test_index_past_the_last_gpu():
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": "1,5,0"})
-    findings = H.check_visible_devices(snap, None)
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="1,5,0"))
+    findings = devices.check_visible_devices(snap, None)
     finding = one(findings, "cuda-visible-devices-no-match")
     assert finding.evidence["ignored"] == ["5", "0"]
     assert finding.fix.commands[0] == "export CUDA_VISIBLE_DEVICES=1"
@@ -350,8 +373,8 @@ def test_index_past_the_last_gpu():
 
 
 def test_only_index_past_the_last_gpu_hides_all():
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": "2"})
-    finding = one(H.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="2"))
+    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
     assert "matches no GPU" in finding.detail
 
 
@@ -359,71 +382,71 @@ def test_uuid_prefixes_like_torch():
     snap = two_gpus()
     snap.nvidia.gpus[0].uuid = "GPU-1111aaaa-0000"
     snap.nvidia.gpus[1].uuid = "GPU-2222bbbb-0000"
-    snap = snap_with(snap=snap, visible_devices={"CUDA_VISIBLE_DEVICES": "GPU-2222"})
-    finding = one(H.check_visible_devices(snap, None), "cuda-visible-devices-subset")
+    snap = snap_with(snap=snap, visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="GPU-2222"))
+    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-subset")
     assert finding.evidence["mapping"] == "cuda:0 = GPU 1 NVIDIA A100-SXM4-80GB (GPU-2222bbbb-0000)"
     assert finding.fix is None  # UUIDs do not depend on CUDA_DEVICE_ORDER
 
 
 def test_ambiguous_uuid_prefix_matches_nothing():
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": "GPU-0000000"})
-    assert ids(H.check_visible_devices(snap, None)) == ["cuda-visible-devices-hides-all"]
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="GPU-0000000"))
+    assert ids(devices.check_visible_devices(snap, None)) == ["cuda-visible-devices-hides-all"]
 
 
 def test_mixed_gpus_subset_mentions_device_order():
     snap = snap_with(snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")),
-                     visible_devices={"CUDA_VISIBLE_DEVICES": "1"})  # fmt: skip
-    finding = one(H.check_visible_devices(snap, None), "cuda-visible-devices-subset")
+                     visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="1"))  # fmt: skip
+    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-subset")
     assert "fastest first" in finding.detail
     assert finding.fix.commands == ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]
 
 
 def test_mixed_gpus_without_the_variable():
     snap = snap_with(
-        snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")), visible_devices={}
+        snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")), visible_devices=VisibleDevices()
     )
-    assert ids(H.check_visible_devices(snap, None)) == ["cuda-device-order-differs"]
-    snap.environment["visible_devices"] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert H.check_visible_devices(snap, None) == []
+    assert ids(devices.check_visible_devices(snap, None)) == ["cuda-device-order-differs"]
+    snap.environment.visible_devices = VisibleDevices(CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    assert devices.check_visible_devices(snap, None) == []
 
 
 def test_all_gpus_in_order_is_fine():
-    snap = snap_with(snap=two_gpus(), visible_devices={"CUDA_VISIBLE_DEVICES": "0,1"})
-    assert H.check_visible_devices(snap, None) == []
+    snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="0,1"))
+    assert devices.check_visible_devices(snap, None) == []
 
 
 # --- library shadowing --------------------------------------------------------------------------
 
 
 def libs_section(value, dirs):
-    return {"variable": "LD_LIBRARY_PATH", "value": value, "dirs": dirs}
+    return Libraries(variable="LD_LIBRARY_PATH", value=value, dirs=dirs)
 
 
 def lib(file, family, version, real_version=None):
-    item = {"file": file, "family": family, "version": version}
+    item = CudaLib(file=file, family=family, version=version)
     if real_version:
-        item |= {"real": file, "real_version": real_version}
+        item.real, item.real_version = file, real_version
     return item
 
 
 def py_facts(*dists, **extra):
-    facts = {"executable": PY, "sys_path": [SITE], "user_site": {"enabled": False, "path": None},
-             "dists": [{"name": n, "version": v, "location": SITE, "installer": "pip"} for n, v in dists],
+    facts = {"executable": PY, "sys_path": [SITE], "user_site": UserSite(enabled=False, path=None),
+             "dists": [DistRecord(name=n, version=v, location=SITE, installer="pip") for n, v in dists],
              "torch_origin": f"{SITE}/torch/__init__.py", "conda": None}  # fmt: skip
-    return facts | extra
+    return PythonFacts(**facts | extra)
 
 
 def test_nvjitlink_shadowed_by_system_cuda():
     value = "/usr/local/cuda-12.4/lib64:/opt/other/lib"
     snap = snap_with(
         libraries=libs_section(value, [
-            {"path": "/usr/local/cuda-12.4/lib64", "exists": True, "driver_libs": [],
-             "libs": [lib("libnvJitLink.so.12", "nvjitlink", "12", "12.4.127")]},
-            {"path": "/opt/other/lib", "exists": True, "libs": [], "driver_libs": []},
+            LibraryDir(path="/usr/local/cuda-12.4/lib64", exists=True, driver_libs=[],
+                       libs=[lib("libnvJitLink.so.12", "nvjitlink", "12", "12.4.127")]),
+            LibraryDir(path="/opt/other/lib", exists=True, libs=[], driver_libs=[]),
         ]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
     )  # fmt: skip
-    finding = one(H.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
     assert finding.severity == WARNING
     assert finding.fix.commands == ["export LD_LIBRARY_PATH=/opt/other/lib"]
     assert "undefined symbol: __nvJitLinkComplete_12_8" in finding.detail
@@ -433,11 +456,11 @@ def test_nvjitlink_shadowed_by_system_cuda():
 def test_cudnn_minor_mismatch_quotes_torchs_message_and_unsets():
     snap = snap_with(
         libraries=libs_section("/opt/cudnn/lib", [
-            {"path": "/opt/cudnn/lib", "exists": True, "driver_libs": [],
-             "libs": [lib("libcudnn.so.9.0.0", "cudnn", "9.0.0")]}]),
+            LibraryDir(path="/opt/cudnn/lib", exists=True, driver_libs=[],
+                       libs=[lib("libcudnn.so.9.0.0", "cudnn", "9.0.0")])]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-cudnn-cu12", "9.1.0.70")),
     )  # fmt: skip
-    finding = one(H.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
     assert "cuDNN version incompatibility: PyTorch was compiled  against (9, 1, …)" in finding.detail
     assert finding.fix.commands == ["unset LD_LIBRARY_PATH"]
 
@@ -445,55 +468,55 @@ def test_cudnn_minor_mismatch_quotes_torchs_message_and_unsets():
 def test_other_major_is_a_different_soname_and_harmless():
     snap = snap_with(
         libraries=libs_section("/opt/cudnn8", [
-            {"path": "/opt/cudnn8", "exists": True, "driver_libs": [],
-             "libs": [lib("libcudnn.so.8.9.2", "cudnn", "8.9.2")]}]),
+            LibraryDir(path="/opt/cudnn8", exists=True, driver_libs=[],
+                       libs=[lib("libcudnn.so.8.9.2", "cudnn", "8.9.2")])]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-cudnn-cu12", "9.1.0.70")),
     )  # fmt: skip
-    assert H.check_library_shadowing(snap, None) == []
+    assert libraries.check_library_shadowing(snap, None) == []
 
 
 def test_falls_back_to_torch_cuda_when_dists_are_unknown():
     snap = snap_with(libraries=libs_section("/usr/local/cuda/lib64", [
-        {"path": "/usr/local/cuda/lib64", "exists": True, "driver_libs": [],
-         "libs": [lib("libcublas.so.12.1.3.1", "cublas", "12.1.3.1")]}]))  # fmt: skip
-    finding = one(H.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+        LibraryDir(path="/usr/local/cuda/lib64", exists=True, driver_libs=[],
+                   libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1.3.1")])]))  # fmt: skip
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
     assert finding.evidence["offending"][0]["wheel_source"] == "torch's CUDA 12.8"
 
 
 def test_cpu_torch_is_not_affected():
     snap = make_snapshot(torch=torch_dist("2.7.1+cpu", cuda=None))
     snap = snap_with(snap=snap, libraries=libs_section("/x", [
-        {"path": "/x", "exists": True, "driver_libs": [], "libs": [lib("libcublas.so.12.1.3.1", "cublas", "12.1")]}]))  # fmt: skip
-    assert H.check_library_shadowing(snap, None) == []
+        LibraryDir(path="/x", exists=True, driver_libs=[], libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1")])]))  # fmt: skip
+    assert libraries.check_library_shadowing(snap, None) == []
 
 
 def test_failed_import_with_undefined_symbol_makes_it_an_error():
     snap = snap_with(
         libraries=libs_section("/usr/local/cuda-12.1/lib64", [
-            {"path": "/usr/local/cuda-12.1/lib64", "exists": True, "driver_libs": [],
-             "libs": [lib("libnvJitLink.so.12.1.105", "nvjitlink", "12.1.105")]}]),
+            LibraryDir(path="/usr/local/cuda-12.1/lib64", exists=True, driver_libs=[],
+                       libs=[lib("libnvJitLink.so.12.1.105", "nvjitlink", "12.1.105")])]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
     )  # fmt: skip
     snap.runtime.status = "import-error"
     snap.runtime.detail = (".../libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, "
                            "version libnvJitLink.so.12")  # fmt: skip
-    assert one(H.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs").severity == ERROR
+    assert one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs").severity == ERROR
 
 
 def test_windows_path_uses_powershell():
     snap = make_snapshot(os="windows")
-    snap = snap_with(snap=snap, libraries={"variable": "PATH", "value": r"C:\CUDA\v12.1\bin;C:\Windows", "dirs": [
-        {"path": r"C:\CUDA\v12.1\bin", "exists": True, "driver_libs": [],
-         "libs": [lib("nvJitLink_120_0.dll", "nvjitlink", "12.0")]}]})  # fmt: skip
-    finding = one(H.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    snap = snap_with(snap=snap, libraries=Libraries(variable="PATH", value=r"C:\CUDA\v12.1\bin;C:\Windows", dirs=[
+        LibraryDir(path=r"C:\CUDA\v12.1\bin", exists=True, driver_libs=[],
+                   libs=[lib("nvJitLink_120_0.dll", "nvjitlink", "12.0")])]))  # fmt: skip
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
     assert finding.fix.commands == ['$env:PATH = "C:\\Windows"']
 
 
 def test_cuda_home_other_version_is_info():
     snap = snap_with(
-        cuda_home={"variable": "CUDA_HOME", "path": "/usr/local/cuda-11.8", "version": "11.8.89"}
+        cuda_home=CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8.89")
     )
-    finding = one(H.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
+    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
     assert finding.severity == INFO
     assert (
         "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.8)"
@@ -504,7 +527,7 @@ def test_cuda_home_other_version_is_info():
 
 def test_cuda_home_same_minor_is_fine():
     assert (
-        H.check_library_shadowing(snap_with(cuda_home={"version": "12.8.1", "path": "/usr/local/cuda"}), None)
+        libraries.check_library_shadowing(snap_with(cuda_home=CudaHome(version="12.8.1", path="/usr/local/cuda")), None)
         == []
     )
 
@@ -513,8 +536,8 @@ def test_cuda_home_same_minor_is_fine():
 
 
 def conda_facts(prefix, *records, is_base=False):
-    return {"prefix": prefix, "is_base": is_base, "records": [
-        {"name": n, "version": v, "build": b, "channel": "pytorch"} for n, v, b in records]}  # fmt: skip
+    return Conda(prefix=prefix, is_base=is_base, records=[
+        CondaRecord(name=n, version=v, build=b, channel="pytorch") for n, v, b in records])  # fmt: skip
 
 
 def test_conda_and_pip_torch_mixed():
@@ -523,7 +546,7 @@ def test_conda_and_pip_torch_mixed():
     snap.interpreter.path = f"{prefix}/bin/python"
     snap = snap_with(snap=snap, python=py_facts(("torch", "2.7.1+cu128"), conda=conda_facts(
         prefix, ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0"), ("pytorch-cuda", "12.1", "ha16c6d3_6"))))  # fmt: skip
-    findings = written(H.check_mixed_installs(snap, None), snap)
+    findings = written(installs.check_mixed_installs(snap, None), snap)
     mixed = one(findings, "mixed-conda-pip-torch")
     assert mixed.fix.commands == [
         "conda remove -p /opt/conda/envs/ml pytorch pytorch-cuda",
@@ -537,46 +560,48 @@ def test_conda_and_pip_torch_mixed():
 
 def test_conda_only_torch_is_fine():
     dists = py_facts(conda=conda_facts("/opt/conda", ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0")))
-    dists["dists"] = [{"name": "torch", "version": "2.5.1", "location": SITE, "installer": "conda"}]
-    assert H.check_mixed_installs(snap_with(python=dists), None) == []
+    dists.dists = [DistRecord(name="torch", version="2.5.1", location=SITE, installer="conda")]
+    assert installs.check_mixed_installs(snap_with(python=dists), None) == []
 
 
 def test_cudatoolkit_matching_the_wheel_is_fine():
     facts = py_facts(
         ("torch", "2.7.1+cu128"), conda=conda_facts("/opt/conda/envs/x", ("cudatoolkit", "12.8.0", "h0"))
     )
-    assert H.check_mixed_installs(snap_with(python=facts), None) == []
+    assert installs.check_mixed_installs(snap_with(python=facts), None) == []
 
 
 def test_user_site_shadows_the_venv():
     user = "/home/u/.local/lib/python3.12/site-packages"
-    facts = py_facts(user_site={"enabled": True, "path": user})
-    facts["dists"] = [
-        {"name": "torch", "version": "2.3.0", "location": user, "installer": "pip"},
-        {"name": "torch", "version": "2.7.1+cu128", "location": SITE, "installer": "pip"},
+    facts = py_facts(user_site=UserSite(enabled=True, path=user))
+    facts.dists = [
+        DistRecord(name="torch", version="2.3.0", location=user, installer="pip"),
+        DistRecord(name="torch", version="2.7.1+cu128", location=SITE, installer="pip"),
     ]
     snap = snap_with(python=facts)
-    findings = written(H.check_mixed_installs(snap, None), snap)
+    findings = written(installs.check_mixed_installs(snap, None), snap)
     assert ids(findings) == ["user-site-torch-shadows"]
     assert findings[0].fix.commands[0] == f"{PY} -m pip uninstall -y torch torchvision torchaudio"
 
 
 def test_two_torch_copies_on_sys_path():
     facts = py_facts()
-    facts["dists"] = [
-        {"name": "torch", "version": "2.7.1+cu128", "location": SITE, "installer": "pip"},
-        {"name": "torch", "version": "2.4.0", "location": "/opt/extra/site-packages", "installer": "pip"},
+    facts.dists = [
+        DistRecord(name="torch", version="2.7.1+cu128", location=SITE, installer="pip"),
+        DistRecord(name="torch", version="2.4.0", location="/opt/extra/site-packages", installer="pip"),
     ]
     snap = snap_with(python=facts)
-    finding = one(written(H.check_mixed_installs(snap, None), snap), "duplicate-torch-installs")
+    finding = one(written(installs.check_mixed_installs(snap, None), snap), "duplicate-torch-installs")
     assert finding.fix.commands[:2] == [f"{PY} -m pip uninstall -y torch torchvision torchaudio"] * 2
     assert finding.fix.commands[2].endswith("--index-url https://download.pytorch.org/whl/cu128")
 
 
 def test_missing_python_section_is_fine():
     snap = make_snapshot()
-    snap.environment["python"] = "garbage"
-    assert H.check_mixed_installs(snap, None) == []
+    assert snap.environment.python is None
+    assert installs.check_mixed_installs(snap, None) == []
+    snap.environment.python = PythonFacts()  # read, with nothing in it
+    assert installs.check_mixed_installs(snap, None) == []
 
 
 # --- interpreter hygiene ------------------------------------------------------------------------
@@ -587,8 +612,8 @@ def test_externally_managed_system_python():
     snap.interpreter.path, snap.interpreter.env_kind, snap.interpreter.externally_managed = (
         "/usr/bin/python3", "system", True)  # fmt: skip
     text = "[externally-managed]\nError=To install Python packages system-wide, try apt install python3-xyz"
-    snap.environment["python"] = py_facts(externally_managed_text=text)
-    finding = one(written(H.check_interpreter_hygiene(snap, None), snap), "externally-managed-python")
+    snap.environment.python = py_facts(externally_managed_text=text)
+    finding = one(written(installs.check_interpreter_hygiene(snap, None), snap), "externally-managed-python")
     assert finding.fix.commands == [
         "/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install torch torchvision torchaudio "
         "--index-url https://download.pytorch.org/whl/cu128"
@@ -598,21 +623,21 @@ def test_externally_managed_system_python():
 def test_conda_base():
     snap = make_snapshot()
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda-base", "/opt/miniconda3"
-    finding = one(written(H.check_interpreter_hygiene(snap, None), snap), "conda-base-environment")
+    finding = one(written(installs.check_interpreter_hygiene(snap, None), snap), "conda-base-environment")
     assert finding.fix.commands[:2] == ["conda create -n torch python=3.12", "conda activate torch"]
 
 
 def test_32_bit_python():
     snap = make_snapshot(os="windows")
     snap.interpreter.bits = 32
-    finding = one(H.check_interpreter_hygiene(snap, None), "python-32-bit")
+    finding = one(installs.check_interpreter_hygiene(snap, None), "python-32-bit")
     assert finding.severity == ERROR and finding.fix.commands == ["py -3.12-64 -m venv .venv"]
 
 
 def test_venv_is_fine_even_with_a_marker_on_its_base():
     snap = make_snapshot()
     snap.interpreter.externally_managed = True  # inspector says venv: PEP 668 does not apply
-    assert H.check_interpreter_hygiene(snap, None) == []
+    assert installs.check_interpreter_hygiene(snap, None) == []
 
 
 # --- WSL ----------------------------------------------------------------------------------------
@@ -622,47 +647,48 @@ def wsl_snap(ld_value=None, dirs=(), confs=(), linux_driver=()):
     snap = make_snapshot()
     snap.host.wsl = True
     return snap_with(snap=snap, libraries=libs_section(ld_value, list(dirs)),
-                     wsl={"is_wsl": True, "evidence": ["/dev/dxg exists"], "ld_so_conf": list(confs),
-                          "linux_driver": list(linux_driver)})  # fmt: skip
+                     wsl=Wsl(is_wsl=True, evidence=["/dev/dxg exists"], ld_so_conf=list(confs),
+                             linux_driver=list(linux_driver)))  # fmt: skip
 
 
 def test_wsl_ld_library_path_puts_a_libcuda_first():
     snap = wsl_snap("/usr/local/nvidia/lib64:/usr/lib/wsl/lib:/opt/x", [
-        {"path": "/usr/local/nvidia/lib64", "exists": True, "libs": [], "driver_libs": ["libcuda.so.1"]},
-        {"path": "/usr/lib/wsl/lib", "exists": True, "libs": [], "driver_libs": ["libcuda.so.1"]},
-        {"path": "/opt/x", "exists": True, "libs": [], "driver_libs": ["libnvidia-ml.so.1"]},
+        LibraryDir(path="/usr/local/nvidia/lib64", exists=True, libs=[], driver_libs=["libcuda.so.1"]),
+        LibraryDir(path="/usr/lib/wsl/lib", exists=True, libs=[], driver_libs=["libcuda.so.1"]),
+        LibraryDir(path="/opt/x", exists=True, libs=[], driver_libs=["libnvidia-ml.so.1"]),
     ])  # fmt: skip
-    finding = one(H.check_wsl(snap, None), "wsl-library-path-order")
+    finding = one(wsl.check_wsl(snap, None), "wsl-library-path-order")
     assert finding.fix.commands == ["export LD_LIBRARY_PATH=/usr/lib/wsl/lib:/opt/x"]
 
 
 def test_wsl_ld_so_conf_order():
-    conf = {"file": "/etc/ld.so.conf.d/000-nvidia.conf", "dirs": ["/usr/lib/nvidia"],
-            "driver_libs": {"/usr/lib/nvidia": ["libcuda.so.1"]}}  # fmt: skip
-    wsl_conf = {"file": "/etc/ld.so.conf.d/ld.wsl.conf", "dirs": ["/usr/lib/wsl/lib"], "driver_libs": {}}
-    finding = one(H.check_wsl(wsl_snap(confs=[conf, wsl_conf]), None), "wsl-library-path-order")
+    conf = LdSoConf(file="/etc/ld.so.conf.d/000-nvidia.conf", dirs=["/usr/lib/nvidia"],
+                    driver_libs={"/usr/lib/nvidia": ["libcuda.so.1"]})  # fmt: skip
+    wsl_conf = LdSoConf(file="/etc/ld.so.conf.d/ld.wsl.conf", dirs=["/usr/lib/wsl/lib"], driver_libs={})
+    finding = one(wsl.check_wsl(wsl_snap(confs=[conf, wsl_conf]), None), "wsl-library-path-order")
     assert finding.fix.commands == [
         "sudo mv /etc/ld.so.conf.d/000-nvidia.conf /etc/ld.so.conf.d/000-nvidia.conf.disabled && sudo ldconfig"
     ]
-    assert H.check_wsl(wsl_snap(confs=[wsl_conf, conf]), None) == []  # later: harmless
+    assert wsl.check_wsl(wsl_snap(confs=[wsl_conf, conf]), None) == []  # later: harmless
 
 
 def test_wsl_linux_driver_inside():
     lib_path = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"
-    finding = one(H.check_wsl(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None),
+    finding = one(wsl.check_wsl(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None),
                   "wsl-linux-driver-installed")  # fmt: skip
     assert finding.fix.commands[0] == f"sudo apt-get purge $(dpkg -S {lib_path} | cut -d: -f1)"
     assert finding.fix.commands[-1] == "sudo ldconfig"
 
 
 def test_not_wsl():
-    assert H.check_wsl(snap_with(wsl={"is_wsl": False, "evidence": []}), None) == []
+    assert wsl.check_wsl(snap_with(wsl=Wsl(is_wsl=False, evidence=[])), None) == []
 
 
 def test_every_emitted_id_is_declared():
     import re
 
     declared = {i for rule in H.RULES for i in rule.ids}
-    source = open(H.__file__, encoding="utf-8").read()
+    package = Path(H.__file__).parent
+    source = "".join(path.read_text(encoding="utf-8") for path in sorted(package.glob("*.py")))
     built = set(re.findall(r'Finding\(\s*"([a-z0-9-]+)"', source))
     assert len(built) == len(declared) and built == declared, built ^ declared

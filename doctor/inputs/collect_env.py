@@ -14,6 +14,7 @@ import re
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.errors import ReportError
+from doctor.model.environment import CollectEnvText, Environment
 from doctor.model.snapshot import (
     NVIDIA_OK,
     NVIDIA_UNKNOWN,
@@ -119,15 +120,13 @@ def parse_collect_env(text: str) -> Snapshot:
             "runtime: torch could not be imported when collect_env ran; its output does not say why"
         )
 
-    environment = {
-        "collect_env": {
-            "fields": dict(fields),
-            "gpu_lines": gpu_lines,
-            "cudnn_candidates": cudnn_paths,
-            "pip": pip,
-            "conda": conda,
-        }
-    }
+    # The text names no container, /dev/shm, CPU quota, library path or interpreter folder: those sections
+    # stay None (unknown), so the hazard rules say nothing rather than judge defaults.
+    environment = Environment(
+        collect_env=CollectEnvText(
+            fields=dict(fields), gpu_lines=gpu_lines, cudnn_candidates=cudnn_paths, pip=pip, conda=conda
+        )
+    )
     return Snapshot(
         origin=SOURCE,
         host=host,

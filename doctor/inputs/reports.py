@@ -9,6 +9,7 @@ in ``snapshot.unknowns`` so the rules and the reader know they were not observed
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import typing
@@ -18,6 +19,7 @@ from typing import Any
 from doctor import __version__
 from doctor.errors import ReportError
 from doctor.inputs.collect_env import looks_like_collect_env, parse_collect_env
+from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN
 from doctor.model.findings import SEVERITIES
 from doctor.model.report import REPORT_SCHEMA_VERSION
 from doctor.model.snapshot import Snapshot, SnapshotFormatError, field_types
@@ -258,7 +260,10 @@ def _loads(text: str, source: str) -> Any:
     except RecursionError:
         raise ReportError(f"{source}: JSON nested too deeply to be a torchdoctor report") from None
     except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()):
+        # Cut off mid-way: the error is at the very end, or a string opened before it never closes
+        # ("Unterminated string starting at" points at where the string began, not at the end).
+        if isinstance(exc, json.JSONDecodeError) and (exc.pos >= len(text.rstrip())
+                                                      or exc.msg.startswith("Unterminated string")):
             raise ReportError(
                 f"{source}: truncated JSON (ends at line {exc.lineno}, column {exc.colno}): "
                 "was the file cut off while being written or copied?"
@@ -321,14 +326,19 @@ def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict
 
 
 def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
-    """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]"."""
-    if not dataclasses.is_dataclass(cls) or not isinstance(data, dict):
+    """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]".
+
+    The environment's sparse keys are never missing (doctor/model/environment.py): a key written only
+    when stated, or any key of a section that may be just its reason, was simply not stated."""
+    if not dataclasses.is_dataclass(cls) or not isinstance(data, dict) or _sparse(cls)[1]:
         return []
     out: list[str] = []
+    stated_only = _sparse(cls)[0]
     for name, field_type in field_types(cls):  # resolved once per class, not per report
         path = f"{where}.{name}"
         if name not in data:
-            out.append(path)
+            if name not in stated_only:
+                out.append(path)
             continue
         tp, value = _dataclass_in(field_type), data[name]
         if tp is None:
@@ -341,6 +351,15 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
     return out
 
 
+@functools.cache
+def _sparse(cls: type) -> tuple[frozenset[str], bool]:
+    """(the fields written only when stated, whether the class is a section that may be just its reason)."""
+    marks = {f.name: f.metadata.get(WRITTEN) for f in dataclasses.fields(cls)}
+    stated_only = frozenset(name for name, mark in marks.items() if mark in (WHEN_STATED, ALONE_WHEN_UNREAD))
+    return stated_only, ALONE_WHEN_UNREAD in marks.values()
+
+
+@functools.cache  # per type, not per field of every report
 def _dataclass_in(tp: Any) -> type | None:
     """The dataclass inside ``X``, ``X | None`` or ``list[X]``, if any."""
     if dataclasses.is_dataclass(tp):

@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment
+
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
@@ -187,7 +189,7 @@ class Snapshot:
     interpreter: Interpreter = field(default_factory=Interpreter)
     install: TorchInstall = field(default_factory=TorchInstall)
     runtime: TorchRuntime = field(default_factory=TorchRuntime)
-    environment: dict[str, Any] = field(default_factory=dict)  # hazard facts (containers, shm, ...)
+    environment: Environment = field(default_factory=Environment)  # hazard facts (doctor/model/environment.py)
     unknowns: list[str] = field(default_factory=list)  # what this snapshot cannot know (re-diagnosis)
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,6 +212,9 @@ def as_plain(obj: Any) -> Any:
     if isinstance(obj, _ATOMS):
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        sparse = _sparse_fields(type(obj))
+        if sparse is not None:
+            return _sparse_plain(obj, *sparse)
         return {name: as_plain(getattr(obj, name)) for name in _field_names(type(obj))}
     if isinstance(obj, list):
         return [as_plain(v) for v in obj]
@@ -225,6 +230,35 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+@functools.cache
+def _sparse_fields(cls: type) -> tuple[tuple[tuple[str, bool, Any], ...], str | None] | None:
+    """For an environment section (doctor/model/environment.py): (name, written only when stated, default)
+    per field, and its reason field; None for every other dataclass (all fields always written)."""
+    marks = {f.name: f.metadata.get(WRITTEN) for f in dataclasses.fields(cls)}
+    if not any(marks.values()):
+        return None
+    spec = tuple((f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in dataclasses.fields(cls))
+    reason = next((name for name, mark in marks.items() if mark == ALONE_WHEN_UNREAD), None)
+    return spec, reason
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _sparse_plain(obj: Any, spec: tuple[tuple[str, bool, Any], ...], reason: str | None) -> dict[str, Any]:
+    if reason is not None and getattr(obj, reason) is not None and all(
+        getattr(obj, name) == default for name, _, default in spec if name != reason
+    ):
+        return {reason: getattr(obj, reason)}  # a section that could not be read is only its reason
+    out = {}
+    for name, when_stated, _ in spec:
+        value = getattr(obj, name)
+        if value is not None or not when_stated:
+            out[name] = as_plain(value)
+    return out
+
+
 class SnapshotFormatError(ValueError):
     """A dict does not have the shape of a snapshot; the message names the field."""
 
@@ -238,44 +272,89 @@ def field_types(cls: type) -> tuple[tuple[str, Any], ...]:
 
 
 def _build(tp: Any, data: Any, where: str = "snapshot") -> Any:
+    return _reader(tp)(data, where)
+
+
+Reader = typing.Callable[[Any, str], Any]
+
+
+@functools.cache
+def _reader(tp: Any) -> Reader:
+    """How to read JSON data as ``tp``, worked out once per type: asking typing and dataclasses about
+    every value again cost more than the rest of reading a report back (the environment's many sections)."""
     if dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-        kwargs = {}
-        for name, field_type in field_types(tp):
-            if name in data:
-                kwargs[name] = _build(field_type, data[name], f"{where}.{name}")
-        return tp(**kwargs)
+        return _dataclass_reader(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if data is None and type(None) in args:
+        return _union_reader([_reader(arg) for arg in args if arg is not type(None)], type(None) in args)
+    if origin is list:
+        return _list_reader(args[0])
+    if origin is dict:
+        return _dict_reader
+    if tp is float:
+        return _float_reader
+    if tp in (int, str, bool):
+        return functools.partial(_atom_reader, tp)
+    return _any_reader  # Any, and anything else: the value as it is
+
+
+def _dataclass_reader(cls: type) -> Reader:
+    fields = [(name, _reader(field_type)) for name, field_type in field_types(cls)]
+
+    def read(data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+        return cls(**{name: read_field(data[name], f"{where}.{name}") for name, read_field in fields if name in data})
+
+    return read
+
+
+def _union_reader(options: list[Reader], nullable: bool) -> Reader:
+    def read(data: Any, where: str) -> Any:
+        if data is None and nullable:
             return None
         errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        for option in options:
             try:
-                return _build(arg, data, where)
+                return option(data, where)
             except SnapshotFormatError as exc:
                 errors.append(str(exc))
         raise SnapshotFormatError(errors[0] if errors else f"{where}: unexpected null")
-    if origin is list:
+
+    return read
+
+
+def _list_reader(item_type: Any) -> Reader:
+    read_item = _reader(item_type)
+
+    def read(data: Any, where: str) -> Any:
         if not isinstance(data, list):
             raise SnapshotFormatError(f"{where}: expected a list, got {type(data).__name__}")
-        return [_build(args[0], item, f"{where}[{i}]") for i, item in enumerate(data)]
-    if origin is dict:
-        if not isinstance(data, dict):
-            raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-        return dict(data)
-    if tp is Any:
-        return data
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise SnapshotFormatError(f"{where}: expected a number, got {type(data).__name__}")
-        return float(data)
-    if tp in (int, str, bool):
-        if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
-            raise SnapshotFormatError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
-        return data
+        if item_type is str and all(type(item) is str for item in data):
+            return list(data)  # the common case (paths, lines), without a name per item
+        return [read_item(item, f"{where}[{i}]") for i, item in enumerate(data)]
+
+    return read
+
+
+def _dict_reader(data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
+    return dict(data)
+
+
+def _float_reader(data: Any, where: str) -> Any:
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise SnapshotFormatError(f"{where}: expected a number, got {type(data).__name__}")
+    return float(data)
+
+
+def _atom_reader(tp: type, data: Any, where: str) -> Any:
+    if not isinstance(data, tp) or (tp is int and isinstance(data, bool)):
+        raise SnapshotFormatError(f"{where}: expected {tp.__name__}, got {type(data).__name__}")
+    return data
+
+
+def _any_reader(data: Any, where: str) -> Any:
     return data

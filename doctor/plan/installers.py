@@ -6,17 +6,16 @@ interchangeable: ``uv pip install --python <target>`` is pip's command with uv's
 
 from __future__ import annotations
 
+from doctor.compat.installs import conda_torch
+from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
 from doctor.plan.commands import AUTO, PIP, UV
 
-__all__ = ["AUTO", "PIP", "UV", "TORCH_FAMILY", "CONDA_TORCH", "choose_installer", "conda_torch_records",
-           "in_torch_family"]
+__all__ = ["AUTO", "PIP", "UV", "TORCH_FAMILY", "choose_installer", "conda_torch_records", "in_torch_family"]
 
 # Packages that may change with torch: the three, the compiler, and the CUDA wheels they pin.
 TORCH_FAMILY = {"torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm"}
 FAMILY_PREFIXES = ("nvidia-", "cuda-", "pytorch-triton")
-# conda packages that mean "conda owns torch": they must go before pip installs over them.
-CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cpuonly", "libtorch", "torchvision", "torchaudio")
 
 
 def in_torch_family(name: str) -> bool:
@@ -37,6 +36,6 @@ def choose_installer(requested: str, snap) -> tuple[str, str]:
 
 
 def conda_torch_records(snap) -> list[dict]:
-    """The conda records in the target environment that are torch itself (pytorch, pytorch-cuda, cpuonly...)."""
-    conda = ((snap.environment or {}).get("python") or {}).get("conda") or {}
-    return [r for r in conda.get("records") or [] if r.get("name") in CONDA_TORCH]
+    """The conda records that must go before pip installs torch (doctor/compat/installs.py), as plain
+    dicts for the restore file."""
+    return [as_plain(r) for r in conda_torch(snap).remove_before_pip]

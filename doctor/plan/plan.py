@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from doctor.compat.builds import torch_build
+from doctor.compat.installs import conda_torch
 from doctor.compat.wheels import Fit, choose, machine_from_snapshot
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.snapshot import Snapshot
-from doctor.plan import installers
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
 
 # Findings whose remedy is a different torch wheel.
@@ -141,10 +141,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     plan.alternative = _describe(choice.alternative, snap, index_base)
     plan.unverified = list(fit.wheel.unverified)
     pins = wheel_pins(fit, snap, packages)
-    owned = installers.conda_torch_records(snap)
+    owned = conda_torch(snap).remove_before_pip
     if owned and snap.interpreter.prefix:
         # pip over conda's torch leaves two owners of the same files: conda's must go first.
-        names = [r["name"] for r in owned]
+        names = [r.name for r in owned]
         argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
         plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
                                "from this environment; pip installs the wheels next.",

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from doctor import __version__
+from doctor.model.environment import Environment
 from doctor.model.snapshot import Interpreter, Nvidia, Snapshot, TorchInstall, TorchRuntime
 from doctor.runner import run
 
@@ -55,14 +56,14 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 
     def inspect():
         if python is None:
-            return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), {}
+            return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
         return _guard(
             "interpreter",
             lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),
-                {},
+                None,
             ),
         )
 
@@ -106,7 +107,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         environment = _guard(
             "environment",
             lambda: probe_environment(root=root, env=env, host=host),
-            lambda why: {"error": why},
+            lambda why: Environment(error=why),
         )
         if meanwhile is not None:
             _guard("meanwhile", meanwhile, lambda why: None)
@@ -120,7 +121,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             interpreter=interpreter,
             install=install,
             runtime=f_runtime.result() if f_runtime else runtime(),
-            environment=dict(environment),
+            environment=environment,
         )
     except KeyboardInterrupt:
         # The children run in their own process groups, which Ctrl-C does not reach: end them now,
@@ -134,9 +135,9 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     if install.status == "absent" and snap.runtime.status == "import-error":
         # The two ran side by side; with no torch installed the failed import says nothing new.
         snap.runtime = TorchRuntime(status="skipped", detail="torch is not installed: nothing to import")
-    if python_facts:
-        snap.environment["python"] = python_facts
-    snap.environment["hostname"] = _hostname()
+    if python_facts is not None:
+        snap.environment.python = python_facts
+    snap.environment.hostname = _hostname()
     return snap
 
 

@@ -1,7 +1,9 @@
 """The host probe: OS, machine, libc, WSL and container kind, from cheap file reads only.
 
 No subprocess here: everything comes from ``platform`` and a few files under ``root`` (a fake
-root directory in tests), so the probe costs well under a millisecond.
+root directory in tests), so the probe costs well under a millisecond. WSL and the container kind
+are decided once, by the environment probe's families (``doctor/probes/environment/wsl.py`` and
+``containers.py``, where their precedence is documented); the host records their answer.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Mapping
 from types import ModuleType
 
 from doctor.model.snapshot import Host
+from doctor.probes.environment.containers import detect_container
+from doctor.probes.environment.wsl import read_wsl_markers
 
 # platform.machine() spellings -> the compat table's names, per OS (arm64 means aarch64 on Linux).
 _MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "x86_64": "x86_64", "i386": "x86", "i686": "x86"}
@@ -32,18 +36,9 @@ def _under(root: str, path: str) -> str:
 
 
 def read_wsl_marker(root: str = "/") -> str | None:
-    """The first WSL2 sign found ("/dev/dxg", "/usr/lib/wsl/lib", "/proc/version"), or None.
-
-    WSL2 has no NVIDIA kernel module and no visible PCI bus; the GPU is reached through /dev/dxg
-    and the Windows driver injects its libraries into /usr/lib/wsl/lib.
-    """
-    for path in ("/dev/dxg", "/usr/lib/wsl/lib"):
-        if os.path.exists(_under(root, path)):
-            return path
-    version = read_text(root, "/proc/version") or ""
-    if "microsoft" in version.lower() or "wsl" in version.lower():
-        return "/proc/version"
-    return None
+    """The first WSL2 marker found in files ("/dev/dxg", "/usr/lib/wsl/lib", "/proc/version"), or None."""
+    markers = read_wsl_markers(root, {})  # the file markers only: nvidia's message names the file
+    return markers[0] if markers else None
 
 
 def normalise_machine(system: str, machine: str) -> str:
@@ -53,37 +48,6 @@ def normalise_machine(system: str, machine: str) -> str:
         # Linux and Windows-on-ARM wheels say aarch64/arm64 respectively; macOS always says arm64.
         return "arm64" if system in ("darwin", "windows") else "aarch64"
     return _MACHINE_ALIASES.get(value, value)
-
-
-def parse_cgroup_container(text: str) -> str | None:
-    """Container kind named in a /proc/<pid>/cgroup file, or None (cgroup v2 shows just "0::/")."""
-    lowered = text.lower()
-    if "kubepods" in lowered:
-        return "kubernetes"
-    if "libpod" in lowered:
-        return "podman"
-    if "docker" in lowered:
-        return "docker"
-    if "containerd" in lowered:
-        return "containerd"
-    return None
-
-
-def detect_container(root: str = "/", env: Mapping[str, str] | None = None) -> str | None:
-    """The container kind, or None on bare metal / a VM.
-
-    Kubernetes is checked first: a pod on a Docker runtime also has /.dockerenv, and the
-    remedies differ (pod spec vs ``docker run`` flags).
-    """
-    env = os.environ if env is None else env
-    cgroups = (read_text(root, "/proc/1/cgroup") or "") + (read_text(root, "/proc/self/cgroup") or "")
-    if env.get("KUBERNETES_SERVICE_HOST") or "kubepods" in cgroups.lower():
-        return "kubernetes"
-    if os.path.exists(_under(root, "/.dockerenv")):
-        return "docker"
-    if os.path.exists(_under(root, "/run/.containerenv")):
-        return "podman"
-    return parse_cgroup_container(cgroups)
 
 
 def detect_libc(root: str, platform_module: ModuleType) -> str:
@@ -113,6 +77,7 @@ def probe_host(
     host.os_release = (plat.version() if system == "windows" else plat.release()) or ""
     if system == "linux":
         host.libc = detect_libc(root, plat)
-        host.wsl = read_wsl_marker(root) is not None
-        host.container = detect_container(root, env)
+        env = os.environ if env is None else env
+        host.wsl = bool(read_wsl_markers(root, env))
+        host.container = detect_container(root, env)[0]
     return host

@@ -2,7 +2,7 @@
 
 Layers: ``choose_interpreter`` (documented precedence) → ``inspect_interpreter_full`` runs
 ``inspector.py`` in that interpreter through the runner → ``parse_inspector_output`` (pure)
-turns its JSON into ``Interpreter`` + ``TorchInstall`` + the ``environment["python"]`` dict.
+turns its JSON into ``Interpreter`` + ``TorchInstall`` + the ``environment.python`` section (``PythonFacts``).
 Every failure (not found, hang, crash, garbage, too-old Python) becomes data, never an exception.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.compat.builds import cuda_from_requires
+from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
 from doctor.runner import RunResult, run
@@ -112,12 +113,12 @@ def inspect_interpreter(
 
 def inspect_interpreter_full(
     path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0
-) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+) -> tuple[Interpreter, TorchInstall, PythonFacts]:
     """Run ``inspector.py`` in the target interpreter and map its JSON. Never raises.
 
     The file runs by path with the environment unchanged (PYTHONPATH, user site and .pth files
     count, as they do for the user's ``import torch``); the script drops its own folder from
-    sys.path first. The third value is what the lead stores as ``snapshot.environment["python"]``.
+    sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
     """
     result = runner([path, str(INSPECTOR)], timeout=timeout)
     return parse_inspector_output(path, reason, result)
@@ -125,7 +126,7 @@ def inspect_interpreter_full(
 
 def parse_inspector_output(
     path: str, reason: str, result: RunResult
-) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+) -> tuple[Interpreter, TorchInstall, PythonFacts]:
     """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure."""
     data = _find_json(result.stdout)
     if data is None:
@@ -196,7 +197,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _failed(path: str, reason: str, why: str) -> tuple[Interpreter, TorchInstall, dict[str, Any]]:
+def _failed(path: str, reason: str, why: str) -> tuple[Interpreter, TorchInstall, PythonFacts]:
     return (
         Interpreter(path=path, reason=reason, error=why),
         TorchInstall(status="error", detail=why),
@@ -263,24 +264,31 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _python_environment(path: str, data: dict[str, Any], error: str | None = None) -> dict[str, Any]:
+def _python_environment(path: str, data: dict[str, Any], error: str | None = None) -> PythonFacts:
+    """The inspector's view around torch: the ``python`` section of the snapshot's environment."""
     raw = data.get("interpreter") or {}
     user_site = raw.get("user_site") or {}
-    return {
-        "executable": str(raw.get("executable") or path),
-        "sys_path": list(raw.get("sys_path") or []),
-        "user_site": {"enabled": bool(user_site.get("enabled")), "path": user_site.get("path")},
-        "dists": [
-            {k: d.get(k) for k in ("name", "version", "location", "installer", "path")}
-            for d in data.get("dists") or []
-        ],
-        "torch_origin": data.get("torch_origin"),
-        "conda": data.get("conda"),
-        "pyvenv_cfg": raw.get("pyvenv_cfg"),
-        "externally_managed_text": raw.get("externally_managed_text"),
-        "problems": list(data.get("problems") or []),
-        "error": error,
-    }
+    conda = data.get("conda")
+    return PythonFacts(
+        executable=str(raw.get("executable") or path),
+        sys_path=list(raw.get("sys_path") or []),
+        user_site=UserSite(enabled=bool(user_site.get("enabled")), path=user_site.get("path")),
+        dists=[DistRecord(**{k: d.get(k) for k in _DIST_KEYS}) for d in data.get("dists") or []],
+        torch_origin=data.get("torch_origin"),
+        conda=None if conda is None else Conda(
+            prefix=conda.get("prefix"),
+            is_base=conda.get("is_base"),
+            records=[CondaRecord(**{k: r.get(k) for k in _CONDA_KEYS}) for r in conda.get("records") or []],
+        ),
+        pyvenv_cfg=raw.get("pyvenv_cfg"),
+        externally_managed_text=raw.get("externally_managed_text"),
+        problems=list(data.get("problems") or []),
+        error=error,
+    )
+
+
+_DIST_KEYS = ("name", "version", "location", "installer", "path")
+_CONDA_KEYS = ("name", "version", "build", "channel")
 
 
 # --- pure parsers ----------------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""What several hazard families share: version arithmetic, the installed build, the container kind and
+the shell lines that set a library path."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from doctor.compat.builds import torch_build
+from doctor.model import snapshot as S
+from doctor.model.findings import INSTALL, Action
+from doctor.model.versions import version_tuple
+
+GIB = 1024**3
+MIB = 1024**2
+WSL_LIB_DIR = "/usr/lib/wsl/lib"
+TORCH_TRIO = ("torch", "torchvision", "torchaudio")
+
+
+def mm(version: Any) -> tuple[int, int | None] | None:
+    """'12.4.127' -> (12, 4); '12' -> (12, None); None when it does not start with a number."""
+    parts = version_tuple(str(version or ""))
+    if not parts:
+        return None
+    return parts[0], (parts[1] if len(parts) > 1 else None)
+
+
+def mm_text(version: Any) -> str:
+    found = mm(version)
+    if found is None:
+        return str(version)
+    return f"{found[0]}.{found[1]}" if found[1] is not None else str(found[0])
+
+
+def torch_cuda(snap: S.Snapshot) -> str | None:
+    build = torch_build(snap)
+    if build is not None and build.kind == "cuda":
+        return build.cuda or snap.runtime.cuda_version
+    return None
+
+
+def is_cuda_build(snap: S.Snapshot) -> bool:
+    build = torch_build(snap)
+    return build is not None and build.kind == "cuda"
+
+
+def reinstall(snap: S.Snapshot, kind: str = INSTALL, venv: str = "") -> Action:
+    """torch, torchvision and torchaudio again, from the index of the installed build's variant."""
+    build = torch_build(snap)
+    variant = build.variant if build is not None and build.kind in ("cuda", "cpu", "rocm", "xpu") else None
+    return Action(kind, TORCH_TRIO, variant, text=venv)
+
+
+def gib(nbytes: float | int | None) -> str:
+    return "?" if nbytes is None else f"{nbytes / GIB:.1f} GiB"
+
+
+def container_kind(snap: S.Snapshot) -> str | None:
+    """The environment probe's container kind; a report without that section still has the host's."""
+    section = snap.environment.container
+    return (section.kind if section is not None else None) or snap.host.container
+
+
+def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:
+    return list(snap.nvidia.gpus) if snap.nvidia.status == S.NVIDIA_OK else []
+
+
+def export(variable: str, dirs: list[str], windows: bool = False) -> str:
+    """The command that sets the library path to ``dirs`` (or unsets it when empty)."""
+    if windows:
+        return f'$env:{variable} = "{";".join(dirs)}"'
+    if not dirs:
+        return f"unset {variable}"
+    return f"export {variable}={shlex.quote(':'.join(dirs))}"
+
+
+def split_path(value: str | None, windows: bool = False) -> list[str]:
+    return [d for d in (value or "").split(";" if windows else ":") if d]
+
+
+def same_dir(a: str, b: str) -> bool:
+    return a.rstrip("/\\") == b.rstrip("/\\")

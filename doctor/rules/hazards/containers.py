@@ -1,0 +1,136 @@
+"""Containers: one that should have a GPU but was started without one, or without CUDA's driver library."""
+
+from __future__ import annotations
+
+from doctor.compat.builds import torch_build
+from doctor.model import snapshot as S
+from doctor.model.environment import Container
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.rules.hazards.common import container_kind
+
+# The core rule explains these broken states (container-lost-gpu-access, ...): no duplicates here.
+_LEAD_RULE_STATUSES = (S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_PERMISSION)
+
+
+def _gpu_remedy(kind: str | None) -> Fix:
+    if kind == "kubernetes":
+        return Fix(
+            "Request a GPU in the pod spec (resources.limits: nvidia.com/gpu: 1) and make sure the NVIDIA "
+            "device plugin (or the GPU operator) runs on the node.",
+            [
+                "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPUS:.status.allocatable.nvidia\\.com/gpu"
+            ],
+            ["https://github.com/NVIDIA/k8s-device-plugin"],
+        )
+    if kind == "podman":
+        return Fix(
+            "Recreate the container with the GPUs passed through CDI (generate the CDI spec on the host once).",
+            [
+                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml  # on the host",
+                "podman run --device nvidia.com/gpu=all <image> ...",
+            ],
+            ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"],
+        )
+    return Fix(
+        "Recreate the container with the GPUs passed in (docker run --gpus all); the host needs the NVIDIA "
+        "Container Toolkit configured as a Docker runtime.",
+        [
+            "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker  # on the host",
+            "docker run --gpus all <image> ...",
+        ],
+        ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"],
+    )
+
+
+def check_containers(snap: S.Snapshot, table) -> list[Finding]:
+    facts = snap.environment.container or Container()
+    kind = container_kind(snap)
+    status = snap.nvidia.status
+    if not kind or status in _LEAD_RULE_STATUSES:
+        return []
+    expects = []
+    build = torch_build(snap)
+    if build is not None and build.kind == "cuda":
+        expects.append(f"torch {build.label} is a CUDA build")
+    nvd = facts.nvidia_visible_devices
+    hidden_by_nvd = nvd is not None and nvd.strip().lower() in ("", "void", "none")
+    if nvd is not None and not hidden_by_nvd:
+        expects.append(f"NVIDIA_VISIBLE_DEVICES={nvd}")
+    if facts.cuda_image:
+        expects.append("a CUDA image (" + ", ".join(facts.cuda_image_evidence) + ")")
+    gpu_nodes = facts.gpu_device_nodes
+    driver_works = status == S.NVIDIA_OK and bool(snap.nvidia.gpus)
+    evidence = {
+        "container": kind,
+        "container.evidence": list(facts.evidence),
+        "device_nodes": list(facts.device_nodes),
+        "nvidia.status": status,
+        "expects_gpu": expects,
+    }
+    findings = []
+    if not driver_works and (gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER)):
+        if not expects:
+            return []
+        # A CUDA torch that cannot run is an error; a GPU variable or a CUDA image env var a strong hint;
+        # a toolkit folder alone (devel images double as CPU CI images) only worth mentioning.
+        cuda_torch = build is not None and build.kind == "cuda"
+        hinted = (nvd is not None and not hidden_by_nvd) or any(
+            not e.startswith("/") for e in facts.cuda_image_evidence
+        )
+        severity = ERROR if cuda_torch else WARNING if hinted else INFO
+        nodes = "no /dev/nvidia* device nodes" if gpu_nodes == 0 else "no working NVIDIA driver"
+        if hidden_by_nvd and expects:
+            fix = _gpu_remedy(kind)
+            fix.summary = (
+                "Recreate the container with NVIDIA_VISIBLE_DEVICES=all (or the GPUs you want). "
+                + fix.summary
+            )
+            if kind not in ("kubernetes", "podman"):
+                fix.commands[-1] = "docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all <image> ..."
+            findings.append(
+                Finding(
+                    "nvidia-visible-devices-hides-all",
+                    severity,
+                    f"NVIDIA_VISIBLE_DEVICES={nvd!r} gives this container no GPU",
+                    f"Inside this {kind} container there are {nodes}. The NVIDIA container runtime reads "
+                    f"NVIDIA_VISIBLE_DEVICES when the container starts: 'void' or empty injects nothing, 'none' injects "
+                    "the driver libraries but no GPU. torch will report torch.cuda.is_available() == False.",
+                    evidence | {"NVIDIA_VISIBLE_DEVICES": nvd},
+                    fix,
+                )
+            )
+        elif expects:
+            findings.append(
+                Finding(
+                    "container-no-gpu-access",
+                    severity,
+                    f"this {kind} container has no GPU access ({nodes})",
+                    f"The environment expects a GPU ({'; '.join(expects)}), but the container was started without "
+                    'the NVIDIA runtime passing the GPUs in, so torch sees no device ("Found no NVIDIA driver on your '
+                    'system" or torch.cuda.is_available() == False). GPUs are given to a container when it is '
+                    "created; nothing inside it can add them.",
+                    evidence,
+                    _gpu_remedy(kind),
+                )
+            )
+        return findings
+    caps = facts.nvidia_driver_capabilities
+    if (gpu_nodes or driver_works) and caps is not None and build is not None and build.kind == "cuda":
+        wanted = {c.strip().lower() for c in caps.split(",")}
+        if not wanted & {"compute", "all"}:
+            findings.append(
+                Finding(
+                    "container-missing-compute-capability",
+                    WARNING,
+                    f"NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute'",
+                    "The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with 'utility' "
+                    "alone nvidia-smi works but CUDA (and so torch) finds no driver.",
+                    evidence | {"NVIDIA_DRIVER_CAPABILITIES": caps},
+                    Fix(
+                        "Recreate the container with NVIDIA_DRIVER_CAPABILITIES=compute,utility.",
+                        ["docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."],
+                    ),
+                )
+            )
+    return findings
+

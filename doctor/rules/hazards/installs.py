@@ -1,0 +1,202 @@
+"""Installs: torch from two package managers or in two places on sys.path, and interpreters torch should not
+be installed into (32-bit, PEP 668 system Pythons, conda's base environment)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from doctor.compat.installs import conda_torch
+from doctor.model import snapshot as S
+from doctor.model.environment import DistRecord, PythonFacts
+from doctor.model.findings import ERROR, INSTALL, SHELL, UNINSTALL, VENV, WARNING, Action, Finding, Fix
+from doctor.model.snapshot import as_plain
+from doctor.model.versions import normalize_name
+from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
+
+# --- mixed and duplicate installs ---------------------------------------------------------------
+
+
+def _torch_dists(py: PythonFacts) -> list[DistRecord]:
+    return [d for d in py.dists if normalize_name(d.name) == "torch"]
+
+
+def _in_dir(location: Any, directory: Any) -> bool:
+    if not location or not directory:
+        return False
+    loc, base = str(location).rstrip("/\\"), str(directory).rstrip("/\\")
+    return loc == base or loc.startswith(base + "/") or loc.startswith(base + "\\")
+
+
+def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
+    py = snap.environment.python
+    if py is None:
+        return []
+    findings: list[Finding] = []
+    torches = _torch_dists(py)
+    conda = conda_torch(snap)
+    prefix = conda.prefix or snap.interpreter.prefix
+    pip_torch = [d for d in torches if d.installer in ("pip", "uv")]
+    again = reinstall(snap)
+    uninstall = Action(UNINSTALL, TORCH_TRIO)
+
+    if conda.torch and pip_torch:
+        names = [r.name for r in conda.torch + conda.cuda + conda.companions]
+        findings.append(
+            Finding(
+                "mixed-conda-pip-torch",
+                WARNING,
+                "torch is installed both by conda and by " + "/".join(sorted({d.installer for d in pip_torch})),
+                f"conda-meta in {prefix} records "
+                + ", ".join(f"{r.name} {r.version} ({r.build})" for r in conda.torch)
+                + " while the torch dist-info there was written by "
+                + pip_torch[0].installer
+                + f" (torch {pip_torch[0].version}). The two package managers overwrite each other's files, so "
+                "the torch you import can mix both builds. Keep one: the pip wheel (the official conda 'pytorch' channel "
+                "stopped at 2.5).",
+                {"conda.records": as_plain(list(conda.torch + conda.cuda)), "dists": as_plain(pip_torch),
+                 "conda.prefix": prefix},
+                Fix(
+                    "Remove the conda packages, then reinstall the pip wheels so their files are whole again.",
+                    actions=[
+                        Action(SHELL, text=f"conda remove -p {shlex.quote(str(prefix))} {' '.join(dict.fromkeys(names))}"),
+                        uninstall,
+                        again,
+                    ],
+                ),
+            )
+        )
+
+    user_path = py.user_site.path if py.user_site.enabled else None
+    in_user = [d for d in torches if _in_dir(d.location, user_path)]
+    elsewhere = [d for d in torches if d not in in_user]
+    listing = "; ".join(f"torch {d.version} in {d.location} ({d.installer or 'unknown'})" for d in torches)
+    if in_user and elsewhere:
+        findings.append(
+            Finding(
+                "user-site-torch-shadows",
+                WARNING,
+                f"a torch in the user site ({user_path}) shadows the environment's own",
+                f"{listing}. The user site comes before site-packages on sys.path, so `import torch` loads "
+                f"torch {in_user[0].version} from {in_user[0].location}, not the environment's "
+                f"torch {elsewhere[0].version}.",
+                {"dists": as_plain(torches), "user_site": as_plain(py.user_site), "torch_origin": py.torch_origin},
+                Fix(
+                    "Remove the user-site copy (pip removes the first one on sys.path, which is the user site), or "
+                    "ignore the user site with PYTHONNOUSERSITE=1.",
+                    actions=[uninstall, Action(SHELL, text="export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it")],
+                ),
+            )
+        )
+    elif len(torches) > 1:
+        origin = py.torch_origin
+        winner = next((d for d in torches if origin and _in_dir(origin, d.location)), torches[0])
+        findings.append(
+            Finding(
+                "duplicate-torch-installs",
+                WARNING,
+                f"{len(torches)} torch distributions are visible on sys.path",
+                f"{listing}. `import torch` loads the one from {winner.location} (torch "
+                f"{winner.version}), while pip and importlib.metadata may report another; stale files from the "
+                "other copy cause confusing version and import errors.",
+                {"dists": as_plain(torches), "torch_origin": origin},
+                Fix(
+                    "Uninstall until no torch is left (pip removes one copy per run), then install once.",
+                    actions=[uninstall] * len(torches) + [again],
+                ),
+            )
+        )
+
+    cuda = torch_cuda(snap)
+    if conda.cuda and pip_torch and cuda:
+        bad = [r for r in conda.cuda if mm(r.version) and mm(r.version) != mm(cuda)]
+        if bad:
+            findings.append(
+                Finding(
+                    "conda-cuda-mismatch",
+                    WARNING,
+                    "conda's "
+                    + ", ".join(f"{r.name} {r.version}" for r in bad)
+                    + f" does not match the pip wheel's CUDA {cuda}",
+                    "The pip wheel brings its own CUDA libraries (nvidia-* wheels); conda's CUDA packages in the same "
+                    "environment put other versions of the same libraries on the library path of this environment.",
+                    {"conda.records": as_plain(bad), "torch.cuda": cuda, "conda.prefix": prefix},
+                    Fix(
+                        "Remove the conda CUDA packages; the wheel does not need them.",
+                        [f"conda remove -p {shlex.quote(str(prefix))} " + " ".join(r.name for r in bad)],
+                    ),
+                )
+            )
+    return findings
+
+
+# --- interpreter hygiene ------------------------------------------------------------------------
+
+
+def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
+    interp = snap.interpreter
+    if interp.error or not interp.path:
+        return []
+    findings = []
+    evidence = {
+        "interpreter.path": interp.path,
+        "interpreter.env_kind": interp.env_kind,
+        "interpreter.prefix": interp.prefix,
+        "interpreter.bits": interp.bits,
+    }
+    windows = snap.host.os == "windows"
+    if interp.bits == 32:
+        findings.append(
+            Finding(
+                "python-32-bit",
+                ERROR,
+                f"{interp.path} is a 32-bit Python: no torch wheels exist for it",
+                'PyTorch publishes 64-bit wheels only; pip answers "Could not find a version that satisfies the '
+                'requirement torch (from versions: none)".',
+                evidence,
+                Fix(
+                    "Install a 64-bit Python and create the environment with it.",
+                    ["py -3.12-64 -m venv .venv" if windows else "uv venv --python 3.12 .venv"],
+                ),
+            )
+        )
+    py = snap.environment.python or PythonFacts()
+    if interp.externally_managed and interp.env_kind not in ("venv", "uv-venv", "conda"):
+        text = (py.externally_managed_text or "").strip()
+        findings.append(
+            Finding(
+                "externally-managed-python",
+                WARNING,
+                f"{interp.path} is the system Python, marked EXTERNALLY-MANAGED (PEP 668)",
+                'pip refuses to install into it ("error: externally-managed-environment"), and forcing it with '
+                "--break-system-packages can break the distribution's own tools. Use a virtual environment."
+                + (f" The distribution says: {text.splitlines()[0][:200]}" if text else ""),
+                evidence,
+                Fix(
+                    "Create a virtual environment and install torch there (Debian/Ubuntu may need "
+                    "`sudo apt install python3-venv` first).",
+                    actions=[reinstall(snap, VENV, ".venv")],
+                ),
+            )
+        )
+    elif interp.env_kind == "conda-base" or (py.conda is not None and py.conda.is_base):
+        version = ".".join(interp.version.split(".")[:2]) or "3.12"
+        findings.append(
+            Finding(
+                "conda-base-environment",
+                WARNING,
+                f"the target is conda's base environment ({interp.prefix or interp.path})",
+                "Installing torch into base ties it to conda's own dependencies; an upgrade of either can break the "
+                "other, and conda refuses to remove packages base needs. Use a separate environment.",
+                evidence,
+                Fix(
+                    "Create an environment for torch and install it there.",
+                    actions=[
+                        Action(SHELL, text=f"conda create -n torch python={version}"),
+                        Action(SHELL, text="conda activate torch"),
+                        Action(INSTALL, TORCH_TRIO, reinstall(snap).variant, python="python"),
+                    ],
+                ),
+            )
+        )
+    return findings

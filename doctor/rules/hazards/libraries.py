@@ -1,0 +1,152 @@
+"""Library shadowing: CUDA libraries on the library path older than the ones torch's wheel ships, and a
+CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when building extensions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from doctor.model import snapshot as S
+from doctor.model.environment import CudaHome, Libraries
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.snapshot import as_plain
+from doctor.model.versions import normalize_name
+from doctor.rules.hazards.common import export, is_cuda_build, mm, mm_text, same_dir, split_path, torch_cuda
+
+# Library family -> the pip distributions that ship it (CUDA 12 names, then CUDA 13 names).
+_FAMILY_DISTS = {
+    "cudnn": ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cudnn-cu11", "nvidia-cudnn"),
+    "cublas": ("nvidia-cublas-cu12", "nvidia-cublas", "nvidia-cublas-cu11"),
+    "nvjitlink": ("nvidia-nvjitlink-cu12", "nvidia-nvjitlink"),
+    "cudart": ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu11"),
+    "nccl": ("nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"),
+    "cusparse": ("nvidia-cusparse-cu12", "nvidia-cusparse", "nvidia-cusparse-cu11"),
+}
+# Families whose library version follows torch's CUDA major.minor (cuSPARSE, cuDNN and NCCL do not).
+_FOLLOWS_CUDA = ("cudart", "nvjitlink", "cublas")
+
+
+def expected_lib_versions(snap: S.Snapshot) -> dict[str, tuple[str, str]]:
+    """Family -> (version, where it came from) for the libraries the installed torch uses."""
+    expected: dict[str, tuple[str, str]] = {}
+    python = snap.environment.python
+    dists = python.dists if python is not None else []
+    for family, names in _FAMILY_DISTS.items():
+        for dist in dists:  # sys.path order: the first one is the one imported
+            if normalize_name(dist.name) in names and dist.version:
+                expected[family] = (str(dist.version), f"{dist.name} {dist.version}")
+                break
+    cuda = torch_cuda(snap)
+    if cuda:
+        for family in _FOLLOWS_CUDA:
+            expected.setdefault(family, (cuda, f"torch's CUDA {cuda}"))
+    return expected
+
+
+def _symptom(family: str, wheel: str, found: str) -> str:
+    w, f = mm(wheel) or (0, 0), mm(found) or (0, 0)
+    if family == "nvjitlink":
+        return f"undefined symbol: __nvJitLinkComplete_{w[0]}_{w[1]}, version libnvJitLink.so.{w[0]}"
+    if family == "cusparse":
+        return f"libcusparse.so.{w[0]}: undefined symbol: __nvJitLinkAddData_{w[0]}_{w[1]}, version libnvJitLink.so.{w[0]}"
+    if family == "cudnn":
+        return (
+            f"cuDNN version incompatibility: PyTorch was compiled  against ({w[0]}, {w[1]}, …) but found runtime "
+            f"version ({f[0]}, {f[1]}, …)"
+        )
+    if family == "cublas":
+        return f"libcublas.so.{w[0]}: undefined symbol: cublasLt…, version libcublasLt.so.{w[0]}"
+    return f"undefined symbol … lib{family}.so.{w[0]}"
+
+
+def check_library_shadowing(snap: S.Snapshot, table) -> list[Finding]:
+    return _check_ld_library_path(snap) + _check_cuda_home(snap)
+
+
+def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
+    libs = snap.environment.libraries or Libraries()
+    dirs = libs.dirs
+    if not dirs or not is_cuda_build(snap):
+        return []  # a CPU build loads no CUDA library
+    expected = expected_lib_versions(snap)
+    offending: list[dict[str, Any]] = []
+    for entry in dirs:
+        for lib in entry.libs:
+            family = lib.family
+            found = lib.real_version or lib.version
+            if family not in expected or not found:
+                continue
+            wheel, source = expected[family]
+            have, want = mm(found), mm(wheel)
+            # Same major = same soname, so the dynamic loader can pick this file instead of the wheel's.
+            # Only an older minor breaks: newer CUDA libraries keep the symbols of older minors
+            # (the failures seen are "undefined symbol: __nvJitLinkComplete_12_4" from a 12.1 library).
+            if have and want and have[0] == want[0] and None not in (have[1], want[1]) and have[1] < want[1]:
+                offending.append(
+                    {
+                        "dir": entry.path,
+                        "file": lib.file,
+                        "version": found,
+                        "family": family,
+                        "wheel_version": wheel,
+                        "wheel_source": source,
+                    }
+                )
+    if not offending:
+        return []
+    windows = snap.host.os == "windows" or libs.variable == "PATH"
+    variable = libs.variable or ("PATH" if windows else "LD_LIBRARY_PATH")
+    bad_dirs = list(dict.fromkeys(o["dir"] for o in offending))
+    keep = [d for d in split_path(libs.value, windows) if not any(same_dir(d, b) for b in bad_dirs)]
+    symptoms = list(dict.fromkeys(_symptom(o["family"], o["wheel_version"], o["version"]) for o in offending))
+    listing = "; ".join(
+        f"{o['dir']}/{o['file']} ({mm_text(o['version'])}, torch's wheel has "
+        f"{mm_text(o['wheel_version'])} from {o['wheel_source']})"
+        for o in offending
+    )
+    runtime_text = f"{snap.runtime.detail} {snap.runtime.stderr_tail}"
+    broke = snap.runtime.status in ("import-error", "crashed", "error") and (
+        "undefined symbol" in runtime_text or "cuDNN version incompatibility" in runtime_text
+    )
+    return [
+        Finding(
+            "library-path-shadows-cuda-libs",
+            ERROR if broke else WARNING,
+            f"{variable} puts other CUDA library versions ahead of torch's own",
+            f"{listing}. The dynamic loader searches {variable} before the wheel's nvidia/*/lib folders for "
+            "libraries that torch's libraries load indirectly (cuBLAS loads cuBLASLt, cuSPARSE loads nvJitLink, "
+            "cuDNN loads its sub-libraries), so these files can be picked instead. Typical errors: "
+            + "; ".join(f'"{s}"' for s in symptoms)
+            + ".",
+            {"variable": variable, "value": libs.value, "offending": offending},
+            Fix(
+                f"Take those folders out of {variable} (also where it is set: ~/.bashrc, the module system, the "
+                "container image).",
+                [export(variable, keep, windows)],
+            ),
+        )
+    ]
+
+
+def _check_cuda_home(snap: S.Snapshot) -> list[Finding]:
+    home = snap.environment.cuda_home or CudaHome()
+    toolkit, cuda = home.version, torch_cuda(snap)
+    have, want = mm(toolkit), mm(cuda)
+    if not have or not want or have == want:
+        return []
+    what = home.variable or "the default toolkit"
+    return [
+        Finding(
+            "cuda-home-version-mismatch",
+            INFO,
+            f"{what} ({home.path}) is CUDA {mm_text(toolkit)}, torch was built with CUDA {mm_text(cuda)}",
+            "This matters only when building CUDA extensions (torch.utils.cpp_extension, pip installs that compile): "
+            f'"The detected CUDA version ({mm_text(toolkit)}) mismatches the version that was used to compile PyTorch '
+            f'({mm_text(cuda)}). Please make sure to use the same CUDA versions." (an error when the major '
+            "versions differ, a warning otherwise).",
+            {"cuda_home": as_plain(home), "torch.cuda": cuda},
+            Fix(
+                f"Before building extensions, point CUDA_HOME at a CUDA {mm_text(cuda)} toolkit.",
+                [f"export CUDA_HOME=/usr/local/cuda-{mm_text(cuda)}"],
+            ),
+        )
+    ]
