@@ -1,16 +1,18 @@
-"""The hostile suite's fixtures: the shared fake machine, and the corpus runner.
+"""The hostile suite's fixtures: the shared fake machine, and one scheduler for every expensive run.
 
-Each corpus case is one CLI run of about a second, and some hostile ones are stopped only by their time
-limit; run one after another they would take minutes on two cores. ``corpus`` therefore starts the runs
-of every *selected* case (after -k / deselection) on a few worker threads as soon as the first test asks,
-in test order, and each test waits for its own. The runs are independent (own folders, own marker
-variables), so this is safe; the assertions stay in the tests.
+Each corpus case is a CLI run of about a second; some hostile ones end only at their time limit; the
+orphan scenarios wait on real time limits; the interrupted fixes run real pip. One after another that is
+minutes on two cores. So the first test that asks for ``jobs`` starts the runs of every *selected* test
+(after -k and deselection) of every module that defines ``hostile_jobs(jobs, items)``: runs that mostly
+wait go to a wide pool, the others to a pool of a few workers. Each test then waits for its own run and
+asserts on it. The runs are independent (own folders, own marker variables), so overlapping them is safe.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,11 +20,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cases import Case, Ctx  # noqa: E402
-from hostile import World, base_env, build_world, run_cli  # noqa: E402
+from hostile import World, build_world  # noqa: E402
 
 _SELECTED = pytest.StashKey[list]()
-WORKERS = int(os.environ.get("HOSTILE_WORKERS", "6"))
+CPU_WORKERS = int(os.environ.get("HOSTILE_WORKERS", "4"))
+IDLE_WORKERS = 24
 
 
 def pytest_configure(config):
@@ -31,12 +33,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    selected = []
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if isinstance(params.get("case"), Case):
-            selected.append(params["case"])
-    config.stash[_SELECTED] = selected
+    config.stash[_SELECTED] = list(items)
 
 
 @pytest.fixture(scope="session")
@@ -44,40 +41,52 @@ def world(tmp_path_factory) -> World:
     return build_world(tmp_path_factory.mktemp("hostile-world"))
 
 
-class Corpus:
-    def __init__(self, world: World, root: Path, selected: list[Case]):
-        self.world, self.root, self.selected = world, root, selected
-        self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="hostile")
-        self.futures: dict[str, Future] = {}
+class Jobs:
+    """Keyed runs on three pools: "idle" (runs that mostly wait: hangs, signals, time limits), "cpu", and
+    "setup" for what other runs wait on (so a dependency never queues behind the runs waiting for it)."""
 
-    def result(self, case: Case):
-        if not self.futures:
-            # The ones with a time bound of their own are the slow hostile ones: start those first.
-            for c in sorted(self.selected, key=lambda c: c.max_seconds is None):
-                self.futures[c.name] = self.pool.submit(self.run, c)
-        if case.name not in self.futures:
-            self.futures[case.name] = self.pool.submit(self.run, case)
-        return self.futures[case.name].result()
+    def __init__(self, world: World, tmp_path_factory):
+        self.world = world
+        self.tmp = tmp_path_factory
+        self.pools = {
+            "idle": ThreadPoolExecutor(IDLE_WORKERS, thread_name_prefix="hostile-idle"),
+            "cpu": ThreadPoolExecutor(CPU_WORKERS, thread_name_prefix="hostile-cpu"),
+            "setup": ThreadPoolExecutor(2, thread_name_prefix="hostile-setup"),
+        }
+        self.futures: dict[object, Future] = {}
+        self.lock = threading.Lock()
 
-    def run(self, case: Case):
-        tmp = self.root / case.name
-        tmp.mkdir(parents=True)
-        ctx = Ctx(self.world, tmp, base_env(self.world), tmp)
-        try:
-            args = case.build(ctx)
-        except BaseException as exc:  # pytest.skip included: re-raised in the test's own thread
-            return ctx, exc
-        outcome = run_cli(args, ctx.env, cwd=ctx.cwd, limit=case.limit, stdin=ctx.stdin, settle=case.settle)
-        return ctx, outcome
+    def submit(self, key, kind: str, fn) -> Future:
+        with self.lock:
+            if key not in self.futures:
+                self.futures[key] = self.pools[kind].submit(fn)
+            return self.futures[key]
 
-    def close(self):
+    def result(self, key, kind: str | None = None, fn=None):
+        """The run's result (its exception re-raised here, pytest.skip included); submitted now if it was
+        not (a test run on its own)."""
+        if fn is not None:
+            self.submit(key, kind or "cpu", fn)
+        return self.futures[key].result()
+
+    def close(self) -> None:
         for future in self.futures.values():
             future.cancel()
-        self.pool.shutdown(wait=True)
+        for pool in self.pools.values():
+            pool.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
-def corpus(request, world, tmp_path_factory):
-    runner = Corpus(world, tmp_path_factory.mktemp("hostile-cases"), request.config.stash.get(_SELECTED, []))
-    yield runner
-    runner.close()
+def jobs(request, world, tmp_path_factory):
+    scheduler = Jobs(world, tmp_path_factory)
+    by_module: dict = {}
+    for item in request.config.stash.get(_SELECTED, []):
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "hostile_jobs"):
+            by_module.setdefault(module, []).append(item)
+    # Slowest first: the interrupted fixes (real pip) and the orphans, then the corpus.
+    order = {"test_interrupt_fix": 0, "test_orphans": 1}
+    for module in sorted(by_module, key=lambda m: order.get(m.__name__, 9)):
+        module.hostile_jobs(scheduler, by_module[module])
+    yield scheduler
+    scheduler.close()

@@ -290,6 +290,11 @@ def kill_run(pid: int, marker: str | None, needles: tuple[str, ...] = ()) -> Non
         psutil.wait_procs(alive, timeout=2)
 
 
+def params_of(item) -> dict:
+    """A collected test's parameters ({} when it has none)."""
+    return dict(getattr(getattr(item, "callspec", None), "params", {}))
+
+
 # --- checking output ---------------------------------------------------------------------------------
 
 
@@ -423,3 +428,86 @@ def run_on_pty(args: list[str], env: dict[str, str], cwd: Path | str | None = No
         proc.wait()
         os.close(master)
     return returncode, bytes(data)
+
+
+class Launched:
+    """A CLI run to interact with while it runs (signals at chosen moments). Always ``close()`` it (or use
+    it as a context manager): that kills whatever of the run is left."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | str | None = None,
+                 needles: tuple[str, ...] = ()):
+        self.marker = env.get(MARK_VAR) or uuid.uuid4().hex
+        self.needles = needles
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(
+            cli_argv(args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env, **{MARK_VAR: self.marker}),
+            cwd=str(cwd) if cwd else None,
+            start_new_session=True,
+        )
+        _limit_address_space(self.proc.pid)
+        self.readers = [_Reader(self.proc.stdout), _Reader(self.proc.stderr)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def out(self) -> str:
+        return self.readers[0].data().decode("utf-8", "replace")
+
+    def err(self) -> str:
+        return self.readers[1].data().decode("utf-8", "replace")
+
+    def wait_for(self, predicate, timeout: float, poll: float = 0.05, while_running: bool = True) -> bool:
+        """Poll ``predicate()`` until it is true (True) or ``timeout`` passes (False); with ``while_running``
+        also stop (False) once the CLI has exited and the predicate is still false."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if while_running and self.proc.poll() is not None:
+                return bool(predicate())
+            time.sleep(poll)
+        return False
+
+    def wait_output(self, needle: str, timeout: float) -> bool:
+        return self.wait_for(lambda: needle in self.out() or needle in self.err(), timeout)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def others(self) -> list[psutil.Process]:
+        """The run's processes other than the CLI itself, alive now: by ``needles`` when there are some (a
+        cheap scan of command lines), else by the marker variable."""
+        found = live_processes(None if self.needles else self.marker, self.needles)
+        return [p for p in found if p.pid != self.proc.pid]
+
+    def signal(self, sig: int, group: bool = False) -> None:
+        try:
+            if group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        kill_run(self.proc.pid, self.marker, self.needles)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for reader in self.readers:
+            reader.join(5)

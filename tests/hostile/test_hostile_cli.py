@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from cases import CASES, ESC_CLEAR, ESC_TITLE, Case, Ctx
-from hostile import RTX5090, Outcome, base_env, controls, run_cli, run_on_pty, write_fake_nvidia_smi
+from hostile import (
+    RTX5090,
+    Outcome,
+    base_env,
+    controls,
+    params_of,
+    run_cli,
+    run_on_pty,
+    write_fake_nvidia_smi,
+)
 from planting import planted_machine, planted_report
 
 pytestmark = pytest.mark.hostile
@@ -63,11 +71,34 @@ def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
         check(res, ctx)
 
 
+def run_case(world, root: Path, case: Case):
+    """Build the case's input in its own folder and run it: (ctx, Outcome)."""
+    tmp = root / case.name
+    tmp.mkdir(parents=True)
+    ctx = Ctx(world, tmp, base_env(world), tmp)
+    args = case.build(ctx)
+    return ctx, run_cli(args, ctx.env, cwd=ctx.cwd, limit=case.limit, stdin=ctx.stdin, settle=case.settle)
+
+
+def case_job(jobs, case: Case):
+    root = jobs.tmp.getbasetemp() / "hostile-cases"
+    root.mkdir(exist_ok=True)
+    return ("case", case.name), "idle" if case.max_seconds else "cpu", lambda: run_case(jobs.world, root, case)
+
+
+def hostile_jobs(jobs, items) -> None:
+    """conftest.py's scheduler: start the runs the selected tests of this module need."""
+    for item in items:
+        params = params_of(item)
+        if isinstance(params.get("case"), Case):
+            jobs.submit(*case_job(jobs, params["case"]))
+        if params.get("output") in SHARED_OUTPUTS:
+            jobs.submit(*shared_job(jobs, params["output"]))
+
+
 @pytest.mark.parametrize("case", params(CASES))
-def test_hostile_input(case: Case, corpus):
-    ctx, res = corpus.result(case)
-    if isinstance(res, BaseException):
-        raise res
+def test_hostile_input(case: Case, jobs):
+    ctx, res = jobs.result(*case_job(jobs, case))
     assert_outcome(case, ctx, res)
 
 
@@ -94,31 +125,39 @@ SHARED_OUTPUTS = {
 }
 
 
-@pytest.fixture(scope="session")
-def shared_outputs(world, tmp_path_factory):
-    """output id -> (Outcome, the text of everything it wrote: stdout, then the file it names)."""
-    root = tmp_path_factory.mktemp("hostile-secrets")
-    report = root / "planted.json"
-    report.write_text(json.dumps(planted_report(world.report_data, SECRETS)), encoding="utf-8")
-    py, bin_dir, variables = planted_machine(root / "live", SECRETS)
+def planted(jobs) -> tuple[Path, tuple[Path, Path, dict[str, str]]]:
+    """Once per session: the planted report, and the live machine carrying the planted secrets."""
 
-    def produce(name):
-        kind, args, written = SHARED_OUTPUTS[name]
-        out = root / name
-        out.mkdir()
-        env = base_env(world, GITHUB_STEP_SUMMARY=str(out / "summary.md"))
-        if kind == "from":
-            argv = [*args, "--from", str(report)]
-        else:
-            env.update(variables)
-            env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-            argv = [*args, "--python", str(py), "--smoke-timeout", "20"]
-        res = run_cli([a.replace("{out}", str(out)) for a in argv], env, cwd=out, limit=60)
-        text = res.out + ((out / written).read_text(encoding="utf-8") if written and (out / written).is_file() else "")
-        return name, (res, text)
+    def build():
+        root = jobs.tmp.getbasetemp() / "hostile-secrets"
+        root.mkdir()
+        report = root / "planted.json"
+        report.write_text(json.dumps(planted_report(jobs.world.report_data, SECRETS)), encoding="utf-8")
+        return report, planted_machine(root / "live", SECRETS)
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        return dict(pool.map(produce, SHARED_OUTPUTS))
+    return jobs.result("planted", "setup", build)
+
+
+def produce_shared(jobs, name: str):
+    """One shared output: (Outcome, the text of everything it wrote: stdout, then the file it names)."""
+    report, (py, bin_dir, variables) = planted(jobs)
+    kind, args, written = SHARED_OUTPUTS[name]
+    out = report.parent / name
+    out.mkdir()
+    env = base_env(jobs.world, GITHUB_STEP_SUMMARY=str(out / "summary.md"))
+    if kind == "from":
+        argv = [*args, "--from", str(report)]
+    else:
+        env.update(variables)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        argv = [*args, "--python", str(py), "--smoke-timeout", "20"]
+    res = run_cli([a.replace("{out}", str(out)) for a in argv], env, cwd=out, limit=60)
+    text = res.out + ((out / written).read_text(encoding="utf-8") if written and (out / written).is_file() else "")
+    return res, text
+
+
+def shared_job(jobs, name: str):
+    return ("shared", name), "cpu", lambda: produce_shared(jobs, name)
 
 
 def secret_params():
@@ -134,17 +173,17 @@ def secret_params():
 
 
 @pytest.mark.parametrize("output", list(SHARED_OUTPUTS))
-def test_shared_output_runs_cleanly(output, shared_outputs):
+def test_shared_output_runs_cleanly(output, jobs):
     """The runs behind the secret checks: a normal exit, the planted findings, no traceback."""
-    res, text = shared_outputs[output]
+    res, text = jobs.result(*shared_job(jobs, output))
     assert res.returncode in (0, 1), res.summary()
     assert b"Traceback (most recent" not in res.stderr, res.summary()
     assert "torch-import-error" in text or "import" in text, res.summary()
 
 
 @pytest.mark.parametrize("output,secret", secret_params())
-def test_secret_absent_from_shared_output(output, secret, shared_outputs):
-    res, text = shared_outputs[output]
+def test_secret_absent_from_shared_output(output, secret, jobs):
+    res, text = jobs.result(*shared_job(jobs, output))
     assert res.returncode in (0, 1), res.summary()
     assert secret["value"] not in text, f"{secret['id']} leaked into {output}"
 
