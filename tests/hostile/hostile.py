@@ -302,7 +302,7 @@ def controls(data: bytes) -> list[str]:
     """Each raw control character in ``data`` with a little context, e.g. ``'\\x1b' in b'GPU 0 \\x1b]0;'``."""
     found = []
     for m in _CONTROL.finditer(data):
-        found.append(f"{data[m.start():m.end()]!r} in {data[max(0, m.start() - 30):m.end() + 30]!r}")
+        found.append(f"{data[m.start() : m.end()]!r} in {data[max(0, m.start() - 30) : m.end() + 30]!r}")
         if len(found) >= 5:
             break
     return found
@@ -369,7 +369,15 @@ def build_fake_nvml(folder: Path) -> tuple[Path | None, str]:
         return None, "no C compiler (cc, gcc, clang) on PATH"
     folder.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O0", "-o", str(folder / "libnvidia-ml.so.1"), str(FIXTURES / "fake_nvml.c")],
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O0",
+            "-o",
+            str(folder / "libnvidia-ml.so.1"),
+            str(FIXTURES / "fake_nvml.c"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -434,8 +442,13 @@ class Launched:
     """A CLI run to interact with while it runs (signals at chosen moments). Always ``close()`` it (or use
     it as a context manager): that kills whatever of the run is left."""
 
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | str | None = None,
-                 needles: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path | str | None = None,
+        needles: tuple[str, ...] = (),
+    ):
         self.marker = env.get(MARK_VAR) or uuid.uuid4().hex
         self.needles = needles
         self.start = time.monotonic()

@@ -55,7 +55,9 @@ def planted_report(report: dict, secrets: list[dict]) -> dict:
 
 def import_error(secrets: list[dict]) -> str:
     """The ImportError's message: one line quoting every stderr plant and env echo."""
-    return "libcudart.so.12: cannot open shared object file; " + "; ".join(stderr_text(secrets).splitlines()[2:])
+    return "libcudart.so.12: cannot open shared object file; " + "; ".join(
+        stderr_text(secrets).splitlines()[2:]
+    )
 
 
 def planted_machine(root: Path, secrets: list[dict]) -> tuple[Path, Path, dict[str, str]]:
@@ -67,9 +69,7 @@ def planted_machine(root: Path, secrets: list[dict]) -> tuple[Path, Path, dict[s
     text = stderr_text(live)
     init = site_packages(root / "venv") / "torch" / "__init__.py"
     init.write_text(
-        "import sys\n"
-        f"sys.stderr.write({text!r} + '\\n')\n"
-        f"raise ImportError({import_error(live)!r})\n"
+        f"import sys\nsys.stderr.write({text!r} + '\\n')\nraise ImportError({import_error(live)!r})\n"
     )
     bin_dir = root / "bin"
     write_fake_nvidia_smi(bin_dir, [dict(RTX5090, name=gpu_name(live))])

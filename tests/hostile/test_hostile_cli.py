@@ -33,9 +33,7 @@ NEVER = {3}  # internal error
 
 def params(cases: list[Case]):
     return [
-        pytest.param(
-            c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else []
-        )
+        pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
         for c in cases
     ]
 
@@ -45,12 +43,18 @@ def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
     summary = res.summary()
     assert not res.timed_out, f"hung: still running at the {case.limit:g}s limit\n{summary}"
     assert not res.memory_killed, f"memory bomb: past the guard's limit\n{summary}"
-    assert res.returncode is not None and res.returncode >= 0, f"killed by signal {-res.returncode}\n{summary}"
+    assert res.returncode is not None and res.returncode >= 0, (
+        f"killed by signal {-res.returncode}\n{summary}"
+    )
     assert res.returncode not in NEVER, f"internal error (exit 3)\n{summary}"
-    assert res.returncode in case.exits, f"exit {res.returncode}, expected one of {sorted(case.exits)}\n{summary}"
+    assert res.returncode in case.exits, (
+        f"exit {res.returncode}, expected one of {sorted(case.exits)}\n{summary}"
+    )
     if case.max_seconds is not None:
         assert res.seconds <= case.max_seconds, f"took {res.seconds:.1f}s > {case.max_seconds}s\n{summary}"
-    assert res.peak_rss_mb <= case.max_rss_mb, f"peak RSS {res.peak_rss_mb:.0f} MB > {case.max_rss_mb}\n{summary}"
+    assert res.peak_rss_mb <= case.max_rss_mb, (
+        f"peak RSS {res.peak_rss_mb:.0f} MB > {case.max_rss_mb}\n{summary}"
+    )
     assert b"Traceback" not in res.stdout + res.stderr, summary
     lowered = res.text.lower()
     assert "internal error" not in lowered and "internal-rule-error" not in lowered, summary
@@ -60,7 +64,9 @@ def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
         except ValueError as exc:
             raise AssertionError(f"stdout is not one JSON document ({exc})\n{summary}") from None
     else:
-        assert not controls(res.stdout), f"raw control characters on stdout: {controls(res.stdout)}\n{summary}"
+        assert not controls(res.stdout), (
+            f"raw control characters on stdout: {controls(res.stdout)}\n{summary}"
+        )
     assert not controls(res.stderr), f"raw control characters on stderr: {controls(res.stderr)}\n{summary}"
     for path in ctx.outputs:
         if path.is_file() and path.suffix != ".json":
@@ -83,7 +89,11 @@ def run_case(world, root: Path, case: Case):
 def case_job(jobs, case: Case):
     root = jobs.tmp.getbasetemp() / "hostile-cases"
     root.mkdir(exist_ok=True)
-    return ("case", case.name), "idle" if case.max_seconds else "cpu", lambda: run_case(jobs.world, root, case)
+    return (
+        ("case", case.name),
+        "idle" if case.max_seconds else "cpu",
+        lambda: run_case(jobs.world, root, case),
+    )
 
 
 def hostile_jobs(jobs, items) -> None:
@@ -152,7 +162,9 @@ def produce_shared(jobs, name: str):
         env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
         argv = [*args, "--python", str(py), "--smoke-timeout", "20"]
     res = run_cli([a.replace("{out}", str(out)) for a in argv], env, cwd=out, limit=60)
-    text = res.out + ((out / written).read_text(encoding="utf-8") if written and (out / written).is_file() else "")
+    text = res.out + (
+        (out / written).read_text(encoding="utf-8") if written and (out / written).is_file() else ""
+    )
     return res, text
 
 
@@ -167,7 +179,15 @@ def secret_params():
             if kind == "live" and not s.get("live", True):
                 continue
             leaks = output in s.get("leaks_today", [])
-            marks = [pytest.mark.xfail(strict=True, reason=f"leaks today: {s['value']!r} is in the {output} output")] if leaks else []
+            marks = (
+                [
+                    pytest.mark.xfail(
+                        strict=True, reason=f"leaks today: {s['value']!r} is in the {output} output"
+                    )
+                ]
+                if leaks
+                else []
+            )
             out.append(pytest.param(output, s, id=f"{output}-{s['id']}", marks=marks))
     return out
 
@@ -198,8 +218,13 @@ TERMINAL_SOURCES = {
 
 @pytest.mark.parametrize(
     "source",
-    [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=f"{why}: ESC ]0; and ESC [2J reach the terminal raw"))
-     for s, why in TERMINAL_SOURCES.items()],
+    [
+        pytest.param(
+            s,
+            marks=pytest.mark.xfail(strict=True, reason=f"{why}: ESC ]0; and ESC [2J reach the terminal raw"),
+        )
+        for s, why in TERMINAL_SOURCES.items()
+    ],
 )
 def test_escape_sequences_never_reach_a_terminal(source, world, tmp_path):
     """On a pty (colours on: TERM=xterm-256color, no NO_COLOR) rich writes its own styling, so only the planted
@@ -221,3 +246,10 @@ def test_escape_sequences_never_reach_a_terminal(source, world, tmp_path):
     assert returncode == 1, screen[-2000:]
     assert b"RTX 5090" in screen
     assert ESC_TITLE[:-1].encode() not in screen and ESC_CLEAR.encode() not in screen, screen[:1500]
+
+
+def test_readme_describes_every_case_and_shape():
+    readme = (Path(__file__).parent / "README.md").read_text(encoding="utf-8")
+    missing = [c.name for c in CASES if f"`{c.name}`" not in readme]
+    missing += [s["id"] for s in SECRETS if f"`{s['id']}`" not in readme]
+    assert not missing, f"tests/hostile/README.md does not describe: {missing}"

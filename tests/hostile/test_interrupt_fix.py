@@ -54,22 +54,37 @@ MOMENTS = {
     "uninstalled": ("Successfully uninstalled torch-2.6.0", "", 0.0),
     "installing": ("Successfully uninstalled torch-2.6.0", "", 1.0),
 }
-SIGNALS = {"SIGINT": (signal.SIGINT, True), "SIGTERM": (signal.SIGTERM, False),
-           "SIGHUP": (signal.SIGHUP, False), "SIGTERM-group": (signal.SIGTERM, True)}
+SIGNALS = {
+    "SIGINT": (signal.SIGINT, True),
+    "SIGTERM": (signal.SIGTERM, False),
+    "SIGHUP": (signal.SIGHUP, False),
+    "SIGTERM-group": (signal.SIGTERM, True),
+}
 XFAIL: dict[tuple[str, str], str] = {}
 
-XFAIL.update({
-    (s, m): "torchdoctor dies at once (killed by the signal, nothing printed); pip runs on alone (~5 s) and "
-    "dies of the broken pipe at its next line: torch 2.7.1+cu128 left beside torchvision 0.21.0+cu126 and "
-    "torchaudio 2.6.0+cu126 (pip check: they require torch==2.6.0)"
-    for s in ("SIGTERM", "SIGHUP", "SIGTERM-group") for m in ("uninstalled", "installing")
-})
-XFAIL.update({
-    ("SIGINT", m): "exit 130 and a restore command, but pip (interrupted mid-install, no rollback) leaves "
-    "~orch and ~orch-2.6.0+cu126.dist-info; after the restore command (exit 0) `pip check` still says "
-    "torchvision and torchaudio require torch, which is not installed"
-    for m in ("uninstalled", "installing")
-})
+XFAIL.update(
+    {
+        (
+            s,
+            m,
+        ): "torchdoctor dies at once (killed by the signal, nothing printed); pip runs on alone (~5 s) and "
+        "dies of the broken pipe at its next line: torch 2.7.1+cu128 left beside torchvision 0.21.0+cu126 and "
+        "torchaudio 2.6.0+cu126 (pip check: they require torch==2.6.0)"
+        for s in ("SIGTERM", "SIGHUP", "SIGTERM-group")
+        for m in ("uninstalled", "installing")
+    }
+)
+XFAIL.update(
+    {
+        (
+            "SIGINT",
+            m,
+        ): "exit 130 and a restore command, but pip (interrupted mid-install, no rollback) leaves "
+        "~orch and ~orch-2.6.0+cu126.dist-info; after the restore command (exit 0) `pip check` still says "
+        "torchvision and torchaudio require torch, which is not installed"
+        for m in ("uninstalled", "installing")
+    }
+)
 
 
 @dataclass
@@ -96,13 +111,24 @@ def fix_world(jobs):
 
 
 def fix_args(world, venv: Path, index: Path, *more: str) -> list[str]:
-    return ["fix", "--yes", "--no-smoke", "--python", str(venv / "bin" / "python"),
-            "--index-url-base", index.as_uri(), *more]
+    return [
+        "fix",
+        "--yes",
+        "--no-smoke",
+        "--python",
+        str(venv / "bin" / "python"),
+        "--index-url-base",
+        index.as_uri(),
+        *more,
+    ]
 
 
 def restore_command(out: str, err: str) -> str:
     """The command printed at the interruption (stderr), else the one in the plan (stdout)."""
-    for text, heads in ((err, ("Restore with:", "restore the previous builds with:")), (out, ("restore with:",))):
+    for text, heads in (
+        (err, ("Restore with:", "restore the previous builds with:")),
+        (out, ("restore with:",)),
+    ):
         lines = text.splitlines()
         for i, line in enumerate(lines):
             if line.strip().endswith(heads) and i + 1 < len(lines):
@@ -155,10 +181,13 @@ def interrupt(world, root: Path, sig_name: str, moment: str) -> Run:
     needle, also, delay = MOMENTS[moment]
     sig, group = SIGNALS[sig_name]
     run = Run()
-    with Launched(fix_args(world, venv, world.big), cli_env(world, base_env(None)), cwd=root,
-                  needles=(str(venv),)) as cli:
+    with Launched(
+        fix_args(world, venv, world.big), cli_env(world, base_env(None)), cwd=root, needles=(str(venv),)
+    ) as cli:
         run.reached = cli.wait_for(
-            lambda: any(needle in line and also in line for line in cli.out().splitlines()), timeout=120, poll=0.01
+            lambda: any(needle in line and also in line for line in cli.out().splitlines()),
+            timeout=120,
+            poll=0.01,
         )
         if run.reached:
             time.sleep(delay)
@@ -216,21 +245,32 @@ def hostile_jobs(jobs, items) -> None:
 
 @pytest.mark.parametrize(
     "sig_name,moment",
-    [pytest.param(s, m, id=f"{s}-{m}", marks=[pytest.mark.xfail(strict=True, reason=XFAIL[(s, m)])]
-                  if (s, m) in XFAIL else []) for s, m in COMBOS],
+    [
+        pytest.param(
+            s,
+            m,
+            id=f"{s}-{m}",
+            marks=[pytest.mark.xfail(strict=True, reason=XFAIL[(s, m)])] if (s, m) in XFAIL else [],
+        )
+        for s, m in COMBOS
+    ],
 )
 def test_interrupted_fix_leaves_a_whole_environment(sig_name, moment, jobs):
     run = jobs.result(*job(jobs, (sig_name, moment)))
     tail = f"\n--- stdout tail:\n{run.stdout[-1500:]}\n--- stderr:\n{run.stderr[-1500:]}"
     assert run.reached, f"the moment never came (exit {run.returncode}){tail}"
-    assert run.returncode is not None and run.exited_after <= 30, f"torchdoctor still running 30 s after {sig_name}"
+    assert run.returncode is not None and run.exited_after <= 30, (
+        f"torchdoctor still running 30 s after {sig_name}"
+    )
     assert not run.alive_after_exit, f"alive {SETTLE:g}s after torchdoctor's exit: {run.alive_after_exit}"
     assert not run.changed_after_exit, "the venv changed after torchdoctor had exited"
     assert run.state in ("untouched", "new", "restored"), f"{run.state}: {run.detail}{tail}"
     if sig_name == "SIGINT":
         assert run.returncode == 130, f"exit {run.returncode}{tail}"
     if run.state == "restored":
-        assert "restore" in run.stderr.lower(), f"changed the venv, and said nothing about restoring at the end{tail}"
+        assert "restore" in run.stderr.lower(), (
+            f"changed the venv, and said nothing about restoring at the end{tail}"
+        )
 
 
 # --- two fixes at once, and the restore file's name -----------------------------------------------------
@@ -263,8 +303,12 @@ def two_at_once(world, root: Path) -> dict:
         t.start()
     for t in threads:
         t.join(180)
-    return {"results": results, "restore_files": sorted(p.name for p in root.glob("torchdoctor-restore-*.txt")),
-            "check": pip_check(venv), "state": installed(venv)}
+    return {
+        "results": results,
+        "restore_files": sorted(p.name for p in root.glob("torchdoctor-restore-*.txt")),
+        "check": pip_check(venv),
+        "state": installed(venv),
+    }
 
 
 def restore_file_run(world, root: Path, kind: str) -> dict:
@@ -281,14 +325,18 @@ def restore_file_run(world, root: Path, kind: str) -> dict:
     else:
         (root / name).symlink_to(precious)
     env = cli_env(world, base_env(None))
-    with Launched(fix_args(world, venv, world.small, "--restore-file", name), env, cwd=root,
-                  needles=(str(venv),)) as cli:
+    with Launched(
+        fix_args(world, venv, world.small, "--restore-file", name), env, cwd=root, needles=(str(venv),)
+    ) as cli:
         code = cli.wait_exit(120)
         return {"code": code, "out": cli.out(), "err": cli.err(), "precious": precious.read_text()}
 
 
-@pytest.mark.xfail(strict=True, reason="no lock: both runs carry out the plan, two pips on one venv at once "
-                   "(one exits 5 when they collide), and both write the same torchdoctor-restore-<second>.txt")
+@pytest.mark.xfail(
+    strict=True,
+    reason="no lock: both runs carry out the plan, two pips on one venv at once "
+    "(one exits 5 when they collide), and both write the same torchdoctor-restore-<second>.txt",
+)
 def test_two_fixes_on_one_venv_take_turns(jobs):
     """One carries out the plan; the other is refused (a lock) or finds nothing left to do: never two pips
     at once, never one restore file for two runs."""
@@ -302,10 +350,17 @@ def test_two_fixes_on_one_venv_take_turns(jobs):
     assert two["check"][0] == 0 and has_builds(two["state"], NEW), two
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("existing", marks=pytest.mark.xfail(strict=True, reason="overwritten silently (exit 0)")),
-    pytest.param("symlink", marks=pytest.mark.xfail(strict=True, reason="written through the symlink (exit 0)")),
-])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            "existing", marks=pytest.mark.xfail(strict=True, reason="overwritten silently (exit 0)")
+        ),
+        pytest.param(
+            "symlink", marks=pytest.mark.xfail(strict=True, reason="written through the symlink (exit 0)")
+        ),
+    ],
+)
 def test_restore_file_never_overwrites_another_file(kind, jobs):
     """An existing --restore-file is never overwritten, and never written through a symlink."""
     run = jobs.result(*job(jobs, f"restore-file-{kind}"))

@@ -74,13 +74,13 @@ for rank in range(n):
     ranks.append(subprocess.Popen([sys.executable, "-m", module] + rest, env=env, start_new_session=True))
 sys.exit(max(p.wait() for p in ranks))
 '''
-STANDIN_DISTRIBUTED = '''import os
+STANDIN_DISTRIBUTED = """import os
 import time
 
 if os.environ.get("TORCHELASTIC_RUN_ID") == "standin":  # a rank: waiting for peers that never come
     while True:
         time.sleep(60)
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -106,31 +106,76 @@ class Record:
 
 SCENARIOS = [
     Scenario("smoke-SIGINT", "smoke", "SIGINT"),
-    Scenario("smoke-SIGTERM", "smoke", "SIGTERM",
-             xfail="torchdoctor dies at once; torch_child.py runs on (under PID 1) until killed"),
-    Scenario("smoke-SIGHUP", "smoke", "SIGHUP",
-             xfail="torchdoctor dies at once; torch_child.py runs on (under PID 1) until killed"),
-    Scenario("smoke-SIGTERM-group", "smoke", "SIGTERM-group",
-             xfail="only torchdoctor's own group gets it; torch_child.py (own session) runs on until killed"),
-    Scenario("smoke-SIGKILL", "smoke", "SIGKILL",
-             xfail="torch_child.py never ends by itself: its budget is checked between steps, and the hung "
-             "`import torch` is never interrupted (still alive 6 s past --smoke-timeout 8)"),
+    Scenario(
+        "smoke-SIGTERM",
+        "smoke",
+        "SIGTERM",
+        xfail="torchdoctor dies at once; torch_child.py runs on (under PID 1) until killed",
+    ),
+    Scenario(
+        "smoke-SIGHUP",
+        "smoke",
+        "SIGHUP",
+        xfail="torchdoctor dies at once; torch_child.py runs on (under PID 1) until killed",
+    ),
+    Scenario(
+        "smoke-SIGTERM-group",
+        "smoke",
+        "SIGTERM-group",
+        xfail="only torchdoctor's own group gets it; torch_child.py (own session) runs on until killed",
+    ),
+    Scenario(
+        "smoke-SIGKILL",
+        "smoke",
+        "SIGKILL",
+        xfail="torch_child.py never ends by itself: its budget is checked between steps, and the hung "
+        "`import torch` is never interrupted (still alive 6 s past --smoke-timeout 8)",
+    ),
     Scenario("inspector-SIGINT", "inspector", "SIGINT"),
-    Scenario("inspector-SIGTERM", "inspector", "SIGTERM",
-             xfail="torchdoctor dies at once; the inspector runs on (under PID 1) until killed"),
-    Scenario("inspector-SIGHUP", "inspector", "SIGHUP",
-             xfail="torchdoctor dies at once; the inspector runs on (under PID 1) until killed"),
-    Scenario("inspector-SIGTERM-group", "inspector", "SIGTERM-group",
-             xfail="only torchdoctor's own group gets it; the inspector (own session) runs on until killed"),
-    Scenario("inspector-SIGKILL", "inspector", "SIGKILL",
-             xfail="the inspector has no time limit of its own: still alive 5 s past the 20 s limit"),
-    Scenario("distributed-SIGINT", "distributed", "SIGINT",
-             xfail="Ctrl-C: torchdoctor exits 130 at once and kills nothing; torchrun and both ranks stay alive"),
-    Scenario("distributed-SIGTERM", "distributed", "SIGTERM",
-             xfail="torchdoctor dies at once; torchrun and both ranks stay alive"),
-    Scenario(f"distributed-{RANKS_CAP}-ranks", "distributed", "SIGINT", ranks=RANKS_CAP,
-             xfail=f"not refused (2 CPUs, no GPU): torchrun starts all {RANKS_CAP} ranks; after Ctrl-C "
-             f"(exit 130) torchrun and every rank are still alive"),
+    Scenario(
+        "inspector-SIGTERM",
+        "inspector",
+        "SIGTERM",
+        xfail="torchdoctor dies at once; the inspector runs on (under PID 1) until killed",
+    ),
+    Scenario(
+        "inspector-SIGHUP",
+        "inspector",
+        "SIGHUP",
+        xfail="torchdoctor dies at once; the inspector runs on (under PID 1) until killed",
+    ),
+    Scenario(
+        "inspector-SIGTERM-group",
+        "inspector",
+        "SIGTERM-group",
+        xfail="only torchdoctor's own group gets it; the inspector (own session) runs on until killed",
+    ),
+    Scenario(
+        "inspector-SIGKILL",
+        "inspector",
+        "SIGKILL",
+        xfail="the inspector has no time limit of its own: still alive 5 s past the 20 s limit",
+    ),
+    Scenario(
+        "distributed-SIGINT",
+        "distributed",
+        "SIGINT",
+        xfail="Ctrl-C: torchdoctor exits 130 at once and kills nothing; torchrun and both ranks stay alive",
+    ),
+    Scenario(
+        "distributed-SIGTERM",
+        "distributed",
+        "SIGTERM",
+        xfail="torchdoctor dies at once; torchrun and both ranks stay alive",
+    ),
+    Scenario(
+        f"distributed-{RANKS_CAP}-ranks",
+        "distributed",
+        "SIGINT",
+        ranks=RANKS_CAP,
+        xfail=f"not refused (2 CPUs, no GPU): torchrun starts all {RANKS_CAP} ranks; after Ctrl-C "
+        f"(exit 130) torchrun and every rank are still alive",
+    ),
 ]
 
 
@@ -143,7 +188,9 @@ def build(scenario: Scenario, root: Path) -> tuple[list[str], tuple[str, ...], s
         return ["check", "--python", str(py), "--smoke-timeout", str(limit)], (str(venv),), "torch_child.py"
     if scenario.hang == "inspector":
         py = make_fake_env(venv, torch="2.6.0+cu126", cuda="12.6")
-        (site_packages(venv) / "sitecustomize.py").write_text("import time\nwhile True:\n    time.sleep(60)\n")
+        (site_packages(venv) / "sitecustomize.py").write_text(
+            "import time\nwhile True:\n    time.sleep(60)\n"
+        )
         return ["check", "--no-smoke", "--python", str(py)], (str(venv),), "inspector.py"
     py = make_fake_env(venv, torch="2.6.0+cu126", cuda="12.6", import_behaviour="ok")
     distributed = site_packages(venv) / "torch" / "distributed"
