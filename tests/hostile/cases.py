@@ -419,6 +419,7 @@ def _(ctx):
 )
 def _(ctx):
     """`fleet summarize -o missing/dir/summary.md`: created, or one line and exit 2."""
+    ctx.outputs.append(ctx.tmp / "missing" / "dir" / "s.md")
     return [
         "fleet",
         "summarize",

@@ -80,7 +80,10 @@ class Jobs:
 def jobs(request, world, tmp_path_factory):
     scheduler = Jobs(world, tmp_path_factory)
     by_module: dict = {}
-    for item in request.config.stash.get(_SELECTED, []):
+    # Under pytest-xdist each worker collects every test but runs only some: start nothing ahead there
+    # (each test then submits its own run when it asks for it).
+    selected = [] if hasattr(request.config, "workerinput") else request.config.stash.get(_SELECTED, [])
+    for item in selected:
         module = getattr(item, "module", None)
         if module is not None and hasattr(module, "hostile_jobs"):
             by_module.setdefault(module, []).append(item)
