@@ -91,9 +91,9 @@ def _read_bounded(handle) -> bytes:
 
 
 def signatures_path() -> Path:
-    from doctor.table.load import default_table_path
+    from doctor.table.files import bundled
 
-    return default_table_path().with_name("signatures.json")
+    return bundled("signatures.json")
 
 
 def load_bundled_signatures():

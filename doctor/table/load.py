@@ -15,6 +15,7 @@ from pathlib import Path
 
 from doctor.errors import TableError
 from doctor.table.compat import CompatTable
+from doctor.table.files import bundled
 from doctor.table.parse import CONFIDENCES, PLATFORMS, SCHEMA_VERSION, _Parser
 
 __all__ = ["CONFIDENCES", "PLATFORMS", "SCHEMA_VERSION", "CompatTable", "default_table_path", "load_table"]
@@ -22,11 +23,7 @@ __all__ = ["CONFIDENCES", "PLATFORMS", "SCHEMA_VERSION", "CompatTable", "default
 
 def default_table_path() -> Path:
     """The bundled table: doctor/compat_tables/ in an installed wheel, <repo>/compat_tables/ in a checkout."""
-    package = Path(__file__).resolve().parent.parent
-    installed = package / "compat_tables" / "pytorch.json"
-    if installed.is_file():
-        return installed
-    return package.parent / "compat_tables" / "pytorch.json"
+    return bundled("pytorch.json")
 
 
 def load_table(path: str | Path | None = None) -> CompatTable:
