@@ -149,7 +149,10 @@ def normalize_text(data: str | bytes) -> tuple[list[str], list[str]]:
     if ">" in text:
         text = _QUOTE_RE.sub("", text)
     text = text.replace("**", "")
-    return text.split("\n"), notes
+    lines = text.split("\n")
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    return lines, notes
 
 
 def _chunks(lines: list[str]) -> tuple[list[tuple[int, int, str]], bool]:
