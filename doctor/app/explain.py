@@ -22,7 +22,8 @@ from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
 
 EXPLAIN_SCHEMA_VERSION = 1
-MAX_READ_BYTES = 64 * 1024 * 1024  # read at most this much; the matcher keeps the last 4 MB anyway
+MAX_KEEP_BYTES = 64 * 1024 * 1024  # keep the last this much; the matcher looks at the last 4 MB anyway
+MAX_READ_BYTES = 1024 * 1024 * 1024  # stop reading an endless stream (yes | torchdoctor explain -) here
 _CHUNK = 1 << 20
 
 CONFIRMED = "confirmed"  # the check found this very cause on this machine
@@ -74,10 +75,11 @@ def _read_file(path: str) -> bytes:
 
 
 def _read_bounded(handle) -> bytes:
-    """At most MAX_READ_BYTES, keeping the end: errors sit at the end of logs."""
+    """The last MAX_KEEP_BYTES of at most MAX_READ_BYTES: errors sit at the end of logs, and an endless
+    stream must not keep us reading forever."""
     kept: list[bytes] = []
-    size = 0
-    while True:
+    size = total = 0
+    while total < MAX_READ_BYTES:
         chunk = handle.read(_CHUNK)
         if not chunk:
             break
@@ -85,8 +87,11 @@ def _read_bounded(handle) -> bytes:
             chunk = chunk.encode("utf-8", "surrogateescape")
         kept.append(chunk)
         size += len(chunk)
-        while size - len(kept[0]) >= MAX_READ_BYTES:
+        total += len(chunk)
+        while size - len(kept[0]) >= MAX_KEEP_BYTES:
             size -= len(kept.pop(0))
+    if total >= MAX_READ_BYTES:
+        kept.append(b"\n")  # the stream went on: what was read is what is explained (said in the report)
     return b"".join(kept)
 
 
@@ -161,7 +166,8 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
         "explain_schema_version": EXPLAIN_SCHEMA_VERSION,
         "tool": {"name": "torchdoctor", "version": __version__},
         "signatures_version": sigs.signatures_version,
-        "input": {"source": source, "lines": result.lines, "notes": list(result.notes)},
+        "input": {"source": source, "lines": result.lines, "notes": list(result.notes)
+                  + ([f"stopped reading after {MAX_READ_BYTES >> 20} MiB"] if len(data) > MAX_KEEP_BYTES else [])},
         "probed": False,
         "causes": causes,
         "check": None,
