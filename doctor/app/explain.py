@@ -49,21 +49,23 @@ class ExplainOptions:
     verbose: bool = False
 
 
-def read_input(inputs: list[str], stdin=None) -> tuple[bytes, str]:
-    """(the bytes to explain, where they came from). One existing path: that file; "-" or nothing with a
-    piped stdin: stdin; anything else: the words themselves."""
+def read_input(inputs: list[str], stdin=None) -> tuple[bytes, str, bool]:
+    """(the bytes to explain, where they came from, whether reading stopped early). One existing path:
+    that file; "-" or nothing with a piped stdin: stdin; anything else: the words themselves."""
     stdin = stdin or sys.stdin
     if len(inputs) == 1 and inputs[0] == "-" or not inputs:
         if not inputs and stdin.isatty():
             raise DoctorError("nothing to explain: give a file, - for stdin, or the message itself "
                               "(torchdoctor explain \"no kernel image is available ...\")")
-        return _read_bounded(stdin.buffer if hasattr(stdin, "buffer") else stdin), "stdin"
+        data, cut = _read_bounded(stdin.buffer if hasattr(stdin, "buffer") else stdin)
+        return data, "stdin", cut
     if len(inputs) == 1 and os.path.lexists(inputs[0]):
-        return _read_file(inputs[0]), inputs[0]
-    return " ".join(inputs).encode("utf-8", "surrogateescape"), "command line"
+        data, cut = _read_file(inputs[0])
+        return data, inputs[0], cut
+    return " ".join(inputs).encode("utf-8", "surrogateescape"), "command line", False
 
 
-def _read_file(path: str) -> bytes:
+def _read_file(path: str) -> tuple[bytes, bool]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -74,9 +76,9 @@ def _read_file(path: str) -> bytes:
         return _read_bounded(handle)
 
 
-def _read_bounded(handle) -> bytes:
-    """The last MAX_KEEP_BYTES of at most MAX_READ_BYTES: errors sit at the end of logs, and an endless
-    stream must not keep us reading forever."""
+def _read_bounded(handle) -> tuple[bytes, bool]:
+    """(the last MAX_KEEP_BYTES of at most MAX_READ_BYTES, whether reading stopped early): errors sit at
+    the end of logs, and an endless stream must not keep us reading forever."""
     kept: list[bytes] = []
     size = total = 0
     while total < MAX_READ_BYTES:
@@ -90,9 +92,7 @@ def _read_bounded(handle) -> bytes:
         total += len(chunk)
         while size - len(kept[0]) >= MAX_KEEP_BYTES:
             size -= len(kept.pop(0))
-    if total >= MAX_READ_BYTES:
-        kept.append(b"\n")  # the stream went on: what was read is what is explained (said in the report)
-    return b"".join(kept)
+    return b"".join(kept), total >= MAX_READ_BYTES
 
 
 def signatures_path() -> Path:
@@ -158,7 +158,7 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
     """The explain report and the exit code."""
     from doctor.inputs.errortext import explain_text
 
-    data, source = read_input(opts.inputs, stdin)
+    data, source, cut = read_input(opts.inputs, stdin)
     sigs = load_bundled_signatures()
     result = explain_text(data, sigs)
     causes = [_cause(f) for f in result.findings]
@@ -167,7 +167,7 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
         "tool": {"name": "torchdoctor", "version": __version__},
         "signatures_version": sigs.signatures_version,
         "input": {"source": source, "lines": result.lines, "notes": list(result.notes)
-                  + ([f"stopped reading after {MAX_READ_BYTES >> 20} MiB"] if len(data) > MAX_KEEP_BYTES else [])},
+                  + ([f"stopped reading after {MAX_READ_BYTES >> 20} MiB"] if cut else [])},
         "probed": False,
         "causes": causes,
         "check": None,
