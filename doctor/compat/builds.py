@@ -34,7 +34,10 @@ class Build:
 
     @property
     def label(self) -> str:
-        return f"{self.version}+{self.variant}" if self.variant else self.version
+        """How the build names itself: its own local tag ("2.14.1a0+git9a8b7c6", "2.6.0a0+ecf3bae40a.nv25.01"),
+        else the index variant it corresponds to ("2.14.1+cu130" for PyPI's untagged wheel)."""
+        tag = self.local or self.variant
+        return f"{self.version}+{tag}" if tag else self.version
 
     @property
     def cuda_major(self) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.compat.arch import arch_supports, format_cc, sm_name
+from doctor.compat.arch import arch_supports, format_cc, parse_arch, sm_name
 from doctor.compat.builds import Build
 from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, WHEEL, Origin
 from doctor.model.snapshot import Snapshot
@@ -119,6 +119,24 @@ def arch_source(snap: Snapshot, table, build: Build, origin: Origin) -> ArchSour
     return ArchSource(NONE, "nothing", (), None, (), None, tuple(skipped))
 
 
+_INTEGRATED = {(5, 3): "Jetson Nano/TX1", (6, 2): "Jetson TX2", (7, 2): "Jetson Xavier", (8, 7): "Jetson Orin",
+               (10, 1): "Jetson Thor", (11, 0): "Jetson Thor"}
+
+
+def _integrated_note(cc: tuple[int, int], sm, cuda: str | None) -> str:
+    """Why same-major cubins do not count on a Jetson's integrated GPU (torch's DEVICE_REQUIREMENT)."""
+    name = _INTEGRATED.get(cc)
+    same = [t for t in sm if (p := parse_arch(t)) and p[1][0] == cc[0] and p[1] <= cc]
+    if not name or not same:
+        return ""
+    return (f"its {' '.join(same)} cubins are for discrete GPUs: the integrated GPU of {name} runs only cubins "
+            f"built for exactly {sm_name(cc)}" + _UNIFIED_NOTE.get(cc, ""))
+
+
+_UNIFIED_NOTE = {(7, 2): " (builds with CUDA 13.2 or later: also sm_70 ones)",
+                 (8, 7): " (builds with CUDA 13.2 or later: also sm_80 and sm_86 ones)"}
+
+
 def _bound_text(toolkit, cc: tuple[int, int]) -> str:
     return (f"CUDA {toolkit.cuda} cannot target {sm_name(cc)} (its nvcc compiles {toolkit.lowest_sm} to "
             f"{toolkit.highest_sm})")
@@ -144,7 +162,7 @@ def gpu_fit(source: ArchSource, cc: tuple[int, int], build: Build, origin: Origi
             return GpuFit(RUNS, verdict.via, f"runs through its {verdict.via}")
         handful = [t for t in source.partial if arch_supports(cc, (t,) if t.startswith("sm_") else (),
                                                               (t,) if t.startswith("compute_") else (), build.cuda).supported]
-        why = ""
+        why = _integrated_note(cc, source.sm, build.cuda)
         if handful:
             why = (f"only a handful of its kernels ({', '.join(handful)}, in a few fatbin containers) would run: "
                    "most operations fail")

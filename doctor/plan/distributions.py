@@ -120,7 +120,11 @@ def advise(snap: Snapshot, table, findings: list[Finding], commands: Commands) -
     elif origin.kind == SOURCE:
         arch = _arch_list_with(snap, ccs)
         if needs_arch and arch:
-            cuda = f" with CUDA {reach[0]} or newer" if reach else ""
+            own = table.toolkit(build_cuda) if (build_cuda := _build_cuda(snap)) else None
+            if own is not None and all(bound_verdict(own, cc, own.cuda) == RUNS for cc in ccs):
+                cuda = f" (its CUDA {own.cuda} can target them)"
+            else:
+                cuda = f" with CUDA {reach[0]} or newer" if reach else ""
             notes.append(f"Rebuild it for these GPUs{cuda}: TORCH_CUDA_ARCH_LIST=\"{arch}\" (for example "
                          f"TORCH_CUDA_ARCH_LIST=\"{arch}\" python -m pip install --no-build-isolation -v -e . in "
                          "your PyTorch checkout).")
@@ -130,6 +134,11 @@ def advise(snap: Snapshot, table, findings: list[Finding], commands: Commands) -
     if not notes:
         notes.append("See each finding's fix.")
     return advice
+
+
+def _build_cuda(snap: Snapshot) -> str | None:
+    torch = snap.install.torch
+    return torch.cuda if torch is not None else None
 
 
 def _arch_list_with(snap: Snapshot, ccs) -> str:

@@ -16,8 +16,9 @@ from doctor.compat.wheels import Fit, choose, machine_from_snapshot
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.snapshot import Snapshot
+from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
-from doctor.plan.distributions import advise
+from doctor.plan.distributions import advise, cuda_range_for
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {
@@ -148,6 +149,13 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     if fit is None:
         plan.status = MANUAL
         plan.notes.append(choice.reason)
+        reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
+        if "kernels for every GPU" in choice.reason and reach:
+            plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
+                              "with one of them for exactly these architectures (a source build with "
+                              "TORCH_CUDA_ARCH_LIST) would run.")
+        elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
+            plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
         return plan
 
     plan.target = _describe(fit, snap, index_base)
@@ -180,7 +188,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     variant = fit.wheel.variant if snap.host.os != "darwin" else None
     argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), variant))
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
-    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
+    reason = choice.reason
+    if build is not None and torch_origin(snap).kind == NIGHTLY and minor_key(build.version) == fit.wheel.minor:
+        reason = f"the {fit.wheel.minor} release in place of the nightly"
+    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({reason}).",
                            render_argv(argv, commands.os), argv))
     if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
