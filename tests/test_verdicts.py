@@ -485,3 +485,12 @@ def _table():
     from doctor.table.load import load_table
 
     return load_table(None)
+
+
+def test_docs_findings_describes_every_finding_id():
+    from doctor.model.requirements import REQUIREMENT_IDS
+    from doctor.rules import all_rules
+
+    text = (Path(__file__).parents[1] / "docs" / "findings.md").read_text(encoding="utf-8")
+    every = {fid for rule in all_rules() for fid in rule.ids} | set(REQUIREMENT_IDS) | {"internal-rule-error"}
+    assert sorted(fid for fid in every if f"`{fid}`" not in text) == []
