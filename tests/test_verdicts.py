@@ -494,3 +494,22 @@ def test_docs_findings_describes_every_finding_id():
     text = (Path(__file__).parents[1] / "docs" / "findings.md").read_text(encoding="utf-8")
     every = {fid for rule in all_rules() for fid in rule.ids} | set(REQUIREMENT_IDS) | {"internal-rule-error"}
     assert sorted(fid for fid in every if f"`{fid}`" not in text) == []
+
+
+def test_the_early_read_is_used_only_for_the_same_file(tmp_path, monkeypatch):
+    env = tmp_path / "venv"
+    lib = env / "lib" / "python3.12" / "site-packages" / "torch" / "lib" / "libtorch_cuda.so"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(with_needed([(".nv_fatbin", fatbin_section([[cubin(80)]] * 2))], ["libcudart.so.13"]))
+    (env / "bin").mkdir()
+    early = binaries.EarlyRead(str(env / "bin" / "python"))
+    reads = []
+    monkeypatch.setattr(binaries, "read_binary", lambda path, what: reads.append(path) or BinaryKernels(status="x"))
+    torch = torch_dist()
+    torch.location = str(lib.parents[2])
+    binaries.read_install_binaries(torch, None, None, early=early)
+    assert torch.kernels.sm == ["sm_80"] and reads == []  # the early result, read before the patch
+    lib.write_bytes(lib.read_bytes() + b"\0" * 8)  # another file now: read again
+    binaries.read_install_binaries(torch, None, None, early=early)
+    assert torch.kernels.status == "x" and reads == [lib]
+    assert binaries.EarlyRead(str(tmp_path / "nowhere" / "bin" / "python")).result_for(lib, 1.0) is None

@@ -15,6 +15,7 @@ leaves possible stays *unknown* (the smoke test or the binary can tell), never "
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from doctor.compat.arch import arch_supports, format_cc, parse_arch, sm_name
@@ -142,6 +143,7 @@ def _bound_text(toolkit, cc: tuple[int, int]) -> str:
             f"{toolkit.highest_sm})")
 
 
+@functools.lru_cache(maxsize=1024)  # pure; the plan asks it for every toolkit row and GPU
 def bound_verdict(toolkit, cc: tuple[int, int], cuda: str | None) -> str:
     """What the CUDA toolkit alone says about a GPU: RUNS (a cubin it can make would run), NEEDS_PTX (only PTX
     it can make would: a GPU above its newest target), or NO_KERNELS (neither: a GPU below its oldest)."""

@@ -9,6 +9,7 @@ GPUs, and a Jetson's driver comes with its JetPack, so the remedy is NVIDIA's bu
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from doctor.compat.coverage import RUNS, bound_verdict
@@ -61,7 +62,8 @@ def jetson_is_sbsa(snap: Snapshot) -> bool:
     return bool(l4t and l4t[0] >= 38)
 
 
-def cuda_range_for(table, ccs) -> tuple[str, str] | None:
+@functools.lru_cache(maxsize=256)  # pure: a fleet of reports asks the same few questions
+def cuda_range_for(table, ccs: tuple) -> tuple[str, str] | None:
     """(oldest, newest) CUDA whose nvcc can compile a cubin for every one of ``ccs``; None when no CUDA the table
     knows can (cuda_toolkits)."""
     fitting = [t.cuda for t in table.cuda_toolkits if all(bound_verdict(t, cc, t.cuda) == RUNS for cc in ccs)]

@@ -142,10 +142,62 @@ def _needed(handle) -> list[str]:
     return names
 
 
+class EarlyRead:
+    """torch's library read while the inspector still runs: a venv's or conda environment's site-packages sits
+    at a fixed place below its python (``<env>/lib/python3.X/site-packages``), so the likely library can be read
+    before the inspector says where torch is. On a cold page cache that read waits for the disk (~45 ms for
+    torch 2.14.1's 503 MB library); started early, it waits beside the inspector instead of after it. Its
+    result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
+
+    def __init__(self, python: str | None):
+        self._box: dict[str, tuple] = {}
+        self._thread = None
+        found = _quiet(lambda: _likely_torch_library(python)) if python else None
+        if found is None:
+            return
+        self._thread = threading.Thread(target=self._work, args=(found,), name="torchdoctor-binary-early",
+                                        daemon=True)
+        self._thread.start()
+
+    def _work(self, path: Path) -> None:
+        try:
+            self._box["read"] = (_identity(path), read_binary(path, "torch"))
+        except Exception:  # noqa: BLE001 - the ordinary read will say what is wrong
+            pass
+
+    def result_for(self, path: Path | None, timeout: float) -> BinaryKernels | None:
+        if self._thread is None or path is None:
+            return None
+        self._thread.join(timeout)
+        got = self._box.get("read")
+        if got is None or got[0] is None or got[0] != _identity(path):
+            return None
+        return got[1]
+
+
+def _likely_torch_library(python: str) -> Path | None:
+    env = Path(python).parent.parent  # not resolved: a venv's python is a link to the base interpreter
+    for pattern in ("lib/python3*/site-packages/torch/lib/libtorch_cuda.so", "Lib/site-packages/torch/lib/torch_cuda.dll"):
+        found = sorted(env.glob(pattern))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _identity(path: Path):
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaudio: Dist | None,
-                          prefix: str | None = None, timeout: float = 5.0) -> None:
+                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None) -> None:
     """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
-    thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown."""
+    thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
+    of torch's likely library started before the inspector returned (used when it is the same file)."""
+    began = time.monotonic()
     jobs = [(dist, find, what) for dist, find, what in (
         (torch, lambda: torch_library(torch, prefix), "torch"),
         (torchvision, lambda: torchvision_library(torchvision), "torchvision"),
@@ -155,7 +207,10 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
 
     def one(i: int, find, what: str) -> None:
         try:
-            results[i] = read_binary(_quiet(find), what)
+            path = _quiet(find)
+            done = early.result_for(path, max(0.0, began + timeout - time.monotonic())) if (
+                early is not None and what == "torch") else None
+            results[i] = done or read_binary(path, what)
         except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact naming it
             results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: {exc}")
 
@@ -163,7 +218,7 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
                for i, (_, find, what) in enumerate(jobs)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + timeout
+    deadline = began + timeout
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     for i, (dist, _, what) in enumerate(jobs):

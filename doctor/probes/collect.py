@@ -55,6 +55,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     if smoke:
         from doctor.probes.runtime import probe_runtime
 
+    early = None
+
     def inspect():
         if python is None:
             return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
@@ -69,7 +71,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         )
         # The libraries are found where the inspector says the packages are: read them on this worker,
         # while NVML, the host and the environment probes run on the others.
-        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout), lambda why: None)
+        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early),
+               lambda why: None)
         return found
 
     def runtime():
@@ -89,6 +92,10 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     try:
         f_runtime = pool.submit(runtime) if smoke else None
         f_inspect = pool.submit(inspect)
+        from doctor.probes.binaries import EarlyRead
+
+        # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
+        early = _guard("binaries", lambda: EarlyRead(python), lambda why: None)
         from doctor.probes.nvidia import probe_nvidia
 
         def nvidia():
@@ -152,10 +159,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 
 
 
-def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float) -> None:
+def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
     from doctor.probes.binaries import read_install_binaries
 
-    read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout)
+    read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
+                          early)
 
 
 def _float(text: str | None, default: float) -> float:
