@@ -429,3 +429,19 @@ def test_torchvision_0_16_accepts_another_cuda_minor(tmp_path, sysroot):
     write_fake_nvidia_smi(bin_dir, [RTX3090], driver="535.183.01", cuda="12.2")
     code, report = run_check(venv, bin_dir, sysroot)
     assert "torchvision-mismatch" not in ids(report) and code == 0, report["findings"]
+
+
+@pytest.mark.parametrize("gpu,code", [(H100, 1), (RTX3090, 0)])
+def test_a_nightly_is_judged_on_its_binary_too(tmp_path, sysroot, gpu, code):
+    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.16.0.dev20261101+cu130", cuda="13.0")
+    put(site_packages(tmp_path / "venv") / "torch" / "lib" / "libtorch_cuda.so",
+        library("sm_80", containers=6, needed=("libcudart.so.13",)))
+    bin_dir = tmp_path / "bin"
+    write_fake_nvidia_smi(bin_dir, [gpu], driver="580.95.05", cuda="13.0")
+    got, report = run_check(venv, bin_dir, sysroot)
+    assert got == code, report["findings"]
+    if code:
+        error = finding(report, "gpu-arch-unsupported")
+        assert error["evidence"]["arch_list.kind"] == "binary" and error["evidence"]["origin"] == "pytorch-nightly"
+    else:
+        assert not ids(report, "error") and "arch-list-unknown" not in ids(report)
