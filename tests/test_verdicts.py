@@ -503,6 +503,7 @@ def test_the_early_read_is_used_only_for_the_same_file(tmp_path, monkeypatch):
     lib.write_bytes(with_needed([(".nv_fatbin", fatbin_section([[cubin(80)]] * 2))], ["libcudart.so.13"]))
     (env / "bin").mkdir()
     early = binaries.EarlyRead(str(env / "bin" / "python"))
+    assert early.result_for(lib, 5.0).sm == ["sm_80"]  # waits for it: the patch below must not race the thread
     reads = []
     monkeypatch.setattr(binaries, "read_binary", lambda path, what: reads.append(path) or BinaryKernels(status="x"))
     torch = torch_dist()
