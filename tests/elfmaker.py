@@ -109,7 +109,8 @@ def wrappers(addresses: list[int]) -> bytes:
 
 
 def elf64(sections: list[tuple[str, bytes]], *, elf_class: int = 2, data: int = 1,
-          nobits: tuple[str, ...] = (), strip_section_table: bool = False) -> bytes:
+          nobits: tuple[str, ...] = (), strip_section_table: bool = False,
+          types: dict[str, int] | None = None, links: dict[str, str] | None = None) -> bytes:
     """A little-endian ELF64 shared object holding ``sections`` (plus ``.shstrtab``).
 
     Section data is laid out in order from byte 64, each 8-aligned; the section header table
@@ -130,10 +131,12 @@ def elf64(sections: list[tuple[str, bytes]], *, elf_class: int = 2, data: int = 
     body += b"\0" * (-len(body) % 8)
     shoff = len(body)
     headers = [b"\0" * 64]  # section 0 is the null section
+    index = {name: i + 1 for i, (name, _, _) in enumerate(placed)}
     for name, offset, size in placed:
-        sh_type = 8 if name in nobits else 3 if name == ".shstrtab" else 1
+        sh_type = 8 if name in nobits else 3 if name == ".shstrtab" else (types or {}).get(name, 1)
         address = 0 if name == ".shstrtab" else ELF_BASE + offset
-        headers.append(struct.pack("<IIQQQQIIQQ", name_at[name], sh_type, 2, address, offset, size, 0, 0, 8, 0))
+        link = index.get((links or {}).get(name, ""), 0)
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at[name], sh_type, 2, address, offset, size, link, 0, 8, 0))
     body += b"".join(headers)
     ident = b"\x7fELF" + bytes([elf_class, data, 1, 0]) + b"\0" * 8
     header = ident + struct.pack(
@@ -142,6 +145,20 @@ def elf64(sections: list[tuple[str, bytes]], *, elf_class: int = 2, data: int = 
     )
     body[:64] = header
     return bytes(body)
+
+
+def with_needed(sections: list[tuple[str, bytes]], needed: list[str]) -> bytes:
+    """An ELF64 holding ``sections`` plus a ``.dynamic`` section (SHT_DYNAMIC, linked to its ``.dynstr``) whose
+    DT_NEEDED entries name ``needed``. Found through the section headers (``readelf -S`` shows it as DYNAMIC), as
+    doctor/probes/binaries.py reads it; there is no program header, so ``readelf -d`` does not list it."""
+    strings = b"\0"
+    entries = b""
+    for name in needed:
+        entries += struct.pack("<qQ", 1, len(strings))  # DT_NEEDED, offset in .dynstr
+        strings += name.encode() + b"\0"
+    entries += struct.pack("<qQ", 0, 0)  # DT_NULL
+    return elf64(sections + [(".dynstr", strings), (".dynamic", entries)], types={".dynstr": 3, ".dynamic": 6},
+                 links={".dynamic": ".dynstr"})
 
 
 def elf_address(sections: list[tuple[str, bytes]], name: str) -> int:

@@ -105,10 +105,11 @@ def container(kind="docker", nodes=(), **extra):
     return Container(**facts)
 
 
-def test_docker_without_gpus_and_cuda_torch_is_an_error():
+def test_docker_without_gpus_and_a_cuda_torch_alone_is_only_a_note():
+    # plain `pip install torch` is a CUDA build on Linux: in a CPU-only CI container nothing expects a GPU
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container())
     finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
-    assert finding.severity == ERROR
+    assert finding.severity == INFO
     assert "docker run --gpus all <image> ..." in finding.fix.commands
     assert any("nvidia-ctk runtime configure --runtime=docker" in c for c in finding.fix.commands)
     assert finding.evidence["expects_gpu"] == ["torch 2.7.1+cu128 is a CUDA build"]
@@ -131,18 +132,30 @@ def test_podman_remedy_is_cdi():
     assert "podman run --device nvidia.com/gpu=all <image> ..." in finding.fix.commands
 
 
+@pytest.mark.parametrize("cuda_torch", [True, False])
 @pytest.mark.parametrize(
     ("facts", "severity"),
     [
-        ({"nvidia_visible_devices": "all"}, WARNING),
-        ({"cuda_image": True, "cuda_image_evidence": ["NVIDIA_REQUIRE_CUDA=cuda>=12.4"]}, WARNING),
+        ({"nvidia_visible_devices": "all"}, ERROR),  # the NVIDIA runtime was told to give GPUs
+        ({"cuda_image": True, "cuda_image_evidence": ["NVIDIA_REQUIRE_CUDA=cuda>=12.4"]}, ERROR),
+        ({"cuda_image": True, "cuda_image_evidence": ["CUDA_VERSION=12.4.1"]}, WARNING),
         ({"cuda_image": True, "cuda_image_evidence": ["/usr/local/cuda exists"]}, INFO),
     ],
 )
-def test_cpu_torch_in_a_gpu_looking_container(facts, severity):
-    snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch_dist("2.7.1+cpu", cuda=None))
+def test_severity_follows_what_says_a_gpu_is_wanted(facts, severity, cuda_torch):
+    torch = torch_dist() if cuda_torch else torch_dist("2.7.1+cpu", cuda=None)
+    snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch)
     snap = snap_with(snap=snap, container=container(**facts))
     assert one(containers.check_containers(snap, None), "container-no-gpu-access").severity == severity
+
+
+@pytest.mark.parametrize("wanted", [["--require cuda"], ["[tool.torchdoctor] require = gpu"], ["--device 0"]])
+def test_a_stated_requirement_makes_it_an_error(wanted):
+    snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container())
+    snap.gpu_wanted = wanted
+    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
+    assert finding.severity == ERROR
+    assert finding.evidence["expects_gpu"][0] == wanted[0]
 
 
 def test_cpu_container_that_expects_nothing_is_fine():

@@ -52,9 +52,12 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
 
     rules = list(all_rules() if rules is None else rules)
     if requirements is not None and not requirements.empty:
+        from doctor.model.requirements import gpu_wanted_by
         from doctor.rules.requirements import requirements_rule
 
         rules.append(requirements_rule(requirements))
+        # What the user stated reaches the rules as a fact: the container rule's severity depends on it.
+        snap.gpu_wanted = list(dict.fromkeys(snap.gpu_wanted + gpu_wanted_by(requirements)))
     enrich(snap, table)
     findings, checks = run_rules(snap, table, rules)
     findings = _dedupe(findings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor.compat.distributions import conda_build_cuda, conda_record
 from doctor.model.snapshot import Dist, Snapshot
 from doctor.model.versions import (
     cuda_to_variant,
@@ -33,13 +34,14 @@ class Build:
 
     @property
     def label(self) -> str:
-        return f"{self.version}+{self.variant}" if self.variant else self.version
+        """How the build names itself: its own local tag ("2.14.1a0+git9a8b7c6", "2.6.0a0+ecf3bae40a.nv25.01"),
+        else the index variant it corresponds to ("2.14.1+cu130" for PyPI's untagged wheel)."""
+        tag = self.local or self.variant
+        return f"{self.version}+{tag}" if tag else self.version
 
-
-
-
-
-
+    @property
+    def cuda_major(self) -> str | None:
+        return self.cuda.split(".")[0] if self.cuda else None
 
 
 _REQUIREMENT = re.compile(
@@ -105,10 +107,82 @@ def dist_build(dist: Dist, cuda_from_requires_: str | None = None) -> Build:
 
 
 def torch_build(snapshot: Snapshot) -> Build | None:
+    """The installed torch's build. What its own files say comes first (``dist_build``); when they leave the
+    kind or the CUDA version open, its conda record, then its library (``Dist.kernels``) answer."""
     dist = snapshot.install.torch
     if dist is None:
         return None
-    return dist_build(dist, snapshot.install.cuda_from_requires)
+    build = dist_build(dist, snapshot.install.cuda_from_requires)
+    if build.kind == "unknown" or (build.kind == "cuda" and not build.cuda):
+        build = _from_record_or_binary(build, dist, snapshot, _CONDA_TORCH) or build
+    return build
+
+
+def companion_build(snapshot: Snapshot, name: str) -> Build | None:
+    """torchvision's or torchaudio's build. Their ``version.py`` sets ``cuda`` only when the package is imported,
+    so a version without a ``+cuXXX`` tag says nothing: the build is then read from the conda record, then from
+    the package's own library (GPU code in it; the ``libcudart.so.N`` it needs gives the CUDA major), else it is
+    unknown, never "CPU"."""
+    dist = getattr(snapshot.install, name, None)
+    if dist is None:
+        return None
+    base, local = split_local(dist.build_version or dist.version)
+    if local is None:
+        base, local = split_local(dist.version)
+    variant = index_variant(local)
+    if variant and variant.startswith("cu"):
+        return Build(base, local, "cuda", variant_to_cuda(variant), None, variant, "local tag")
+    if variant and variant.startswith("rocm"):
+        return Build(base, local, "rocm", None, variant[4:], variant, "local tag")
+    if variant:
+        return Build(base, local, "xpu" if variant == "xpu" else "cpu", None, None, variant, "local tag")
+    if dist.cuda:
+        return Build(base, local, "cuda", dist.cuda, None, cuda_to_variant(dist.cuda), "version.py cuda")
+    unknown = Build(base, local, "unknown", None, None, None, "no +cuXXX tag, conda record or readable library")
+    return _from_record_or_binary(unknown, dist, snapshot, (normalize_name(name),)) or unknown
+
+
+_CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu", "libtorch")
+
+
+def _from_record_or_binary(build: Build, dist: Dist, snapshot: Snapshot, names: tuple[str, ...]) -> Build | None:
+    record = conda_record(snapshot, names, dist.version)
+    if record is not None:
+        kind, cuda = conda_build_cuda(record.build)
+        if kind == "cuda":
+            return Build(build.version, build.local, "cuda", cuda or build.cuda, None,
+                         cuda_to_variant(cuda) if cuda else build.variant, f"conda build {record.build}")
+        if kind == "cpu":
+            return Build(build.version, build.local, "cpu", None, None, "cpu", f"conda build {record.build}")
+    kernels = dist.kernels
+    if kernels is None:
+        return None
+    major = cuda_major_from_needed(kernels.needed)
+    lib = kernels.path.rsplit("/", 1)[-1] or "its library"
+    if kernels.status == "ok":
+        needs = f", needs {next(n for n in kernels.needed if 'cudart' in n or 'cublas' in n)}" if major else ""
+        return Build(build.version, build.local, "cuda", build.cuda or major, None, build.variant,
+                     f"GPU code in {lib}{needs}")
+    if major:
+        return Build(build.version, build.local, "cuda", build.cuda or major, None, build.variant,
+                     f"{lib} needs {next(n for n in kernels.needed if 'cudart' in n or 'cublas' in n)}")
+    if kernels.status == "no-gpu-code" and build.kind == "unknown":
+        return Build(build.version, build.local, "cpu", None, None, "cpu", f"no GPU code in {lib}")
+    return None
+
+
+_NEEDED_RE = re.compile(r"^lib(cudart|cublas)\b[^/]*?\.so\.(\d+)")
+
+
+def cuda_major_from_needed(needed: list[str]) -> str | None:
+    """The CUDA major a library was built against, from the runtime it needs: "libcudart.so.12" -> "12"
+    (libcublas's soname follows the CUDA major too; libcusparse's does not, so it is not used)."""
+    for wanted in ("cudart", "cublas"):
+        for name in needed:
+            match = _NEEDED_RE.match(name)
+            if match and match.group(1) == wanted and not name.startswith("libcublasLt"):
+                return str(int(match.group(2)))
+    return None
 
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
+from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import parse_cc, variant_to_cuda, version_tuple
 
@@ -128,37 +129,28 @@ class Fit:
         return self.gpus_ok and self.driver.level in (NATIVE, MINOR_COMPAT)
 
 
-def arch_row(table, torch_version: str, variant: str, platform: str):
-    """The table's architecture list for a build, and a note when it was borrowed from Linux.
-
-    Windows CUDA builds are compiled from the same TORCH_CUDA_ARCH_LIST as Linux x86_64 (the
-    cu126 legacy builds aside), and the table records few Windows rows of its own.
-    """
-    row = table.arch_list(torch_version, variant, platform)
-    if row is None and platform == "windows-x86_64":
-        row = table.arch_list(torch_version, variant, "linux-x86_64")
-        if row is not None:
-            return row, f"arch list {row.torch_minor}/{variant} of linux-x86_64 used for Windows"
-    return row, None
-
-
 def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) -> tuple[bool, bool, list, object]:
-    """(all supported, arch list known, unsupported ccs, arch row) for ``ccs`` on this build."""
+    """(all supported, arch list known, unsupported ccs, arch row) for ``ccs`` on this build. A GPU below the
+    compute capability the build's cuDNN supports counts as unsupported too (cuDNN 9, torch 2.4 and later, needs
+    5.0: Kepler cannot run those builds even where sm_37 is listed)."""
     if not ccs or not variant.startswith("cu"):
         return True, True, [], None
     row, _ = arch_row(table, torch_version, variant, platform)
     if row is None:
         return False, False, [], None
     cuda = variant_to_cuda(variant)
-    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported]
+    floor = table_cudnn_floor(table, torch_version, variant)
+    low = parse_cc(floor[0]) if floor else None
+    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low)]
     return not bad, True, bad, row
 
 
 def wanted_variants(release, machine: Machine) -> list[str]:
     """The variants worth considering on this machine: CUDA ones with an NVIDIA GPU. Without one, the
     kind of accelerator build already installed (a ROCm or XPU build is for a GPU NVIDIA's probes cannot
-    see; a CUDA build may be in a container started without its GPU), else CPU."""
-    variants = list(release.variants_for(machine.platform))
+    see; a CUDA build may be in a container started without its GPU), else CPU. Variants the table marks
+    unconfirmed (wheels inferred, never observed on the index) are never recommended."""
+    variants = list(release.recommendable_variants(machine.platform))
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
     installed = machine.installed_variant or ""

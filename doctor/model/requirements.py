@@ -67,6 +67,20 @@ class Requirements:
         )
 
 
+def gpu_wanted_by(req: Requirements) -> list[str]:
+    """What in the stated requirements says a GPU is wanted (for ``Snapshot.gpu_wanted``): a GPU backend, a GPU
+    count, a compute capability or a GPU memory size. ``rocm`` and ``mps`` want a GPU too, but not an NVIDIA one."""
+    out = [f"require {backend} (--require or [tool.torchdoctor])" for backend in req.require
+           if backend in ("cuda", "gpu")]
+    if req.min_gpus:
+        out.append(f"min-gpus {req.min_gpus}")
+    if req.min_compute_capability:
+        out.append(f"min-compute-capability {req.min_compute_capability}")
+    if req.min_gpu_memory:
+        out.append(f"min-gpu-memory {req.min_gpu_memory}")
+    return out
+
+
 def requirements_from_table(
     table: dict[str, Any], where: str, other_keys: tuple[str, ...] = ()
 ) -> Requirements:

@@ -108,6 +108,23 @@ class Interpreter:
 
 
 @dataclass
+class BinaryKernels:
+    """The GPU code compiled into one installed library, read from the file (``doctor/probes/kernels.py``),
+    never by importing it: torch's ``libtorch_cuda.so`` / ``torch_cuda.dll``, torchvision's ``_C``,
+    torchaudio's ``libtorchaudio``."""
+
+    status: str = "unknown"  # "ok", "no-gpu-code" (a CPU-only library), "unknown" (unreadable: see why), "absent"
+    why: str | None = None  # set unless status is "ok": "not an ELF or PE file", "no torch/lib/libtorch_cuda.so"
+    path: str = ""  # the library read
+    sm: list[str] = field(default_factory=list)  # cubins held by at least half of the containers: the build's list
+    ptx: list[str] = field(default_factory=list)  # PTX by the same rule ("compute_50")
+    partial: list[str] = field(default_factory=list)  # targets in a few containers only (a handful of kernels)
+    containers: int = 0  # fatbin containers read
+    needed: list[str] = field(default_factory=list)  # CUDA runtime libraries the ELF file needs: "libcudart.so.12"
+    seconds: float | None = None  # how long reading took
+
+
+@dataclass
 class Dist:
     """One installed distribution (torch, torchvision, torchaudio), read without importing it."""
 
@@ -123,6 +140,7 @@ class Dist:
     location: str = ""  # site-packages folder holding the package
     has_libtorch_cuda: bool | None = None  # torch only
     has_libtorch_hip: bool | None = None  # torch only
+    kernels: BinaryKernels | None = None  # its GPU code, read from its library (None: not read)
 
 
 @dataclass
@@ -133,6 +151,21 @@ class TorchInstall:
     torchvision: Dist | None = None
     torchaudio: Dist | None = None
     cuda_from_requires: str | None = None  # "12.6" read from nvidia-*/cuda-toolkit pins
+
+
+# --- who built this machine's torch, besides pip: NVIDIA's containers and Jetson ---------------------
+
+
+@dataclass
+class Provenance:
+    """What the machine says about where its torch may come from, read from the environment and files
+    (``doctor/probes/provenance.py``); ``doctor/compat/distributions.py`` judges a build with it."""
+
+    nvidia_pytorch_version: str | None = None  # $NVIDIA_PYTORCH_VERSION of NGC PyTorch containers: "25.01"
+    tegra_release: str | None = None  # the first line of /etc/nv_tegra_release: "# R36 (release), REVISION: 4.3, ..."
+    l4t: str | None = None  # Jetson Linux (L4T) release parsed from it: "36.4.3"
+    device_model: str | None = None  # /proc/device-tree/model: "NVIDIA Jetson AGX Orin Developer Kit"
+    why: str | None = None  # set when the probe itself failed
 
 
 # --- what importing torch showed (the import probe / smoke test) ---------------------------------
@@ -190,6 +223,10 @@ class Snapshot:
     install: TorchInstall = field(default_factory=TorchInstall)
     runtime: TorchRuntime = field(default_factory=TorchRuntime)
     environment: Environment = field(default_factory=Environment)  # hazard facts (doctor/model/environment.py)
+    provenance: Provenance = field(default_factory=Provenance)  # NGC container, Jetson (L4T)
+    # What says a GPU is wanted here: "--require cuda", "[tool.torchdoctor] require", "--device 0". Set by the run
+    # from what the user stated; the container rule reads it (with the NVIDIA container variables) for its severity.
+    gpu_wanted: list[str] = field(default_factory=list)
     unknowns: list[str] = field(default_factory=list)  # what this snapshot cannot know (re-diagnosis)
 
     def to_dict(self) -> dict[str, Any]:

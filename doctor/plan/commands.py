@@ -97,6 +97,11 @@ def conda_remove_argv(conda: str, prefix: str, names: list[str]) -> list[str]:
     return [conda, "remove", "-p", prefix, "--force", "-y", *names]
 
 
+def conda_install_argv(conda: str, prefix: str, channel: str, specs: list[str]) -> list[str]:
+    """``conda install -p <prefix> -c <channel> <specs>``: a distribution's own build, from its own channel."""
+    return [conda, "install", "-p", prefix, "-c", channel, *specs]
+
+
 def force_flag(installer: str) -> str:
     """Reinstall even where metadata says the build is there (a half-done install can leave that)."""
     return "--reinstall" if installer == UV else "--force-reinstall"

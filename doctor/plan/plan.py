@@ -10,17 +10,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from doctor.compat.builds import torch_build
+from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, SOURCE, torch_origin
 from doctor.compat.installs import conda_torch
 from doctor.compat.wheels import Fit, choose, machine_from_snapshot
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.snapshot import Snapshot
+from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
+from doctor.plan.distributions import advise, cuda_range_for
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {
     "torch-not-installed", "torch-cpu-build", "torch-wrong-vendor-build", "driver-too-old",
     "gpu-arch-unsupported", "gpus-need-different-wheels", "torchvision-mismatch", "torchaudio-mismatch",
+    "gpu-arch-needs-ptx", "cudnn-unsupported-gpu",
 }
 
 HEALTHY = "healthy"  # nothing to change
@@ -111,6 +115,16 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
                         python)
         return Plan(HEALTHY, "nothing to change", python)
 
+    own = advise(snap, table, findings, commands)
+    if own is not None:
+        # A distribution's own torch (conda-forge, NGC, Jetson, a source build, another conda channel) is never
+        # replaced with pip wheels here: the plan says what fits that distribution, or stops at the diagnosis.
+        plan = Plan(MANUAL, own.reason, python, notes=list(own.notes), addresses=wheel_ids)
+        if own.origin.kind == SOURCE:
+            alternative = _wheel_alternative(snap, table, commands)
+            if alternative:
+                plan.notes.append(alternative)
+        return plan
     if any(f.id == "gpus-need-different-wheels" for f in findings):
         # No wheel serves every GPU: one environment per group, spelled out in that finding's fix.
         return Plan(MANUAL, "no single wheel serves every GPU", python,
@@ -135,6 +149,13 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     if fit is None:
         plan.status = MANUAL
         plan.notes.append(choice.reason)
+        reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
+        if "kernels for every GPU" in choice.reason and reach:
+            plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
+                              "with one of them for exactly these architectures (a source build with "
+                              "TORCH_CUDA_ARCH_LIST) would run.")
+        elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
+            plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
         return plan
 
     plan.target = _describe(fit, snap, index_base)
@@ -143,14 +164,22 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     pins = wheel_pins(fit, snap, packages)
     owned = conda_torch(snap).remove_before_pip
     if owned and snap.interpreter.prefix:
-        # pip over conda's torch leaves two owners of the same files: conda's must go first.
+        # pip over conda's torch leaves two owners of the same files: conda's must go first. (Only the pytorch
+        # channel's builds get here: conda-forge's and other channels' are never replaced, see advise().)
         names = [r.name for r in owned]
         argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
         plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
                                "from this environment; pip installs the wheels next.",
                                render_argv(argv, commands.os), argv))
+        origin = torch_origin(snap)
+        replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last release was "
+                    "2.5)") if origin.kind == PYTORCH_CONDA else "conda's build of torch with PyTorch's pip wheels"
         plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
-                          "packages are removed (conda will not know about them).")
+                          f"packages are removed (conda will not know about them). This replaces {replaced}.")
+    origin = torch_origin(snap)
+    if origin.kind == NIGHTLY and build is not None:
+        plan.notes.append(f"This replaces the nightly build torch {build.version} with the release "
+                          f"{fit.wheel.label}.")
     if build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch \
             and not _companions_wrong(findings):
         plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
@@ -159,7 +188,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     variant = fit.wheel.variant if snap.host.os != "darwin" else None
     argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), variant))
     after = " after the driver update" if plan.status == DRIVER_FIRST else ""
-    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({choice.reason}).",
+    reason = choice.reason
+    if build is not None and torch_origin(snap).kind == NIGHTLY and minor_key(build.version) == fit.wheel.minor:
+        reason = f"the {fit.wheel.minor} release in place of the nightly"
+    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({reason}).",
                            render_argv(argv, commands.os), argv))
     if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
@@ -170,6 +202,20 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
         plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {machine.driver_max_cuda}; it "
                           "runs through minor-version compatibility.")
     return plan
+
+
+def _wheel_alternative(snap: Snapshot, table, commands: Commands) -> str | None:
+    """For a source build: the wheel that would fit, as an explicit alternative that says what it replaces."""
+    build = torch_build(snap)
+    choice = choose(table, machine_from_snapshot(snap), build.version if build else None)
+    fit = choice.target
+    if fit is None:
+        return None
+    pins = wheel_pins(fit, snap, _packages(snap))
+    variant = fit.wheel.variant if snap.host.os != "darwin" else None
+    line = render_argv(commands.argv(Action(INSTALL_ACTION, tuple(pins), variant)), commands.os)
+    return f"Or replace the source build with PyTorch's wheel torch {fit.wheel.label} (this replaces your source " \
+           f"build): {line}"
 
 
 def _companions_wrong(findings: list[Finding]) -> bool:

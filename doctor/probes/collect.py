@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
-from doctor.model.snapshot import Interpreter, Nvidia, Snapshot, TorchInstall, TorchRuntime
+from doctor.model.snapshot import Interpreter, Nvidia, Provenance, Snapshot, TorchInstall, TorchRuntime
 from doctor.runner import run
 
 
@@ -27,6 +27,7 @@ class ProbeOptions:
     device: str = "all"
     inspect_timeout: float = 20.0
     nvidia_timeout: float = 5.0
+    binaries_timeout: float = 5.0  # reading the GPU code of torch's libraries (doctor/probes/binaries.py)
 
 
 def _guard(what: str, fn, fallback):
@@ -54,10 +55,12 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     if smoke:
         from doctor.probes.runtime import probe_runtime
 
+    early = None
+
     def inspect():
         if python is None:
             return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
-        return _guard(
+        found = _guard(
             "interpreter",
             lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout),
             lambda why: (
@@ -66,6 +69,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
                 None,
             ),
         )
+        # The libraries are found where the inspector says the packages are: read them on this worker,
+        # while NVML, the host and the environment probes run on the others.
+        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early),
+               lambda why: None)
+        return found
 
     def runtime():
         if not opts.smoke:
@@ -84,6 +92,10 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     try:
         f_runtime = pool.submit(runtime) if smoke else None
         f_inspect = pool.submit(inspect)
+        from doctor.probes.binaries import EarlyRead
+
+        # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
+        early = _guard("binaries", lambda: EarlyRead(python), lambda why: None)
         from doctor.probes.nvidia import probe_nvidia
 
         def nvidia():
@@ -102,8 +114,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         f_nvidia = pool.submit(nvidia)
         from doctor.probes.environment import probe_environment
         from doctor.probes.host import probe_host
+        from doctor.probes.provenance import probe_provenance
 
         host = _guard("host", lambda: probe_host(root=root, env=env), lambda why: _host_fallback())
+        provenance = _guard("provenance", lambda: probe_provenance(root=root, env=env),
+                            lambda why: Provenance(why=why))
         environment = _guard(
             "environment",
             lambda: probe_environment(root=root, env=env, host=host),
@@ -122,6 +137,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             install=install,
             runtime=f_runtime.result() if f_runtime else runtime(),
             environment=environment,
+            provenance=provenance,
+            gpu_wanted=[f"--device {opts.device}"] if opts.device not in ("", "all") else [],
         )
     except KeyboardInterrupt:
         # The children run in their own process groups, which Ctrl-C does not reach: end them now,
@@ -140,6 +157,13 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     snap.environment.hostname = _hostname()
     return snap
 
+
+
+def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
+    from doctor.probes.binaries import read_install_binaries
+
+    read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
+                          early)
 
 
 def _float(text: str | None, default: float) -> float:

@@ -7,12 +7,13 @@ Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix
 
 from __future__ import annotations
 
-from doctor.compat.arch import arch_supports, format_cc, sm_name
-from doctor.compat.builds import dist_build, torch_build
+from doctor.compat.arch import format_cc, sm_name
+from doctor.compat.builds import companion_build, torch_build
+from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, UNKNOWN, arch_source, cudnn_floor, gpu_fit
+from doctor.compat.distributions import is_jetson, jetpack_text, torch_origin
 from doctor.compat.wheels import (
     MINOR_COMPAT,
     TOO_OLD,
-    arch_row,
     choose,
     driver_verdict,
     machine_from_snapshot,
@@ -157,8 +158,8 @@ def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
 
 def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
-    if build is None or build.kind != "cuda" or not build.cuda:
-        return []
+    if build is None or build.kind != "cuda" or not build.cuda or "." not in build.cuda:
+        return []  # (a CUDA major alone, read from a library, is not enough to judge the driver by)
     if snap.nvidia.status != S.NVIDIA_OK:
         return []  # the driver-state rule already explains this
     machine = machine_from_snapshot(snap)
@@ -178,6 +179,8 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
             why += f", below the CUDA {major}.x minor-version-compatibility floor (driver {verdict.floor})."
         why += (" torch reports \"The NVIDIA driver on your system is too old\" and "
                 "torch.cuda.is_available() is False.")
+        if is_jetson(snap):
+            return [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
         return [Finding("driver-too-old", ERROR, f"the NVIDIA driver is too old for torch {build.label}", why, ev,
                         Fix(f"Install a torch build made for CUDA {have_cuda or 'your driver'} (see the fix plan), "
                             f"or update the driver to {verdict.needed or 'a newer release'} or later.",
@@ -197,7 +200,25 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     return []
 
 
+JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"
+
+
+def _jetson_driver_finding(snap: S.Snapshot, table, build, why: str, ev: dict, verdict) -> Finding:
+    jetpack, cuda = jetpack_text(snap, table)
+    return Finding(
+        "driver-too-old", ERROR, f"this Jetson's CUDA driver (from {jetpack}) is too old for torch {build.label}",
+        why + f" On Jetson the CUDA driver is part of Jetson Linux: it comes with the JetPack, never from NVIDIA's "
+        f"driver downloads. The torch that fits is one built for {jetpack}.",
+        ev | {"jetson": snap.provenance.tegra_release, "jetpack.cuda": cuda},
+        Fix(f"Install NVIDIA's PyTorch for {jetpack} (see the fix plan), or flash a JetPack whose CUDA is "
+            f"{build.cuda} or newer if this module supports one.", links=[JETSON_PYTORCH]),
+        list(verdict.unverified))
+
+
 def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
+    """Kernels for every GPU, judged on the best arch list there is (doctor/compat/coverage.py): torch at run
+    time, the binary, the table (PyTorch's wheels only), else the CUDA version's bound. Each finding names its
+    source; what none of them can decide stays unknown."""
     build = torch_build(snap)
     if build is None or build.kind != "cuda" or not snap.nvidia.gpus:
         return []
@@ -205,42 +226,83 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     gpus = [(g, cc) for g, cc in gpus if cc]
     if not gpus:
         return []
-    variant = build.variant
-    row, borrowed = arch_row(table, build.version, variant, snap.host.platform) if variant else (None, None)
-    arch = list(snap.runtime.arch_list) if snap.runtime.status == "ok" and snap.runtime.arch_list else None
-    sm, ptx, source = (arch, [], "torch.cuda.get_arch_list() (import probe)") if arch else (
-        (list(row.sm), list(row.ptx or []), f"table: torch {row.torch_minor} {row.variant} {row.platform}")
-        if row else (None, None, None))
-    if sm is None:
-        return [Finding(
-            "arch-list-unknown", INFO,
-            f"the table has no architecture list for torch {build.label} on {snap.host.platform}",
-            "GPU support of this build could not be checked statically; the smoke test checks it for real.",
-            {"torch": build.label, "platform": snap.host.platform},
-        )]
-    unverified = [f"arch list {row.torch_minor}/{row.variant}"] if (row and not arch and row.confidence != "verified") else []
-    if borrowed and not arch:
-        unverified.append(borrowed)
-    findings = []
-    bad = [(g, cc) for g, cc in gpus if not arch_supports(cc, sm, ptx, build.cuda).supported]
-    for g, cc in bad:
+    origin = torch_origin(snap)
+    source = arch_source(snap, table, build, origin)
+    ev = {"torch": build.label, "origin": origin.kind, "origin.evidence": origin.evidence,
+          "arch_list.source": source.label, "arch_list.kind": source.kind, "arch_list": list(source.sm),
+          "ptx": list(source.ptx) if source.ptx is not None else None, "partial": list(source.partial),
+          "not_used": list(source.skipped)}
+    compiled = ""
+    if source.has_list:
+        compiled = (f"this build was compiled for {' '.join(source.sm) or 'no cubin'}"
+                    + (f" (+PTX {' '.join(source.ptx)})" if source.ptx else "") + f", according to {source.label}")
+    findings, unknown = [], []
+    for g, cc in gpus:
+        fit = gpu_fit(source, cc, build, origin, table, snap.host.platform)
+        gev = ev | {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc),
+                    "compute_capability.source": g.compute_capability.source, "bound": fit.bound}
+        if fit.verdict == NO_KERNELS:
+            bound = f" {fit.bound}: no CUDA {build.cuda} build can have these kernels." if (
+                fit.bound and source.has_list) else ""
+            what = "; ".join(part for part in (compiled, fit.why) if part)
+            findings.append(Finding(
+                "gpu-arch-unsupported", ERROR,
+                f"torch {build.label} has no kernels for GPU {g.index} {g.name} ({sm_name(cc)})",
+                f"{g.name} has compute capability {format_cc(cc)}; {what}.{bound} torch warns \""
+                f"{g.name} with CUDA capability {sm_name(cc)} is not compatible with the current PyTorch "
+                "installation\" and kernels fail with \"no kernel image is available for execution on the device\".",
+                gev, Fix("Install a build whose architecture list covers this GPU (see the fix plan)."),
+                list(source.unverified)))
+        elif fit.verdict == NEEDS_PTX:
+            findings.append(Finding(
+                "gpu-arch-needs-ptx", WARNING,
+                f"GPU {g.index} {g.name} ({sm_name(cc)}) can run torch {build.label} only through embedded PTX",
+                f"{fit.why}. Without PTX in the build, kernels fail with \"no kernel image is available for "
+                "execution on the device\". " + _FIND_OUT,
+                gev, Fix("Check with the smoke test (torchdoctor check without --no-smoke), or install a build "
+                         "made with a CUDA that can target this GPU (see the fix plan)."), list(source.unverified)))
+        elif fit.verdict == UNKNOWN:
+            unknown.append((g, cc, fit))
+    if unknown:
+        names = ", ".join(f"GPU {g.index} {g.name} ({sm_name(cc)})" for g, cc, _ in unknown)
         findings.append(Finding(
-            "gpu-arch-unsupported", ERROR,
-            f"torch {build.label} has no kernels for GPU {g.index} {g.name} ({sm_name(cc)})",
-            f"{g.name} has compute capability {format_cc(cc)}; this build was compiled for {' '.join(sm)}"
-            + (f" (+PTX {' '.join(ptx)})" if ptx else "") + ". torch warns \"" + f"{g.name} with CUDA capability "
-            f"{sm_name(cc)} is not compatible with the current PyTorch installation\" and kernels fail with "
-            "\"no kernel image is available for execution on the device\".",
-            {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc),
-             "compute_capability.source": g.compute_capability.source, "arch_list": sm, "ptx": ptx,
-             "arch_list.source": source, "torch": build.label},
-            Fix("Install a build whose architecture list covers this GPU (see the fix plan)."), unverified,
-        ))
-    if bad:
+            "arch-list-unknown", INFO,
+            f"which GPUs torch {build.label} has kernels for is not known",
+            f"{names}: {unknown[0][2].why}. Not used: {'; '.join(source.skipped) or 'nothing'}. " + _FIND_OUT,
+            ev | {"gpus": names, "platform": snap.host.platform}, None, list(source.unverified)))
+    flagged = {f.evidence.get("gpu.index") for f in findings if f.id != "arch-list-unknown"}
+    findings.extend(_cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged]))
+    if any(f.id == "gpu-arch-unsupported" for f in findings):
         groups = _gpu_groups(snap, table, gpus)
         if groups and len(groups) > 1:
             findings.append(_groups_finding(snap, groups))
     return findings
+
+
+_FIND_OUT = ("To find out: run torchdoctor check without --no-smoke (torch reports its own arch list), or list the "
+             "kernels with NVIDIA's cuobjdump --list-elf --list-ptx <torch>/lib/libtorch_cuda.so.")
+
+
+def _cudnn_findings(snap: S.Snapshot, table, build, origin, gpus) -> list[Finding]:
+    """A GPU below the lowest compute capability the build's cuDNN supports (cuDNN 9, in torch 2.4 and later,
+    needs 5.0): convolutions and RNNs fail there even where the arch list has cubins for it."""
+    floor = cudnn_floor(snap, table, build, origin)
+    if floor is None:
+        return []
+    low, where, unverified = floor
+    out = []
+    for g, cc in gpus:
+        if cc < parse_cc(low):
+            out.append(Finding(
+                "cudnn-unsupported-gpu", ERROR,
+                f"the cuDNN of torch {build.label} does not support GPU {g.index} {g.name} (compute capability "
+                f"{format_cc(cc)})",
+                f"{where} supports compute capability {low} and up. cuDNN operations (convolutions, RNNs, "
+                "attention) fail on this GPU with CUDNN_STATUS_ARCH_MISMATCH or \"no kernel image\".",
+                {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc), "cudnn.min_cc": low,
+                 "cudnn.source": where, "torch": build.label},
+                Fix("Install a build whose cuDNN supports this GPU (see the fix plan)."), list(unverified)))
+    return out
 
 
 def _gpu_groups(snap: S.Snapshot, table, gpus) -> list[tuple[list, object]]:
@@ -302,7 +364,7 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
         dist = getattr(inst, name)
         if dist is None:
             continue
-        comp = dist_build(dist)
+        comp = companion_build(snap, name)
         problems = []
         expected = getattr(patch, name) if patch else None
         spec = _torch_requirement(dist.requires)
@@ -312,20 +374,42 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
                 problems.append(f"{name} {comp.version} requires torch{spec}, installed is {build.version}")
         elif expected and comp.version.split(".")[:2] != expected.split(".")[:2]:
             problems.append(f"torch {build.version} pairs with {name} {expected}, not {comp.version}")
-        if comp.kind != "unknown" and build.kind != "unknown":
-            # torchvision checks only the CUDA major itself; a CPU companion has no CUDA kernels at all.
-            if comp.kind != build.kind or (comp.cuda and build.cuda and comp.cuda.split(".")[0] != build.cuda.split(".")[0]):
-                problems.append(f"{name} is a {comp.variant or comp.kind} build, torch is {build.variant or build.kind}")
+        check = table.companion_cuda_check(name, comp.version)
+        cuda_problem = _cuda_mismatch(name, comp, build, check)
+        if cuda_problem:
+            problems.append(cuda_problem)
         if problems:
             findings.append(Finding(
                 f"{name}-mismatch", ERROR,
                 f"{name} {comp.label} does not match torch {build.label}",
                 "; ".join(problems) + f". A mismatched {name} fails at import (\"operator torchvision::nms does "
-                "not exist\", \"Couldn't load custom C++ ops\") or with \"different CUDA major versions\".",
-                {name: comp.label, "torch": build.label, "expected": expected},
+                "not exist\", \"Couldn't load custom C++ ops\", \"compiled with different CUDA versions\").",
+                {name: comp.label, f"{name}.evidence": comp.evidence, "torch": build.label,
+                 "torch.evidence": build.evidence, "expected": expected,
+                 "cuda_check": f"{check.compares} ({check.versions})" if check else None},
                 Fix(f"Reinstall torch and {name} together (see the fix plan)."),
             ))
     return findings
+
+
+def _cuda_mismatch(name: str, comp, build, check) -> str | None:
+    """Whether the companion's build refuses torch's at import: a CPU companion beside a CUDA torch (no CUDA
+    kernels), or a CUDA version that differs in what that release compares (the table's companion_rules: torchvision
+    up to 0.15.2 and torchaudio 0.13 to 2.11.0 compare major and minor, later ones the major only). Unknown
+    builds are never a mismatch."""
+    if comp.kind == "unknown" or build.kind == "unknown":
+        return None
+    if comp.kind != build.kind:
+        return f"{name} is a {comp.variant or comp.kind} build ({comp.evidence}), torch is {build.variant or build.kind}"
+    if comp.kind != "cuda" or not comp.cuda or not build.cuda:
+        return None
+    if comp.cuda_major != build.cuda_major:
+        return f"{name} was built with CUDA {comp.cuda} and torch with CUDA {build.cuda}: a different major"
+    both_minor = "." in comp.cuda and "." in build.cuda
+    if check is not None and check.compares == "major.minor" and both_minor and comp.cuda != build.cuda:
+        return (f"{name} {comp.version} was built with CUDA {comp.cuda} and torch with CUDA {build.cuda}; {name} "
+                f"{check.versions} compares major and minor at import")
+    return None
 
 
 def _torch_requirement(requires: list[str]):
@@ -415,7 +499,8 @@ RULES = [
     Rule("driver-cuda", "the driver can run the torch build's CUDA version", check_driver,
          ("driver-too-old", "driver-older-than-build")),
     Rule("gpu-arch", "the torch build has kernels for every GPU", check_gpu_arch,
-         ("gpu-arch-unsupported", "gpus-need-different-wheels", "arch-list-unknown")),
+         ("gpu-arch-unsupported", "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "gpus-need-different-wheels",
+          "arch-list-unknown")),
     Rule("companions", "torchvision and torchaudio match torch", check_companions,
          ("torchvision-mismatch", "torchaudio-mismatch")),
     Rule("python", "this Python has torch wheels", check_python,

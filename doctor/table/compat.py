@@ -19,6 +19,7 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     GpuModel,
+    JetPackRow,
     MajorFloor,
     Release,
     _public,
@@ -44,6 +45,7 @@ class CompatTable:
         cuda_toolkits: tuple[CudaToolkit, ...] = (),
         cudnn_support: tuple[CudnnSupport, ...] = (),
         companion_checks: tuple[CompanionCudaCheck, ...] = (),
+        jetpack: tuple[JetPackRow, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -79,6 +81,8 @@ class CompatTable:
             versions, rows = self._cudnn.setdefault(row.cuda_major, ([], []))
             versions.append(Version(row.cudnn))
             rows.append(row)
+        self.jetpack_rows = jetpack
+        self._jetpack = {j.l4t: j for j in jetpack}
         self._companions: dict[str, tuple[tuple[SpecifierSet, CompanionCudaCheck], ...]] = {}
         for check in companion_checks:
             entry = (SpecifierSet(check.versions), check)
@@ -172,6 +176,19 @@ class CompatTable:
                 return None
             answers.add(row.min_compute_capability)
         return answers.pop() if len(answers) == 1 else None
+
+    def jetpack(self, l4t: str | None) -> JetPackRow | None:
+        """The JetPack of a Jetson Linux (L4T) release: "36.4.3" -> the "36.4" row, else the "36" row; None when
+        neither is recorded."""
+        parts = (l4t or "").split(".")
+        if not parts[0].isdigit():
+            return None
+        major = str(int(parts[0]))
+        if len(parts) > 1 and parts[1].isdigit():
+            found = self._jetpack.get(f"{major}.{int(parts[1])}")
+            if found is not None:
+                return found
+        return self._jetpack.get(major)
 
     def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
         """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at

@@ -23,6 +23,7 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     GpuModel,
+    JetPackRow,
     MajorFloor,
     Patch,
     Release,
@@ -35,6 +36,7 @@ CONFIDENCES = ("verified", "inferred", "unverified")
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "darwin-arm64", "darwin-x86_64")
 
 _MINOR_RE = re.compile(r"^\d+\.\d+$")
+_L4T_RE = re.compile(r"^\d+(\.\d+)?$")
 _DRIVER_RE = re.compile(r"^\d+(\.\d+)*$")
 _SM_RE = re.compile(r"^sm_\d+[af]?$")
 _PTX_RE = re.compile(r"^compute_\d+[af]?$")
@@ -180,6 +182,7 @@ class _Parser:
             data, "cudnn", self.cudnn_row, lambda c: (c.cudnn, c.cuda_major), "cuDNN row", True
         )
         companions = self.companion_rules(data)
+        jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -199,6 +202,7 @@ class _Parser:
             tuple(toolkits),
             tuple(cudnn),
             tuple(companions),
+            tuple(jetpack),
         )
 
     def section(
@@ -294,6 +298,16 @@ class _Parser:
                 raise self.fail(at, f"{spec!r} is not a version specifier") from None
             requires_python[package] = spec
 
+        unconfirmed = {}
+        for platform, names in (self.get(row, "unconfirmed_variants", where, (dict,), optional=True) or {}).items():
+            at = f"{where}.unconfirmed_variants.{platform}"
+            if not isinstance(names, list):
+                raise self.fail(at, f"expected a list, got {_json_kind(names)}")
+            for i, name in enumerate(names):
+                if name not in variants.get(platform, ()):
+                    raise self.fail(f"{at}[{i}]", f"{name!r} is not among {where}.variants.{platform}")
+            unconfirmed[platform] = tuple(names)
+
         source, confidence = self.provenance(row, where)
         unverified = self.strings(row, "unverified_fields", where) if "unverified_fields" in row else ()
         return Release(
@@ -309,6 +323,7 @@ class _Parser:
             unverified,
             cudnn,
             requires_python,
+            unconfirmed,
         )
 
     def arch_row(self, row: dict, where: str) -> ArchList:
@@ -363,6 +378,13 @@ class _Parser:
         cuda_major = self.get(row, "cuda_major", where, (int,))
         cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
         return CudnnSupport(cudnn, cuda_major, cc, *self.provenance(row, where))
+
+    def jetpack_row(self, row: dict, where: str) -> JetPackRow:
+        l4t = self.string(row, "l4t", where, _L4T_RE, "a Jetson Linux release (major or major.minor)")
+        jetpack = self.string(row, "jetpack", where)
+        cuda = self.string(row, "cuda", where, _MINOR_RE, "a CUDA version (major.minor)")
+        note = self.get(row, "note", where, (str,), optional=True) or ""
+        return JetPackRow(l4t, jetpack, cuda, note, *self.provenance(row, where))
 
     def companion_rules(self, data: dict) -> list[CompanionCudaCheck]:
         rules = self.get(data, "companion_rules", "", (dict,), optional=True)

@@ -36,6 +36,9 @@ class Release:
     unverified_fields: tuple[str, ...]  # e.g. ("patches", "variants.windows-x86_64")
     cudnn: dict[str, str] = field(default_factory=dict)  # CUDA variant -> cuDNN version it was built with
     requires_python: dict[str, str] = field(default_factory=dict)  # package -> Requires-Python of the latest patch
+    # platform -> variants whose wheels were not confirmed on the index (inferred): recognised when installed,
+    # never recommended by the plan
+    unconfirmed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _by_version: dict[str, Patch] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +63,11 @@ class Release:
 
     def variants_for(self, platform: str) -> tuple[str, ...]:
         return self.variants.get(platform, ())
+
+    def recommendable_variants(self, platform: str) -> tuple[str, ...]:
+        """The variants the plan may recommend: the published ones less the unconfirmed ones."""
+        skip = self.unconfirmed.get(platform, ())
+        return tuple(v for v in self.variants_for(platform) if v not in skip)
 
     def free_threaded_for(self, version: str | None = None) -> tuple[str, ...]:
         """The free-threaded Pythons ("3.14t") with wheels for a patch (None or unknown: the latest patch)."""
@@ -157,6 +165,16 @@ class CompanionCudaCheck:
     package: str  # "torchvision"
     versions: str  # a specifier set of the package versions the row covers, ">=0.16"
     compares: str  # "major.minor" or "major": what must match torch.version.cuda at import
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class JetPackRow:
+    l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
+    jetpack: str  # "6.1, 6.2, 6.2.1"
+    cuda: str  # the CUDA the JetPack ships: "12.6"
+    note: str
     source: str
     confidence: str
 

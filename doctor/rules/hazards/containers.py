@@ -48,7 +48,7 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
     status = snap.nvidia.status
     if not kind or status in _LEAD_RULE_STATUSES:
         return []
-    expects = []
+    expects = list(snap.gpu_wanted)
     build = torch_build(snap)
     if build is not None and build.kind == "cuda":
         expects.append(f"torch {build.label} is a CUDA build")
@@ -71,13 +71,16 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
     if not driver_works and (gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER)):
         if not expects:
             return []
-        # A CUDA torch that cannot run is an error; a GPU variable or a CUDA image env var a strong hint;
-        # a toolkit folder alone (devel images double as CPU CI images) only worth mentioning.
-        cuda_torch = build is not None and build.kind == "cuda"
-        hinted = (nvd is not None and not hidden_by_nvd) or any(
-            not e.startswith("/") for e in facts.cuda_image_evidence
+        # Severity follows what the user expects. An error when something says a GPU is wanted: the run's own
+        # requirements (--require cuda|gpu, [tool.torchdoctor], --device N: snapshot.gpu_wanted) or the NVIDIA
+        # container runtime's variables (NVIDIA_VISIBLE_DEVICES naming GPUs, NVIDIA_REQUIRE_CUDA). CUDA_VERSION
+        # alone (set by CUDA base images) is a hint; a CUDA torch is not evidence at all (plain `pip install torch`
+        # is a CUDA build on Linux, in CPU-only CI and devcontainers too), nor is a toolkit folder.
+        wanted = bool(snap.gpu_wanted) or (nvd is not None and not hidden_by_nvd) or any(
+            e.startswith("NVIDIA_REQUIRE_CUDA=") for e in facts.cuda_image_evidence
         )
-        severity = ERROR if cuda_torch else WARNING if hinted else INFO
+        hinted = any(e.startswith("CUDA_VERSION=") for e in facts.cuda_image_evidence)
+        severity = ERROR if wanted else WARNING if hinted else INFO
         nodes = "no /dev/nvidia* device nodes" if gpu_nodes == 0 else "no working NVIDIA driver"
         if hidden_by_nvd and expects:
             fix = _gpu_remedy(kind)

@@ -1,0 +1,226 @@
+"""The GPU code of the installed torch, torchvision and torchaudio, read from their libraries (never imported).
+
+Where: the folders the inspector reported (``Dist.location``, the site-packages holding the package); for a
+conda environment whose torch keeps its C++ libraries in ``<prefix>/lib`` (conda-forge's ``libtorch``), there
+too. What: the cubins and PTX of the ``.nv_fatbin`` section (``doctor/probes/kernels.py``) and the CUDA runtime
+libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" for a torchvision without a
+``+cuXXX`` tag). Bounded: each library is read in a daemon thread that is abandoned after ``timeout`` seconds
+(a hung network file system must not hang the check), and the reading itself only touches headers. Never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import threading
+import time
+from pathlib import Path
+
+from doctor.model.snapshot import BinaryKernels, Dist
+from doctor.probes.kernels import find_torch_cuda_library, find_torchvision_library, read_kernels
+
+ABSENT = "absent"
+_TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
+_CONDA_LIB_NAMES = ("libtorch_cuda.so", "libtorch_cuda_cu.so")
+# The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash: "libcudart-1a2b3c4d.so.12").
+_CUDA_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
+_MAX_SECTIONS = 1 << 16
+_MAX_DYNAMIC = 1 << 20  # a .dynamic section is a few hundred entries of 16 bytes
+_MAX_NAME = 256
+
+
+# --- which file -------------------------------------------------------------------------------------
+
+
+def torch_library(dist: Dist | None, prefix: str | None = None) -> Path | None:
+    """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) of this torch, else ``<prefix>/lib/libtorch_cuda.so``
+    when the environment is a conda one (conda-forge's ``libtorch`` package keeps it there)."""
+    if dist is None or not dist.location:
+        return None
+    found = _quiet(lambda: find_torch_cuda_library(dist.location))
+    if found is None and prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
+        found = next((p for p in (Path(prefix) / "lib" / name for name in _CONDA_LIB_NAMES) if _is_file(p)), None)
+    return found
+
+
+def torchvision_library(dist: Dist | None) -> Path | None:
+    if dist is None or not dist.location:
+        return None
+    return _quiet(lambda: find_torchvision_library(dist.location))
+
+
+def torchaudio_library(dist: Dist | None) -> Path | None:
+    if dist is None or not dist.location:
+        return None
+    folder = Path(dist.location) / "torchaudio"
+    return next((folder / rel for rel in _TORCHAUDIO_LIBS if _is_file(folder / rel)), None)
+
+
+def _quiet(fn):
+    try:
+        return fn()
+    except (OSError, ValueError):
+        return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+# --- reading, bounded ---------------------------------------------------------------------------------
+
+
+def read_binary(path: Path | None, what: str) -> BinaryKernels:
+    """The GPU code and CUDA runtime needs of one library, or the reason they are unknown; never raises."""
+    if path is None:
+        return BinaryKernels(status=ABSENT, why=f"no {what} library found")
+    try:
+        found = read_kernels(path)
+        needed = read_cuda_needed(path)
+    except Exception as exc:  # noqa: BLE001 - a reader bug becomes a fact, never a crash
+        return BinaryKernels(status="unknown", why=f"internal error reading it: {type(exc).__name__}: {exc}",
+                             path=str(path))
+    return BinaryKernels(status=found.status, why=found.why, path=str(path), sm=list(found.sm), ptx=list(found.ptx),
+                         partial=list(found.partial), containers=found.containers, needed=needed,
+                         seconds=found.seconds)
+
+
+def read_cuda_needed(path) -> list[str]:
+    """The CUDA libraries an ELF64 little-endian file names in DT_NEEDED ("libcudart.so.12"); [] when there are
+    none or the file cannot be read as such. Reads the section headers, the dynamic section and one bounded name
+    per entry; never raises."""
+    try:
+        with open(path, "rb") as handle:
+            return [name for name in _needed(handle) if _CUDA_NEEDED.match(name)]
+    except (OSError, ValueError, struct.error):
+        return []
+
+
+def _needed(handle) -> list[str]:
+    def read(offset: int, size: int) -> bytes:
+        handle.seek(offset)
+        return handle.read(size)
+
+    ident = read(0, 64)
+    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+        return []
+    (shoff,) = struct.unpack_from("<Q", ident, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", ident, 0x3A)
+    if shoff == 0 or shentsize < 64:
+        return []
+    if shnum == 0:  # more than 0xff00 sections: the count is in section 0's sh_size
+        first = read(shoff, 64)
+        if len(first) < 64:
+            return []
+        shnum = struct.unpack_from("<IIQQQQII", first)[5]
+    if not 0 < shnum <= _MAX_SECTIONS:
+        return []
+    table = read(shoff, shnum * shentsize)
+    if len(table) < shnum * shentsize:
+        return []
+    headers = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
+    dynamic = next((h for h in headers if h[1] == 6), None)  # SHT_DYNAMIC
+    if dynamic is None:
+        return []
+    _, _, _, _, dyn_offset, dyn_size, link, _ = dynamic
+    if link >= shnum or dyn_size > _MAX_DYNAMIC:
+        return []
+    strings_offset, strings_size = headers[link][4], headers[link][5]
+    raw = read(dyn_offset, dyn_size)
+    names = []
+    for at in range(0, len(raw) - 15, 16):
+        tag, value = struct.unpack_from("<qQ", raw, at)
+        if tag == 0:  # DT_NULL ends the table
+            break
+        if tag == 1 and value < strings_size:  # DT_NEEDED
+            name = read(strings_offset + value, _MAX_NAME).split(b"\0", 1)[0]
+            names.append(name.decode("utf-8", "replace"))
+    return names
+
+
+class EarlyRead:
+    """torch's library read while the inspector still runs: a venv's or conda environment's site-packages sits
+    at a fixed place below its python (``<env>/lib/python3.X/site-packages``), so the likely library can be read
+    before the inspector says where torch is. On a cold page cache that read waits for the disk (~45 ms for
+    torch 2.14.1's 503 MB library); started early, it waits beside the inspector instead of after it. Its
+    result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
+
+    def __init__(self, python: str | None):
+        self._box: dict[str, tuple] = {}
+        self._thread = None
+        found = _quiet(lambda: _likely_torch_library(python)) if python else None
+        if found is None:
+            return
+        self._thread = threading.Thread(target=self._work, args=(found,), name="torchdoctor-binary-early",
+                                        daemon=True)
+        self._thread.start()
+
+    def _work(self, path: Path) -> None:
+        try:
+            self._box["read"] = (_identity(path), read_binary(path, "torch"))
+        except Exception:  # noqa: BLE001 - the ordinary read will say what is wrong
+            pass
+
+    def result_for(self, path: Path | None, timeout: float) -> BinaryKernels | None:
+        if self._thread is None or path is None:
+            return None
+        self._thread.join(timeout)
+        got = self._box.get("read")
+        if got is None or got[0] is None or got[0] != _identity(path):
+            return None
+        return got[1]
+
+
+def _likely_torch_library(python: str) -> Path | None:
+    env = Path(python).parent.parent  # not resolved: a venv's python is a link to the base interpreter
+    for pattern in ("lib/python3*/site-packages/torch/lib/libtorch_cuda.so", "Lib/site-packages/torch/lib/torch_cuda.dll"):
+        found = sorted(env.glob(pattern))
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _identity(path: Path):
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaudio: Dist | None,
+                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None) -> None:
+    """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
+    thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
+    of torch's likely library started before the inspector returned (used when it is the same file)."""
+    began = time.monotonic()
+    jobs = [(dist, find, what) for dist, find, what in (
+        (torch, lambda: torch_library(torch, prefix), "torch"),
+        (torchvision, lambda: torchvision_library(torchvision), "torchvision"),
+        (torchaudio, lambda: torchaudio_library(torchaudio), "torchaudio"),
+    ) if dist is not None]
+    results: dict[int, BinaryKernels] = {}
+
+    def one(i: int, find, what: str) -> None:
+        try:
+            path = _quiet(find)
+            done = early.result_for(path, max(0.0, began + timeout - time.monotonic())) if (
+                early is not None and what == "torch") else None
+            results[i] = done or read_binary(path, what)
+        except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact naming it
+            results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: {exc}")
+
+    threads = [threading.Thread(target=one, args=(i, find, what), name=f"torchdoctor-binary-{what}", daemon=True)
+               for i, (_, find, what) in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    deadline = began + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    for i, (dist, _, what) in enumerate(jobs):
+        dist.kernels = results.get(i) or BinaryKernels(
+            status="unknown", why=f"reading the {what} library took longer than {timeout:g}s")
