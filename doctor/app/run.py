@@ -9,10 +9,14 @@ from doctor import exitcodes
 from doctor.app.options import CheckOptions, choose_interpreter, validate
 from doctor.model.findings import ERROR, WARNING
 from doctor.model.requirements import RULE as REQUIREMENTS_RULE
+from doctor.rules import INTERNAL_ERROR_ID
 
 
 def exit_code_for(findings, strict: bool = False) -> int:
-    """1 for error findings (and warnings with --strict); 4 when a CI requirement is not met."""
+    """3 when a rule crashed (torchdoctor's bug: the verdict is incomplete); 4 when a CI requirement is not
+    met; 1 for error findings (and warnings with --strict); else 0."""
+    if any(f.id == INTERNAL_ERROR_ID for f in findings):
+        return exitcodes.INTERNAL
     if any(f.rule == REQUIREMENTS_RULE for f in findings):
         return exitcodes.REQUIREMENT
     failing = {ERROR, WARNING} if strict else {ERROR}
@@ -28,21 +32,15 @@ def requirements_for(opts: CheckOptions):
     if not stated and not opts.config and not path.is_file():
         return None
     from doctor.app.config import load_pyproject_requirements
-    from doctor.errors import DoctorError
     from doctor.model.requirements import Requirements, merge, validate_requirements
 
     cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
                        torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
     validate_requirements(cli, "command line")
-    from_file = None
-    if opts.config:
-        from_file = load_pyproject_requirements(str(path))
-    elif path.is_file():
-        try:  # ./pyproject.toml counts only when it states [tool.torchdoctor]; someone else's may not parse
-            from_file = load_pyproject_requirements(str(path))
-        except DoctorError:
-            from_file = None
+    # ./pyproject.toml counts when it states [tool.torchdoctor]; then every error in it is reported (exit 2)
+    shown = str(path) if opts.config else str(path.absolute())  # errors name the file that was read
+    from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if path.is_file() else None
     return merge(cli, from_file)
 
 
@@ -87,3 +85,14 @@ def make_report(table, diag, code: int) -> dict:
 
     return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code,
                         strict=diag.strict)
+
+
+def report_crashes(findings) -> None:
+    """On stderr, whatever the format: a rule crashed, so this verdict is incomplete (exit 3)."""
+    import sys
+
+    for f in findings:
+        if f.id == INTERNAL_ERROR_ID:
+            print(f"torchdoctor: internal error in rule {f.evidence.get('rule')}: {f.detail.split(' (at ')[0]} "
+                  f"(at {f.evidence.get('at')}); the other checks ran, but this one did not: please report it "
+                  "(exit 3)", file=sys.stderr)
