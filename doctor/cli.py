@@ -268,8 +268,22 @@ def list_rules() -> None:
     print(rules_text(), end="")
 
 
+def _guard_streams() -> None:
+    """A stdout or stderr that cannot encode our glyphs (cp1252, ascii) gets ASCII stand-ins instead of a
+    UnicodeEncodeError (doctor/app/streams.py); checking costs one encode, wrapping happens only then."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "✓✗≤→…·—".encode(getattr(stream, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            from doctor.app.streams import guard_streams
+
+            guard_streams()
+            return
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    _guard_streams()
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
@@ -290,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
     except DoctorError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, or indented lines under it
         return exc.exit_code
     except KeyboardInterrupt:
         print("torchdoctor: interrupted", file=sys.stderr)

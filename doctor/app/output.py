@@ -27,9 +27,10 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     fmt = opts.output_format
     report = _redacted(report, opts)
     if fmt == "json":
+        from doctor.app.streams import can_encode
         from doctor.render.json import render_json
 
-        return render_json(report)
+        return render_json(report, ascii_only=opts.output is None and not can_encode(sys.stdout))
     if fmt == "markdown":
         from doctor.render.markdown import render_markdown
 
