@@ -64,8 +64,21 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     interpreter = choose_interpreter(opts.python)
     snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                     device=opts.device), meanwhile=_import_judges)
+    unusable(opts, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
     return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None)
+
+
+def unusable(opts: CheckOptions, snapshot) -> None:
+    """An interpreter named with --python that cannot be used is a usage error (exit 2), like one that is not
+    there: what it printed comes along, frames left out. One found by looking (VIRTUAL_ENV, ./.venv, PATH)
+    that is broken is a finding about this machine instead (interpreter-unusable, exit 1)."""
+    interp = snapshot.interpreter
+    if opts.python and interp.error:
+        from doctor.errors import DoctorError
+
+        lines = [line for line in interp.error_lines or [] if line not in interp.error]
+        raise DoctorError("\n  ".join([f"--python {opts.python}: {interp.error}", *lines]))
 
 
 def _import_judges() -> None:

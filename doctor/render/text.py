@@ -47,7 +47,8 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
         rows.append((f"GPU {g.get('index')}", f"{g.get('name')}{ccs}{mem}"))
     found = f"; found as {interp['found_as']}" if interp.get("found_as") else ""
     if interp.get("error"):
-        rows.append(("Python", f"{interp.get('path') or '?'}: {interp.get('error')}"))
+        why = [str(line) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
+        rows.append(("Python", "\n".join([f"{interp.get('path') or '?'}: {interp.get('error')}", *why])))
     elif not interp.get("path"):  # a collect_env text names the version, not the interpreter
         rows.append(("Python", f"{interp.get('version') or '?'} (from {interp.get('reason') or '?'}, which does not "
                                "state its path)"))
@@ -64,6 +65,8 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
             if d:
                 parts.append(f"{name} {d.get('build_version') or d.get('version')}")
         rows.append(("torch", " · ".join(parts)))
+    elif interp.get("error"):
+        rows.append(("torch", "not known: the interpreter could not be inspected"))
     else:
         rows.append(("torch", "not installed" if inst.get("status") == "absent" else (inst.get("detail") or inst.get("status", "?"))))
     status = rt.get("status")
