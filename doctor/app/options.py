@@ -35,6 +35,7 @@ class CheckOptions:
     torch: str | None = None
     cuda: str | None = None
     config: Path | None = None
+    quiet: bool = False  # -q: no progress, no machine summary; only what needs doing (nothing when healthy)
 
     @property
     def output_format(self) -> str:

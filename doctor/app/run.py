@@ -56,14 +56,18 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
     how this run writes its commands once the facts are in (fix: its installer and source); default pip
     from the PyTorch index. ``requirements``: what the run must check besides the rules."""
+    from doctor.app.progress import progress, wanted
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table.load import load_table
 
     validate(opts)
     table = load_table(opts.table)
     interpreter = choose_interpreter(opts.python)
-    snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                    device=opts.device), meanwhile=_import_judges)
+    # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
+    show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
+    with progress(show) as tell:
+        snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
+                                        device=opts.device, progress=tell), meanwhile=_import_judges)
     unusable(opts, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
     return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None)
