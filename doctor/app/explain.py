@@ -46,6 +46,7 @@ class ExplainOptions:
     output: Path | None = None
     redact: bool = True
     verbose: bool = False
+    quiet: bool = False  # -q: no progress and no notices on stderr
 
 
 def read_input(inputs: list[str], stdin=None) -> tuple[bytes, str]:
@@ -144,7 +145,9 @@ def verdicts(causes: list[dict], diag) -> None:
             cause["why"] = ("the check looked and this machine does not have it: the message came from another "
                             "machine, another interpreter, or a different cause")
         else:
+            # skipped (--no-smoke, not WSL) or unknown (a fact was missing): the check's own reason says why
             unknown = [f.title for f in diag.findings if f.rule in rules]
+            unknown += [c.note for c in diag.checks if c.rule in rules and c.status != "passed" and c.note]
             cause["verdict"] = UNKNOWN
             cause["why"] = "the check could not tell" + (f": {unknown[0]}" if unknown else "")
 
@@ -171,7 +174,8 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
 
         text = data.decode("utf-8", "replace")
         python = opts.python or traceback_interpreter(text)
-        check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table)
+        check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table, quiet=opts.quiet,
+                             json=opts.format == "json" and opts.output is None)
         table, diag = diagnose_machine(check)
         verdicts(causes, diag)
         report["probed"] = True
@@ -220,5 +224,5 @@ def run_explain(opts: ExplainOptions) -> int:
         buf = io.StringIO()
         render_explain(report, verbose=opts.verbose, file=buf, width=100)
         text = buf.getvalue()
-    deliver(text, CheckOptions(output=opts.output))
+    deliver(text, CheckOptions(output=opts.output, quiet=opts.quiet))
     return code

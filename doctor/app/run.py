@@ -38,9 +38,14 @@ def requirements_for(opts: CheckOptions):
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
                        torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
     validate_requirements(cli, "command line")
+    from doctor.app.listing import check_ignored
+
+    check_ignored(cli.ignore, "--ignore")
     # ./pyproject.toml counts when it states [tool.torchdoctor]; then every error in it is reported (exit 2)
     shown = str(path) if opts.config else str(path.absolute())  # errors name the file that was read
     from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if path.is_file() else None
+    if from_file is not None:
+        check_ignored(from_file.ignore, f"{shown}: [tool.torchdoctor]: ignore")
     return merge(cli, from_file)
 
 
