@@ -92,13 +92,13 @@ def plan_line(report: dict) -> str | None:
     """The line in place of a plan when the plan has no step: None when the plan has steps (or none at all)."""
     plan = _obj(report.get("plan"))
     status = plan.get("status")
+    code = exit_code(report)
+    if code == 3 and not plan.get("steps"):
+        return "Fix: a rule crashed, so this machine was not fully checked; report it and check again."
     if status != "healthy":
         return None
-    code = exit_code(report)
     if code in (0, None):
         return "Fix: nothing to change."
     if code == 4:
         return "Fix: nothing to install: torch fits this machine, but the machine does not meet the requirements above."
-    if code == 3:
-        return "Fix: nothing to install for what was checked; a rule crashed, so not everything was."
     return "Fix: no install command fixes this: follow each finding's fix above."
