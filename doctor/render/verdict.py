@@ -95,10 +95,12 @@ def plan_line(report: dict) -> str | None:
     code = exit_code(report)
     if code == 3 and not plan.get("steps"):
         return "Fix: a rule crashed, so this machine was not fully checked; report it and check again."
+    findings = [_obj(f) for f in _list(report.get("findings"))]
+    errors = [f for f in findings if f.get("severity") == "error"]
+    if code == 4 and not plan.get("steps") and all(f.get("rule") == REQUIREMENTS_RULE for f in errors):
+        return "Fix: nothing to install: this machine does not meet the requirements above."
     if status != "healthy":
         return None
     if code in (0, None):
         return "Fix: nothing to change."
-    if code == 4:
-        return "Fix: nothing to install: torch fits this machine, but the machine does not meet the requirements above."
     return "Fix: no install command fixes this: follow each finding's fix above."

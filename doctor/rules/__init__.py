@@ -24,6 +24,7 @@ from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
 INTERNAL_ERROR_ID = "internal-rule-error"
+UNINSPECTED = "the target interpreter could not be inspected"
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ def without_torch(snapshot: Snapshot) -> Outcome:
     install = snapshot.install
     if install.status == "absent":
         return skipped("torch is not installed")
-    why = snapshot.interpreter.error or install.detail or "the installed torch could not be read"
+    if snapshot.interpreter.error:  # interpreter-unusable says what it printed
+        return unknown(UNINSPECTED)
+    why = install.detail or "the installed torch could not be read"
     if snapshot.origin in ("collect_env", "report") and install.status == "unknown":
         return skipped(f"no torch build in this {origin_name(snapshot)}")
     return unknown(why)

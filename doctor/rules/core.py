@@ -20,7 +20,7 @@ from doctor.compat.wheels import (
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.versions import parse_cc, version_tuple
-from doctor.rules import Rule, not_observed, skipped, unknown, without_torch
+from doctor.rules import UNINSPECTED, Rule, not_observed, skipped, unknown, without_torch
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -375,7 +375,7 @@ def _torch_requirement(requires: list[str]):
 def check_python(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
-        return not_observed(snap, "the target Python's version", snap.interpreter.error)
+        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, "the target Python's version")
     build = torch_build(snap)
     machine = machine_from_snapshot(snap)
     supported = [r for r in table.releases if r.supports_python(py) and r.variants_for(machine.platform)]
