@@ -123,7 +123,10 @@ def verdicts(causes: list[dict], diag) -> None:
     """Confirm or rule out each cause by what the rules found on this machine (in place)."""
     from doctor.rules import all_rules
 
-    rule_of = {fid: rule.id for rule in all_rules() for fid in rule.ids}
+    rules_of: dict[str, list[str]] = {}  # a finding id can come from several rules (gpu-arch and runtime)
+    for rule in all_rules():
+        for fid in rule.ids:
+            rules_of.setdefault(fid, []).append(rule.id)
     status_of = {c.rule: c.status for c in diag.checks}
     found = {f.id: f for f in diag.findings}
     for cause in causes:
@@ -135,12 +138,14 @@ def verdicts(causes: list[dict], diag) -> None:
                               "fix": {"summary": hit.fix.summary if hit.fix else "",
                                       "commands": list(hit.fix.commands) if hit.fix else []}}
             continue
-        rules = [rule_of[i] for i in ids if i in rule_of]
+        rules = [r for i in ids for r in rules_of.get(i, [])]
         if not rules:
             cause["verdict"], cause["why"] = TEXT_ONLY, "probing cannot see this cause: the message is the evidence"
             continue
         statuses = {status_of.get(r) for r in rules}
-        if statuses == {"passed"}:
+        # a check that looked rules the cause out; one that was skipped (did not apply) neither confirms nor
+        # rules out, so it does not stand in the way; an unknown one does
+        if "passed" in statuses and statuses <= {"passed", "skipped"}:
             cause["verdict"] = RULED_OUT
             cause["why"] = ("the check looked and this machine does not have it: the message came from another "
                             "machine, another interpreter, or a different cause")
