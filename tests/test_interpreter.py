@@ -393,3 +393,23 @@ def test_a_broken_interpreter_found_by_looking_is_a_finding_with_what_it_said(tm
         report["snapshot"]["interpreter"]["error_lines"]
     text = _cli(["check", "--no-smoke"], env, tmp_path).stdout
     assert "\n            Fatal Python error: init_fs_encoding" in text  # under the Python row, aligned
+
+
+def test_explain_with_a_broken_traceback_interpreter_is_not_a_usage_error(tmp_path):
+    # explain takes the interpreter from the traceback: it was not named, so a broken one is a finding
+    env_dir = tmp_path / "env"
+    (env_dir / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env_dir / "bin").mkdir()
+    _script(env_dir / "bin" / "python", BROKEN)
+    (tmp_path / "sysroot").mkdir()
+    log = (f'  File "{env_dir}/lib/python3.12/site-packages/torch/cuda/__init__.py", line 1, in <module>\n'
+           "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), TORCHDOCTOR_NVML="0",
+               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"))
+    res = subprocess.run([sys.executable, "-m", "doctor", "explain", "--json", "-"], input=log, text=True,
+                         capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 1, res.stderr
+    report = json.loads(res.stdout)
+    assert report["interpreter_from_traceback"] is True
+    assert "interpreter-unusable" in {f["id"] for f in report["check"]["findings"]}

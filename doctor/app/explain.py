@@ -180,7 +180,7 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
         text = data.decode("utf-8", "replace")
         python = opts.python or traceback_interpreter(text)
         check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table, quiet=opts.quiet,
-                             json=opts.format == "json" and opts.output is None)
+                             json=opts.format == "json" and opts.output is None, python_named=bool(opts.python))
         table, diag = diagnose_machine(check)
         verdicts(causes, diag)
         report["probed"] = True

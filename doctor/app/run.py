@@ -83,7 +83,7 @@ def unusable(opts: CheckOptions, snapshot) -> None:
     there: what it printed comes along, frames left out. One found by looking (VIRTUAL_ENV, ./.venv, PATH)
     that is broken is a finding about this machine instead (interpreter-unusable, exit 1)."""
     interp = snapshot.interpreter
-    if opts.python and interp.error:
+    if opts.python and opts.python_named and interp.error:
         from doctor.errors import DoctorError
 
         lines = [line for line in interp.error_lines or [] if line not in interp.error]
