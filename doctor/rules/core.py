@@ -176,6 +176,8 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
     if build is None:
         return without_torch(snap)
+    if build.kind == "unknown":
+        return unknown(f"whether torch {build.label} is a CUDA build is not known")
     if build.kind != "cuda":
         return skipped(f"not a CUDA build of torch ({build.kind}): it needs no CUDA driver")
     if not build.cuda:
@@ -222,6 +224,8 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
     if build is None:
         return without_torch(snap)
+    if build.kind == "unknown":
+        return unknown(f"whether torch {build.label} is a CUDA build is not known")
     if build.kind != "cuda":
         return skipped(f"not a CUDA build of torch ({build.kind})")
     if not snap.nvidia.gpus:

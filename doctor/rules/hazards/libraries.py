@@ -11,7 +11,7 @@ from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
-from doctor.rules import not_observed, skipped
+from doctor.rules import not_observed, skipped, unknown, without_torch
 from doctor.rules.hazards.common import (
     export,
     is_cuda_build,
@@ -70,7 +70,9 @@ def _symptom(family: str, wheel: str, found: str) -> str:
 
 def check_library_shadowing(snap: S.Snapshot, table) -> list[Finding]:
     if torch_build(snap) is None:
-        return skipped("no torch installed")
+        return without_torch(snap)
+    if torch_build(snap).kind == "unknown":
+        return unknown("whether torch is a CUDA build is not known")
     if not is_cuda_build(snap):
         return skipped("not a CUDA build of torch: it loads no CUDA library")
     if snap.environment.libraries is None and snap.environment.cuda_home is None:
