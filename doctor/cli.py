@@ -18,9 +18,13 @@ from doctor.errors import DoctorError
 app = typer.Typer(
     name="torchdoctor",
     help="Find out why PyTorch does not fit this machine (driver, CUDA build, GPU architecture, "
-    "companions, Python) and print the exact command that fixes it.",
-    epilog=exitcodes.HELP.replace("\n", "\n\n"),
-    add_completion=False,
+    "companions, Python) and print the exact command that fixes it.\n\n\b\nExamples:\n  torchdoctor check\n"
+    "  torchdoctor check --python ~/venv/bin/python -v\n  torchdoctor fix --dry-run\n"
+    "  torchdoctor explain \"no kernel image is available for execution on the device\"",
+    epilog="\b\n" + exitcodes.HELP,  # \b: click keeps the lines as they are
+    # --install-completion / --show-completion: typer imports its completion modules whether or not they
+    # are offered, so offering them costs nothing measurable (README, "Performance").
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,  # locals can hold secrets; errors are handled in main()
     rich_markup_mode=None,
@@ -30,13 +34,20 @@ app = typer.Typer(
 PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter (or venv/conda folder) to inspect. "
                                                "Default: VIRTUAL_ENV, CONDA_PREFIX, ./.venv, python3 on PATH.")]
 NoSmokeOpt = Annotated[bool, typer.Option("--no-smoke", help="Do not import torch (no import probe, no smoke test).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print only the JSON report on stdout.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="The same as --format json: only JSON on stdout.")]
+QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="No progress and no notices on stderr; with text "
+                                        "output, only what needs doing (nothing when healthy).")]
 TableOpt = Annotated[Path | None, typer.Option("--table", help="Use this compatibility table instead of the bundled one.")]
-VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Show details, evidence and passed checks.")]
+VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Show details, evidence and every check's state.")]
 SmokeTimeoutOpt = Annotated[float, typer.Option("--smoke-timeout", help="Time limit for the smoke test, seconds.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index (default: all).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index, or all.")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
-IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Ignore this finding id (repeatable).")]
+IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Ignore this finding id (repeatable; "
+                                                     "`torchdoctor rules` lists them).")]
+OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write the output to this file "
+                                                "(redacted unless --no-redact).")]
+NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep user/host names, home paths, GPU UUIDs, "
+                                           "IPs and every environment variable in shared output.")]
 
 
 class Installer(str, Enum):
@@ -59,6 +70,7 @@ def _root(
     pass
 
 
+# One output vocabulary: --format (the formats a command has), --json (= --format json), -o FILE, -q.
 class Format(str, Enum):
     text = "text"
     json = "json"
@@ -72,26 +84,48 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+class TextOrJson(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class FleetFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class ExplainFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
+    """--format, or --json (its alias); both at once must agree."""
+    if json_out and chosen is not None and chosen.value != "json":
+        raise DoctorError(f"--json and --format {chosen.value} contradict each other: pick one")
+    return "json" if json_out else (chosen.value if chosen is not None else default)
+
+
 FromOpt = Annotated[list[Path] | None, typer.Option(
     "--from", help="Re-diagnose a torchdoctor JSON report, a pasted Markdown report or the output of "
     "`python -m torch.utils.collect_env` (a file, or a folder of them; repeatable) instead of probing.")]
-FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (default), json, markdown (to paste "
-                                                  "into an issue), github (Actions annotations), junit.")]
-OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write the output to this file "
-                                                "(redacted unless --no-redact).")]
-NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep user/host names, home paths, GPU UUIDs, "
-                                           "IPs and every environment variable in shared output.")]
+FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (the default), json, markdown (to paste "
+                                                  "into an issue), github (Actions annotations), junit.",
+                                                  show_default=False)]
 RequireOpt = Annotated[list[str] | None, typer.Option("--require", help="CI: fail (exit 4) unless this is "
                                                       "usable: cuda, rocm, mps, gpu or cpu (repeatable).")]
 
 
-@app.command()
+@app.command(short_help="Diagnose this machine (or a report) and print the fix.")
 def check(
     python: PythonOpt = None,
     no_smoke: NoSmokeOpt = False,
     json_out: JsonOpt = False,
     table: TableOpt = None,
     verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
     smoke_timeout: SmokeTimeoutOpt = 60.0,
     device: DeviceOpt = "all",
     strict: StrictOpt = False,
@@ -111,11 +145,19 @@ def check(
     cuda: Annotated[str | None, typer.Option("--cuda", help="CI: the torch build's CUDA version, e.g. 12.4 "
                                              "or 12.x.")] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="pyproject.toml with [tool.torchdoctor] requirements (default: ./pyproject.toml "
+        "--config", help="pyproject.toml with [tool.torchdoctor] requirements (without it: ./pyproject.toml, "
         "when it has that table).")] = None,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
-    the compatibility table, print findings and the fix."""
+    the compatibility table, print findings and the fix.
+
+    \b
+    Examples:
+      torchdoctor check
+      torchdoctor check --python ~/venv/bin/python -v
+      torchdoctor check --no-smoke --require cuda --min-gpus 1 --format github
+      torchdoctor check --from collect_env.txt
+    """
     from doctor.app.check import run_check
     from doctor.app.options import CheckOptions
 
@@ -125,14 +167,17 @@ def check(
         inputs=list(from_ or []), format=output_format.value if output_format else None, output=output,
         redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
-        cuda=cuda, config=config,
+        cuda=cuda, config=config, quiet=quiet,
     )))
 
 
-@app.command()
+@app.command(short_help="Write a redacted report to attach to a bug ticket.")
 def report(
     output: OutputOpt = None,
-    output_format: Annotated[ReportFormat, typer.Option("--format", help="json (default) or markdown.")] = ReportFormat.json,
+    output_format: Annotated[ReportFormat | None, typer.Option(
+        "--format", help="json (the default) or markdown.", show_default=False)] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     no_redact: NoRedactOpt = False,
     python: PythonOpt = None,
     no_smoke: NoSmokeOpt = False,
@@ -140,22 +185,32 @@ def report(
     smoke_timeout: SmokeTimeoutOpt = 60.0,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
-    whatever it found."""
+    whatever it found.
+
+    \b
+    Examples:
+      torchdoctor report -o report.json
+      torchdoctor report --format markdown | xclip -selection clipboard
+    """
     from doctor.app.check import run_report
     from doctor.app.options import CheckOptions
 
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
-        format=output_format.value, output=output, redact=not no_redact,
+        format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
     )))
 
 
-@app.command()
+@app.command(short_help="Carry out the fix plan with pip or uv (--dry-run: only print it).")
 def fix(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     python: PythonOpt = None,
     no_smoke: NoSmokeOpt = False,
+    output_format: Annotated[TextOrJson | None, typer.Option(
+        "--format", help="text (the default) or json: the report before the fix on stdout, the run on stderr.",
+        show_default=False)] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     table: TableOpt = None,
     verbose: VerboseOpt = False,
     smoke_timeout: SmokeTimeoutOpt = 60.0,
@@ -175,58 +230,88 @@ def fix(
         "--restore-file", help="Where to record the builds before the fix "
         "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
 ) -> None:
-    """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it)."""
+    """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
+
+    \b
+    Examples:
+      torchdoctor fix --dry-run
+      torchdoctor fix --python ~/venv/bin/python
+      torchdoctor fix --yes --index-url-base https://mirror.example.org/pytorch/whl
+    """
     from doctor.app.fix import FixOptions, run_fix
     from doctor.app.options import CheckOptions
 
     raise typer.Exit(run_fix(CheckOptions(
-        python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
-        smoke_timeout=smoke_timeout, device=device,
+        python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
+        verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,
     )))
 
 
-fleet_app = typer.Typer(help="Summarise the reports of many nodes.", no_args_is_help=True, add_completion=False)
+fleet_app = typer.Typer(help="Summarise the reports of many nodes.\n\n\b\nExample:\n"
+                        "  torchdoctor fleet summarize reports/", no_args_is_help=True, add_completion=False,
+                        rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
 app.add_typer(fleet_app, name="fleet")
 
 
-@fleet_app.command("summarize")
+@fleet_app.command("summarize", short_help="Summarise node reports: counts, odd nodes out, the fix per group.")
 def fleet_summarize(
     reports: Annotated[list[Path], typer.Argument(help="Report files, or folders of *.json reports.")],
+    output_format: Annotated[FleetFormat | None, typer.Option(
+        "--format", help="text (the default: tables), json, or markdown (for a ticket or a wiki page).",
+        show_default=False)] = None,
     json_out: JsonOpt = False,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown, for a ticket or a wiki page.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="The same as --format markdown.")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group."""
+    """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group.
+
+    \b
+    Examples:
+      torchdoctor fleet summarize reports/
+      torchdoctor fleet summarize reports/ --format markdown -o fleet.md
+    """
     from doctor.app.fleet import summarize_command
 
-    raise typer.Exit(summarize_command([str(r) for r in reports], json_out, markdown, str(output) if output else None))
+    if markdown:
+        if json_out or (output_format is not None and output_format.value != "markdown"):
+            other = "--json" if json_out else f"--format {output_format.value}"
+            raise DoctorError(f"{other} and --markdown contradict each other: pick one")
+        output_format = FleetFormat.markdown
+    fmt = _format(json_out, output_format)
+    raise typer.Exit(summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
+                                       str(output) if output else None, quiet=quiet))
 
 
-@app.command()
+@app.command(short_help="Check torch.distributed across N ranks with torchrun.")
 def distributed(
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks to start on this node.")] = 2,
     python: PythonOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Time limit of each collective, seconds.")] = 60.0,
+    output_format: Annotated[TextOrJson | None, typer.Option(
+        "--format", help="text (the default) or json.", show_default=False)] = None,
     json_out: JsonOpt = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
-    For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`."""
+    For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`.
+
+    \b
+    Examples:
+      torchdoctor distributed --nproc-per-node 8
+      torchdoctor distributed --python ~/venv/bin/python --format json -o dist.json
+    """
     from doctor.app.distributed import run_distributed
 
-    raise typer.Exit(run_distributed(python, nproc_per_node, timeout, json_out, output))
+    raise typer.Exit(run_distributed(python, nproc_per_node, timeout, _format(json_out, output_format) == "json",
+                                     output, quiet=quiet))
 
 
-class ExplainFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-
-
-@app.command()
+@app.command(short_help="Explain an error message and check its cause on this machine.")
 def explain(
     message: Annotated[list[str] | None, typer.Argument(
         help="A file holding the error (a log, a traceback, a pasted issue), - for stdin, or the message itself. "
@@ -237,9 +322,10 @@ def explain(
     = False,
     python: PythonOpt = None,
     json_out: JsonOpt = False,
-    output_format: Annotated[ExplainFormat | None, typer.Option("--format", help="text (default), json or "
-                                                                "markdown.")] = None,
+    output_format: Annotated[ExplainFormat | None, typer.Option("--format", help="text (the default), json or "
+                                                                "markdown.", show_default=False)] = None,
     output: OutputOpt = None,
+    quiet: QuietOpt = False,
     no_redact: NoRedactOpt = False,
     table: TableOpt = None,
     verbose: VerboseOpt = False,
@@ -247,29 +333,56 @@ def explain(
     """Explain an error message: find every known one in the text (a traceback, a pip or CI log, a pasted
     issue), give its cause and fix, and confirm or rule it out on this machine.
 
-    Example: python train.py 2>&1 | torchdoctor explain -"""
+    \b
+    Examples:
+      python train.py 2>&1 | torchdoctor explain -
+      torchdoctor explain "CUDA error: no kernel image is available for execution on the device"
+      torchdoctor explain build.log --no-probe --format markdown
+    """
     from doctor.app.explain import ExplainOptions, run_explain
-    from doctor.errors import DoctorError
 
-    if json_out and output_format not in (None, ExplainFormat.json):
-        raise DoctorError(f"--json and --format {output_format.value} contradict each other: pick one")
-    fmt = "json" if json_out else (output_format.value if output_format else "text")
     raise typer.Exit(run_explain(ExplainOptions(
-        inputs=list(message or []), probe=not no_probe, smoke=smoke, python=python, table=table, format=fmt,
-        output=output, redact=not no_redact, verbose=verbose,
+        inputs=list(message or []), probe=not no_probe, smoke=smoke, python=python, table=table,
+        format=_format(json_out, output_format), output=output, redact=not no_redact, verbose=verbose,
+        quiet=quiet,
     )))
 
 
-@app.command("rules")
-def list_rules() -> None:
-    """List every rule and the finding ids it can report."""
-    from doctor.app.listing import rules_text
+@app.command("rules", short_help="List every rule and the finding ids it can report.")
+def list_rules(
+    output_format: Annotated[TextOrJson | None, typer.Option(
+        "--format", help="text (the default) or json.", show_default=False)] = None,
+    json_out: JsonOpt = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the list to this file.")] = None,
+) -> None:
+    """List every rule and the finding ids it can report (what --ignore accepts).
 
-    print(rules_text(), end="")
+    \b
+    Examples:
+      torchdoctor rules
+      torchdoctor rules --json
+    """
+    from doctor.app.listing import run_rules_listing
+
+    raise typer.Exit(run_rules_listing(_format(json_out, output_format), output))
+
+
+def _guard_streams() -> None:
+    """A stdout or stderr that cannot encode our glyphs (cp1252, ascii) gets ASCII stand-ins instead of a
+    UnicodeEncodeError (doctor/app/streams.py); checking costs one encode, wrapping happens only then."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "✓✗≤→…·—".encode(getattr(stream, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            from doctor.app.streams import guard_streams
+
+            guard_streams()
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    _guard_streams()
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
         result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
@@ -290,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
     except DoctorError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)
+        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, or indented lines under it
         return exc.exit_code
     except KeyboardInterrupt:
         print("torchdoctor: interrupted", file=sys.stderr)

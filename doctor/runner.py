@@ -274,3 +274,77 @@ def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
 
 def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
+
+
+def run_lines(
+    argv: Sequence[str],
+    timeout: float,
+    on_line: Callable[[str], object],
+    env: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Like ``run`` (stdout and stderr apart, a time limit, its own process group, never raises), but each
+    stdout line also goes to ``on_line`` as it comes (on a reader thread): the smoke child's JSON lines,
+    for progress. ``on_line`` must not raise; if it does, the line is still kept."""
+    args = [str(a) for a in argv]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            **_new_group(),
+        )
+    except FileNotFoundError:
+        return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
+    except OSError as exc:
+        return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:
+                out.append(raw)
+                try:
+                    on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+                except Exception:  # noqa: BLE001 - a progress display must never cost the evidence
+                    pass
+        except (OSError, ValueError):
+            pass
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        try:
+            for raw in proc.stderr:
+                err.append(raw)
+        except (OSError, ValueError):
+            pass
+
+    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+    for reader in readers:  # a grandchild may hold the pipes open: do not wait on it for long
+        reader.join(timeout=2 if timed_out else DRAIN_S)
+    seconds = time.perf_counter() - start
+    stdout, stderr = _decode(b"".join(out)), _decode(b"".join(err))
+    if timed_out:
+        return RunResult(args, None, stdout, stderr, timed_out=True, seconds=seconds)
+    return RunResult(args, proc.returncode, stdout, stderr, seconds=seconds)

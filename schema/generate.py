@@ -34,7 +34,7 @@ SCHEMA_ID = "urn:torchdoctor:report-schema:1"  # a name, not a URL to fetch
 # Closed vocabularies worth enforcing; other strings stay open so that a new status is not a break.
 ENUMS = {
     ("Finding", "severity"): list(findings_module.SEVERITIES),
-    ("CheckResult", "status"): ["passed", "failed", "skipped", "crashed"],
+    ("CheckResult", "status"): list(findings_module.CHECK_STATES),
 }
 
 
@@ -169,6 +169,11 @@ def build_schema() -> dict[str, Any]:
                     "infos": {"type": "integer", "minimum": 0},
                     "exit_code": {"type": "integer"},
                     "strict": {"type": "boolean", "description": "Warnings failed the run too (since 0.2)."},
+                    "checks": {
+                        "type": "object",
+                        "description": "How many checks are in each state (since 0.2).",
+                        "additionalProperties": {"type": "integer", "minimum": 0},
+                    },
                 },
                 "additionalProperties": True,
             },

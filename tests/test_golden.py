@@ -105,3 +105,40 @@ def test_check_json_is_golden(tmp_path, scenario, code):
     report["snapshot"]["host"] = {"os": report["snapshot"]["host"]["os"]}
     text = json.dumps(report, indent=2, sort_keys=True) + "\n"
     _compare(f"{scenario}.json", _normalise(text, tmp_path))
+
+
+# The README's other scenarios: re-diagnosing a pasted collect_env, a CI preflight that is not met, the
+# output of an interpreter that does not start, -q, and the ASCII stand-ins of a cp1252 stdout.
+COLLECT_ENV = Path(__file__).parent / "fixtures" / "collect_env" / "composed-2.5.1-cu121-rtx4090-pip.txt"
+BROKEN_PYTHON = ("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding: failed to get the Python codec of the "
+                 "filesystem encoding' >&2\necho \"ModuleNotFoundError: No module named 'encodings'\" >&2\nexit 1\n")
+README_SCENARIOS = [
+    # (golden file, machine, arguments after `check`, expected exit code, extra environment)
+    ("collect-env-rtx4090.txt", "no-torch", ["--from", str(COLLECT_ENV)], 0, {}),
+    ("ci-require-cuda.txt", "cpu-healthy", ["--no-smoke", "--require", "cuda", "--min-gpus", "1", "--python",
+                                            "{python}"], 4, {}),
+    ("broken-venv.txt", "broken-venv", ["--no-smoke"], 1, {}),
+    ("rtx5090-cu126-q.txt", "rtx5090-cu126", ["--no-smoke", "-q", "--python", "{python}"], 1, {}),
+    ("rtx5090-cu126-cp1252.txt", "rtx5090-cu126", ["--no-smoke", "--python", "{python}"], 1,
+     {"PYTHONIOENCODING": "cp1252"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,scenario,args,code,extra", README_SCENARIOS, ids=[s[0] for s in README_SCENARIOS])
+def test_readme_scenarios_are_golden(tmp_path, name, scenario, args, code, extra):
+    if scenario == "broken-venv":
+        python, env = _machine(tmp_path, "no-torch")
+        broken = tmp_path / "broken" / "bin" / "python"
+        broken.parent.mkdir(parents=True)
+        broken.write_text(BROKEN_PYTHON)
+        broken.chmod(0o755)
+        env["VIRTUAL_ENV"] = str(broken.parent.parent)
+    else:
+        python, env = _machine(tmp_path, scenario)
+    env.update(extra)
+    argv = [sys.executable, "-m", "doctor", "check", *(a.replace("{python}", str(python)) for a in args)]
+    res = subprocess.run(argv, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    encoding = extra.get("PYTHONIOENCODING", "utf-8")
+    assert res.returncode == code, res.stderr.decode(encoding)
+    _compare(name, _normalise(res.stdout.decode(encoding), tmp_path))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -304,3 +305,111 @@ def test_running_interpreter_itself_is_inspected():
     # the inspector's own folder (doctor/probes) must not be on the sys.path it reports
     probes = str(Path(__file__).parent.parent / "doctor" / "probes")
     assert all(os.path.realpath(p) != os.path.realpath(probes) for p in env.sys_path)
+
+
+# --- shims and broken interpreters, through the real CLI -------------------------------------------------
+
+
+def _cli(args, env_extra, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), TORCHDOCTOR_NVML="0", NO_COLOR="1",
+               COLUMNS="200", **env_extra)
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=120)
+
+
+def _shim(tmp_path: Path, real: Path) -> Path:
+    """A pyenv-style shim: a script in ~/.pyenv/shims that starts the real interpreter."""
+    shims = tmp_path / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    return Path(_script(shims / "python3", f'exec "{real}" "$@"'))
+
+
+def test_a_shim_is_reported_by_the_interpreter_it_starts(tmp_path):
+    from fakeenv import make_fake_env
+
+    real = make_fake_env(tmp_path / "venv", torch="2.13.0+cpu", cuda=None)
+    shim = _shim(tmp_path, real)
+    (tmp_path / "sysroot").mkdir()
+    env = {"TORCHDOCTOR_SYSROOT": str(tmp_path / "sysroot"), "PATH": f"{shim.parent}:/usr/bin:/bin"}
+    for args in (["--python", str(shim)], []):  # named, and found on PATH
+        res = _cli(["check", "--no-smoke", "--json", *args], env, tmp_path)
+        interp = json.loads(res.stdout)["snapshot"]["interpreter"]
+        assert interp["path"] == str(real)  # the target's sys.executable, not the shim
+        assert interp["found_as"] == f"{shim} (a pyenv shim)"
+        assert interp["reason"] == ("--python" if args else "python3 on PATH")
+    text = _cli(["check", "--no-smoke"], env, tmp_path).stdout
+    assert f"Python    {real} · " in text and f"found as {shim} (a pyenv shim)" in text
+    # the plan's commands name the real interpreter: a shim picks its Python by folder
+    plan = _cli(["fix", "--dry-run", "--no-smoke", "--json"], env, tmp_path).stdout
+    assert str(shim) not in json.dumps(json.loads(plan)["plan"])
+
+
+def test_a_venv_python_is_kept_as_given(tmp_path):
+    from fakeenv import make_fake_env
+
+    real = make_fake_env(tmp_path / "venv", torch="2.13.0+cpu", cuda=None)
+    interpreter, _, _ = inspect_interpreter_full(str(real), "--python")
+    assert interpreter.path == str(real) and interpreter.found_as is None
+
+
+BROKEN = (
+    "echo 'Could not find platform independent libraries <prefix>' >&2\n"
+    "echo 'Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding' >&2\n"
+    "echo 'Python runtime state: core initialized' >&2\n"
+    "echo 'Traceback (most recent call last):' >&2\n"
+    "echo '  File \"<frozen importlib._bootstrap>\", line 1027, in _find_and_load' >&2\n"
+    "echo \"ModuleNotFoundError: No module named 'encodings'\" >&2\n"
+    "exit 1"
+)
+
+
+def test_a_broken_interpreter_named_with_python_is_exit_2_with_what_it_said(tmp_path):
+    broken = _script(tmp_path / "python", BROKEN)
+    (tmp_path / "sysroot").mkdir()
+    res = _cli(["check", "--no-smoke", "--python", broken], {"TORCHDOCTOR_SYSROOT": str(tmp_path / "sysroot")},
+               tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert lines[0] == (f"torchdoctor: error: --python {broken}: the inspector exited with 1 in {broken}: "
+                        "ModuleNotFoundError: No module named 'encodings'")
+    assert "  Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding" in lines
+    assert not any("File " in line for line in lines)  # frames say where, not why
+    missing = _cli(["check", "--no-smoke", "--python", str(tmp_path / "nope")], {}, tmp_path)
+    assert missing.returncode == 2  # the same code as an interpreter that is not there
+
+
+def test_a_broken_interpreter_found_by_looking_is_a_finding_with_what_it_said(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    _script(venv / "bin" / "python", BROKEN)
+    (tmp_path / "sysroot").mkdir()
+    env = {"TORCHDOCTOR_SYSROOT": str(tmp_path / "sysroot"), "VIRTUAL_ENV": str(venv)}
+    res = _cli(["check", "--no-smoke", "--json"], env, tmp_path)
+    assert res.returncode == 1
+    report = json.loads(res.stdout)
+    assert "interpreter-unusable" in {f["id"] for f in report["findings"]}
+    assert "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding" in \
+        report["snapshot"]["interpreter"]["error_lines"]
+    text = _cli(["check", "--no-smoke"], env, tmp_path).stdout
+    assert "\n            Fatal Python error: init_fs_encoding" in text  # under the Python row, aligned
+
+
+def test_explain_with_a_broken_traceback_interpreter_is_not_a_usage_error(tmp_path):
+    # explain takes the interpreter from the traceback: it was not named, so a broken one is a finding
+    env_dir = tmp_path / "env"
+    (env_dir / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env_dir / "bin").mkdir()
+    _script(env_dir / "bin" / "python", BROKEN)
+    (tmp_path / "sysroot").mkdir()
+    log = (f'  File "{env_dir}/lib/python3.12/site-packages/torch/cuda/__init__.py", line 1, in <module>\n'
+           "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), TORCHDOCTOR_NVML="0",
+               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"))
+    res = subprocess.run([sys.executable, "-m", "doctor", "explain", "--json", "-"], input=log, text=True,
+                         capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 1, res.stderr
+    report = json.loads(res.stdout)
+    assert report["interpreter_from_traceback"] is True
+    assert "interpreter-unusable" in {f["id"] for f in report["check"]["findings"]}

@@ -23,7 +23,11 @@ def test_healthy_machine_has_no_findings_and_nothing_to_fix(table):
     diag = diagnose(make_snapshot(), table)
     assert ids(diag) == []
     assert diag.plan.status == "healthy"
-    assert all(c.status == "passed" for c in diag.checks)
+    # nothing fails; a check whose facts this snapshot lacks says so instead of passing
+    assert {c.status for c in diag.checks} <= {"passed", "skipped", "unknown"}
+    states = {c.rule: c.status for c in diag.checks}
+    assert states["gpu-arch"] == states["driver-cuda"] == "passed"
+    assert states["runtime"] == "skipped" and states["shm"] == "unknown"
 
 
 CASES = [

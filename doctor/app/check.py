@@ -9,7 +9,14 @@ from pathlib import Path
 from doctor import exitcodes
 from doctor.app.options import CheckOptions, validate
 from doctor.app.output import _redacted, deliver, emit
-from doctor.app.run import diagnose_machine, exit_code_for, judge, make_report, requirements_for
+from doctor.app.run import (
+    diagnose_machine,
+    exit_code_for,
+    judge,
+    make_report,
+    report_crashes,
+    requirements_for,
+)
 from doctor.errors import DoctorError, ReportError
 from doctor.model.findings import ERROR
 
@@ -24,15 +31,19 @@ def run_check(opts: CheckOptions) -> int:
     table, diag = diagnose_machine(opts, requirements=req)
     code = exit_code_for(diag.findings, diag.strict)
     emit(make_report(table, diag, code), opts)
+    report_crashes(diag.findings)
     return code
 
 
 def run_report(opts: CheckOptions) -> int:
-    """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written."""
+    """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written (3 when a
+    rule crashed: the report is then incomplete)."""
     opts.shared = True
     table, diag = diagnose_machine(opts)
-    emit(make_report(table, diag, exit_code_for(diag.findings)), opts)
-    return exitcodes.OK
+    code = exit_code_for(diag.findings)
+    emit(make_report(table, diag, code), opts)
+    report_crashes(diag.findings)
+    return exitcodes.INTERNAL if code == exitcodes.INTERNAL else exitcodes.OK
 
 
 def _expand_inputs(paths: list[Path]) -> list[Path]:
@@ -61,6 +72,7 @@ def _run_from(opts: CheckOptions, table, req) -> int:
         diag = rediagnose(files[0], table, req)
         code = exit_code_for(diag.findings, diag.strict)
         emit(make_report(table, diag, code), opts)
+        report_crashes(diag.findings)
         return code
     # Many reports: one line each (text) or one JSON report per line; unreadable ones are listed, not fatal.
     if opts.output_format not in ("text", "json"):
@@ -77,6 +89,7 @@ def _run_from(opts: CheckOptions, table, req) -> int:
             continue
         code = exit_code_for(diag.findings, diag.strict)
         worst = max(worst, code)
+        report_crashes(diag.findings)
         if opts.output_format == "json":
             report = _redacted(make_report(table, diag, code), opts)
             report["source"] = str(path)

@@ -1,33 +1,70 @@
 """The user's configuration: ``[tool.torchdoctor]`` of a pyproject.toml (I/O; the values are checked
-by doctor/model/requirements.py)."""
+by doctor/model/requirements.py).
+
+A configuration that applies is never ignored: an unknown key, a value of the wrong type or a file
+that is not valid TOML is one line and exit 2, naming the file, the key and what was expected. A
+pyproject.toml without a ``[tool.torchdoctor]`` table is simply not a configuration, and neither is
+someone else's broken pyproject.toml that never mentions torchdoctor.
+"""
 
 from __future__ import annotations
+
+import re
+import sys
 
 from doctor.errors import DoctorError
 from doctor.model.requirements import Requirements, requirements_from_table
 
+# A file that names our table somewhere (as a header, a dotted key or an inline table): when it does not
+# parse, the user meant it for us and must hear about it.
+_MENTIONS_US = re.compile(r"^\s*\[+\s*tool\s*\.\s*[\"']?torchdoctor\b|\btool\s*\.\s*[\"']?torchdoctor\b"
+                          r"|^\s*torchdoctor\s*=", re.MULTILINE)
 
-def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = ()) -> Requirements | None:
+
+def _toml():
+    """tomllib (3.11+) or its backport tomli (the dependency pyproject.toml declares for 3.10)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:
+        import tomli
+    except ImportError:  # an install that skipped the dependency
+        raise DoctorError("reading pyproject.toml on Python 3.10 needs the tomli package: "
+                          f"{sys.executable} -m pip install tomli") from None
+    return tomli
+
+
+def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = (), explicit: bool = True
+                                ) -> Requirements | None:
     """``[tool.torchdoctor]`` of a pyproject.toml; None when the file or the table is absent.
 
+    ``explicit``: the file was named (``--config``), so a file that does not parse is an error whatever
+    it holds; otherwise (./pyproject.toml found by looking) only when it mentions ``tool.torchdoctor``.
     ``other_keys`` are [tool.torchdoctor] keys owned by other features, accepted and ignored here.
     Raises DoctorError with one line naming the file and key for anything malformed.
     """
-    import tomllib
-
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            raw = handle.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DoctorError(f"{path}: invalid TOML: {exc}") from None
+    toml = _toml()
+    try:
+        data = toml.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, toml.TOMLDecodeError) as exc:
+        text = raw.decode("utf-8", errors="replace")
+        if not explicit and not _MENTIONS_US.search(text):
+            return None  # someone else's pyproject.toml, broken for them too, but not a config of ours
+        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise DoctorError(f"{path}: invalid TOML, so its [tool.torchdoctor] cannot be read: {why}") from None
     tool = data.get("tool", {})
     table = tool.get("torchdoctor") if isinstance(tool, dict) else None
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise DoctorError(f"{path}: [tool.torchdoctor] must be a table")
+        raise DoctorError(f"{path}: [tool.torchdoctor] must be a table (a [tool.torchdoctor] section), "
+                          f"got {type(table).__name__} {table!r}")
     return requirements_from_table(table, f"{path}: [tool.torchdoctor]", other_keys)

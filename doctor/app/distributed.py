@@ -11,7 +11,8 @@ from doctor.app.output import deliver
 from doctor.errors import DoctorError
 
 
-def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
+def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None,
+                    quiet: bool = False) -> int:
     from doctor.distributed.launch import run_local
     from doctor.render.distributed import render_text
 
@@ -24,5 +25,5 @@ def run_distributed(python: str | None, nproc: int, timeout: float, as_json: boo
         raise DoctorError(f"torchrun in {path} produced no report ({result.describe()}): {tail[0]}",
                           exitcodes.FINDINGS)
     text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
-    deliver(text, CheckOptions(output=output))
+    deliver(text, CheckOptions(output=output, quiet=quiet))
     return int(report.get("summary", {}).get("exit_code", exitcodes.OK))

@@ -47,6 +47,7 @@ class ExplainOptions:
     output: Path | None = None
     redact: bool = True
     verbose: bool = False
+    quiet: bool = False  # -q: no progress and no notices on stderr
 
 
 def read_input(inputs: list[str], stdin=None) -> tuple[bytes, str, bool]:
@@ -127,7 +128,10 @@ def verdicts(causes: list[dict], diag) -> None:
     """Confirm or rule out each cause by what the rules found on this machine (in place)."""
     from doctor.rules import all_rules
 
-    rule_of = {fid: rule.id for rule in all_rules() for fid in rule.ids}
+    rules_of: dict[str, list[str]] = {}  # a finding id can come from several rules (gpu-arch and runtime)
+    for rule in all_rules():
+        for fid in rule.ids:
+            rules_of.setdefault(fid, []).append(rule.id)
     status_of = {c.rule: c.status for c in diag.checks}
     found = {f.id: f for f in diag.findings}
     for cause in causes:
@@ -139,17 +143,21 @@ def verdicts(causes: list[dict], diag) -> None:
                               "fix": {"summary": hit.fix.summary if hit.fix else "",
                                       "commands": list(hit.fix.commands) if hit.fix else []}}
             continue
-        rules = [rule_of[i] for i in ids if i in rule_of]
+        rules = [r for i in ids for r in rules_of.get(i, [])]
         if not rules:
             cause["verdict"], cause["why"] = TEXT_ONLY, "probing cannot see this cause: the message is the evidence"
             continue
         statuses = {status_of.get(r) for r in rules}
-        if statuses == {"passed"}:
+        # a check that looked rules the cause out; one that was skipped (did not apply) neither confirms nor
+        # rules out, so it does not stand in the way; an unknown one does
+        if "passed" in statuses and statuses <= {"passed", "skipped"}:
             cause["verdict"] = RULED_OUT
             cause["why"] = ("the check looked and this machine does not have it: the message came from another "
                             "machine, another interpreter, or a different cause")
         else:
+            # skipped (--no-smoke, not WSL) or unknown (a fact was missing): the check's own reason says why
             unknown = [f.title for f in diag.findings if f.rule in rules]
+            unknown += [c.note for c in diag.checks if c.rule in rules and c.status != "passed" and c.note]
             cause["verdict"] = UNKNOWN
             cause["why"] = "the check could not tell" + (f": {unknown[0]}" if unknown else "")
 
@@ -177,7 +185,8 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
 
         text = data.decode("utf-8", "replace")
         python = opts.python or traceback_interpreter(text)
-        check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table)
+        check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table, quiet=opts.quiet,
+                             json=opts.format == "json" and opts.output is None, python_named=bool(opts.python))
         table, diag = diagnose_machine(check)
         verdicts(causes, diag)
         report["probed"] = True
@@ -226,5 +235,5 @@ def run_explain(opts: ExplainOptions) -> int:
         buf = io.StringIO()
         render_explain(report, verbose=opts.verbose, file=buf, width=100)
         text = buf.getvalue()
-    deliver(text, CheckOptions(output=opts.output))
+    deliver(text, CheckOptions(output=opts.output, quiet=opts.quiet))
     return code

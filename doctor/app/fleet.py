@@ -115,7 +115,8 @@ def summary_to_dict(summary: FleetSummary) -> dict[str, Any]:
 
 
 def summarize_command(
-    reports: list[str], as_json: bool = False, markdown: bool = False, output: str | None = None
+    reports: list[str], as_json: bool = False, markdown: bool = False, output: str | None = None,
+    quiet: bool = False,
 ) -> int:
     """`fleet summarize`: read, summarise, write one view to ``output`` or stdout; the exit code."""
     from doctor.errors import DoctorError
@@ -133,19 +134,21 @@ def summarize_command(
         text = json.dumps(data, indent=2) + "\n"
     elif markdown:
         text = render_markdown(data)
-    else:
-        text = None
-    if text is not None:
-        if output:
-            with open(output, "w") as fh:
-                fh.write(text)
-        else:
-            sys.stdout.write(text)
     elif output:
+        import io
+
         from rich.console import Console
 
-        with open(output, "w") as fh:
-            render_human(data, Console(file=fh, width=120, no_color=True))
+        buffer = io.StringIO()
+        render_human(data, Console(file=buffer, width=120, no_color=True, highlight=False))
+        text = buffer.getvalue()
     else:
         render_human(data)
+        return summary.exit_code
+    from pathlib import Path
+
+    from doctor.app.options import CheckOptions
+    from doctor.app.output import deliver
+
+    deliver(text, CheckOptions(output=Path(output) if output else None, quiet=quiet))
     return summary.exit_code

@@ -35,6 +35,8 @@ class CheckOptions:
     torch: str | None = None
     cuda: str | None = None
     config: Path | None = None
+    quiet: bool = False  # -q: no progress, no machine summary; only what needs doing (nothing when healthy)
+    python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
 
     @property
     def output_format(self) -> str:

@@ -27,9 +27,10 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     fmt = opts.output_format
     report = _redacted(report, opts)
     if fmt == "json":
+        from doctor.app.streams import can_encode
         from doctor.render.json import render_json
 
-        return render_json(report)
+        return render_json(report, ascii_only=opts.output is None and not can_encode(sys.stdout))
     if fmt == "markdown":
         from doctor.render.markdown import render_markdown
 
@@ -50,9 +51,9 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
         import io
 
         buf = io.StringIO()
-        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100)
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet)
         return buf.getvalue()
-    render_text(report, verbose=opts.verbose, mode=mode)
+    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet)
     return None
 
 
@@ -81,7 +82,8 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
         opts.output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise DoctorError(f"cannot write {opts.output}: {exc.strerror or exc}") from exc
-    print(f"torchdoctor: wrote {opts.output}", file=sys.stderr)
+    if not opts.quiet:
+        print(f"torchdoctor: wrote {opts.output}", file=sys.stderr)
 
 
 def emit(report: dict, opts: CheckOptions, mode: str = "check") -> None:

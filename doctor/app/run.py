@@ -9,10 +9,14 @@ from doctor import exitcodes
 from doctor.app.options import CheckOptions, choose_interpreter, validate
 from doctor.model.findings import ERROR, WARNING
 from doctor.model.requirements import RULE as REQUIREMENTS_RULE
+from doctor.rules import INTERNAL_ERROR_ID
 
 
 def exit_code_for(findings, strict: bool = False) -> int:
-    """1 for error findings (and warnings with --strict); 4 when a CI requirement is not met."""
+    """3 when a rule crashed (torchdoctor's bug: the verdict is incomplete); 4 when a CI requirement is not
+    met; 1 for error findings (and warnings with --strict); else 0."""
+    if any(f.id == INTERNAL_ERROR_ID for f in findings):
+        return exitcodes.INTERNAL
     if any(f.rule == REQUIREMENTS_RULE for f in findings):
         return exitcodes.REQUIREMENT
     failing = {ERROR, WARNING} if strict else {ERROR}
@@ -28,21 +32,20 @@ def requirements_for(opts: CheckOptions):
     if not stated and not opts.config and not path.is_file():
         return None
     from doctor.app.config import load_pyproject_requirements
-    from doctor.errors import DoctorError
     from doctor.model.requirements import Requirements, merge, validate_requirements
 
     cli = Requirements(require=list(opts.require), min_gpus=opts.min_gpus,
                        min_compute_capability=opts.min_compute_capability, min_gpu_memory=opts.min_gpu_memory,
                        torch=opts.torch, cuda=opts.cuda, strict=opts.strict, ignore=list(opts.ignore))
     validate_requirements(cli, "command line")
-    from_file = None
-    if opts.config:
-        from_file = load_pyproject_requirements(str(path))
-    elif path.is_file():
-        try:  # ./pyproject.toml counts only when it states [tool.torchdoctor]; someone else's may not parse
-            from_file = load_pyproject_requirements(str(path))
-        except DoctorError:
-            from_file = None
+    from doctor.app.listing import check_ignored
+
+    check_ignored(cli.ignore, "--ignore")
+    # ./pyproject.toml counts when it states [tool.torchdoctor]; then every error in it is reported (exit 2)
+    shown = str(path) if opts.config else str(path.absolute())  # errors name the file that was read
+    from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if path.is_file() else None
+    if from_file is not None:
+        check_ignored(from_file.ignore, f"{shown}: [tool.torchdoctor]: ignore")
     return merge(cli, from_file)
 
 
@@ -58,16 +61,33 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
     how this run writes its commands once the facts are in (fix: its installer and source); default pip
     from the PyTorch index. ``requirements``: what the run must check besides the rules."""
+    from doctor.app.progress import progress, wanted
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table.load import load_table
 
     validate(opts)
     table = load_table(opts.table)
     interpreter = choose_interpreter(opts.python)
-    snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                    device=opts.device), meanwhile=_import_judges)
+    # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
+    show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
+    with progress(show) as tell:
+        snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
+                                        device=opts.device, progress=tell), meanwhile=_import_judges)
+    unusable(opts, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
     return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None)
+
+
+def unusable(opts: CheckOptions, snapshot) -> None:
+    """An interpreter named with --python that cannot be used is a usage error (exit 2), like one that is not
+    there: what it printed comes along, frames left out. One found by looking (VIRTUAL_ENV, ./.venv, PATH)
+    that is broken is a finding about this machine instead (interpreter-unusable, exit 1)."""
+    interp = snapshot.interpreter
+    if opts.python and opts.python_named and interp.error:
+        from doctor.errors import DoctorError
+
+        lines = [line for line in interp.error_lines or [] if line not in interp.error]
+        raise DoctorError("\n  ".join([f"--python {opts.python}: {interp.error}", *lines]))
 
 
 def _import_judges() -> None:
@@ -87,3 +107,14 @@ def make_report(table, diag, code: int) -> dict:
 
     return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code,
                         strict=diag.strict)
+
+
+def report_crashes(findings) -> None:
+    """On stderr, whatever the format: a rule crashed, so this verdict is incomplete (exit 3)."""
+    import sys
+
+    for f in findings:
+        if f.id == INTERNAL_ERROR_ID:
+            print(f"torchdoctor: internal error in rule {f.evidence.get('rule')}: {f.detail.split(' (at ')[0]} "
+                  f"(at {f.evidence.get('at')}); the other checks ran, but this one did not: please report it "
+                  "(exit 3)", file=sys.stderr)

@@ -55,13 +55,24 @@ class Finding:
     rule: str = ""  # the rule that produced it (filled by the engine)
 
 
+# A check's state. Every check is in one of the first four; CRASHED is torchdoctor's own bug (the rule
+# raised), which fails the run with exit 3.
+PASSED = "passed"  # the rule looked and found nothing
+FAILED = "failed"  # the rule produced findings
+SKIPPED = "skipped"  # the rule does not apply here (note: why: --no-smoke, not WSL, not in a collect_env text)
+UNKNOWN = "unknown"  # the rule applies but a fact it needs is missing (note: which, and why)
+CRASHED = "crashed"
+CHECK_STATES = (PASSED, FAILED, SKIPPED, UNKNOWN, CRASHED)
+
+
 @dataclass
 class CheckResult:
-    """One rule's outcome, for the ✓ / ! / ✗ summary: passed, failed (findings) or skipped."""
+    """One rule's outcome: passed, failed (it has findings), skipped or unknown (``note`` says why),
+    or crashed (an internal error)."""
 
     rule: str
     summary: str
-    status: str  # "passed", "failed", "skipped", "crashed"
+    status: str  # one of CHECK_STATES
     note: str = ""
 
 

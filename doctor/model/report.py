@@ -8,7 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from doctor import __version__
-from doctor.model.findings import ERROR, INFO, WARNING, CheckResult, Finding, as_report_dict
+from doctor.model.findings import (
+    CHECK_STATES,
+    CRASHED,
+    ERROR,
+    INFO,
+    WARNING,
+    CheckResult,
+    Finding,
+    as_report_dict,
+)
 from doctor.model.snapshot import Snapshot
 
 REPORT_SCHEMA_VERSION = 1  # major: bump only on an incompatible change; readers refuse other majors
@@ -37,5 +46,8 @@ def build_report(
             "infos": sum(f.severity == INFO for f in findings),
             "exit_code": exit_code,
             "strict": strict,  # warnings failed the run too
+            # how many checks passed, failed, were skipped (did not apply) or unknown (a fact was missing)
+            "checks": {state: sum(c.status == state for c in checks) for state in CHECK_STATES if
+                       state != CRASHED or any(c.status == CRASHED for c in checks)},
         },
     }

@@ -91,8 +91,12 @@ def requirements_from_table(
         if raw_key in other_keys or key in other_keys:
             continue
         if key not in known:
-            names = ", ".join(sorted(k.replace("_", "-") for k in known))
-            raise DoctorError(f"{where}: unknown key {raw_key!r} (known: {names})")
+            import difflib
+
+            spelled = sorted(k.replace("_", "-") for k in known)
+            close = difflib.get_close_matches(raw_key.replace("_", "-"), spelled, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise DoctorError(f"{where}: unknown key {raw_key!r} ({hint}known: {', '.join(spelled)})")
         values[key] = _coerce(key, raw_key, value, where)
     req = Requirements(**values)
     validate_requirements(req, where)

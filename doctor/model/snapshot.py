@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment
+from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -104,7 +104,10 @@ class Interpreter:
     prefix: str = ""
     env_kind: str = ""  # "venv", "uv-venv", "conda", "conda-base", "system"
     externally_managed: bool = False  # PEP 668 marker and not a venv
-    error: str | None = None  # inspector could not run: why
+    error: str | None = None  # inspector could not run: why (one line)
+    # written only when stated (reports from before 0.2 lack them; that is not a missing fact):
+    error_lines: list[str] | None = stated()  # what it printed that says why (stderr, frames dropped)
+    found_as: str | None = stated()  # how it was found when that is not the interpreter itself (a pyenv shim)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,6 +29,9 @@ class ProbeOptions:
     inspect_timeout: float = 20.0
     nvidia_timeout: float = 5.0
     binaries_timeout: float = 5.0  # reading the GPU code of torch's libraries (doctor/probes/binaries.py)
+    # what the probes are doing, for a progress display: (task, words) as a task starts or moves on,
+    # (task, None) when it is done. Called from the probe threads.
+    progress: Callable[[str, str | None], object] | None = None
 
 
 def _guard(what: str, fn, fallback):
@@ -53,7 +57,16 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     python, reason = opts.interpreter or choose_interpreter(opts.python, env, cwd)
     smoke = opts.smoke and python is not None
     if smoke:
-        from doctor.probes.runtime import probe_runtime
+        from doctor.probes.runtime import probe_runtime, short_path
+    tell = opts.progress or (lambda task, words: None)
+
+    def step(task: str, words: str, fn):
+        """Run one probe, telling the progress display it started and ended."""
+        tell(task, words)
+        try:
+            return fn()
+        finally:
+            tell(task, None)
 
     early = None
 
@@ -62,7 +75,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
         found = _guard(
             "interpreter",
-            lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout),
+            lambda: step("packages", "reading the packages of the target interpreter",
+                         lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout)),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),
@@ -82,9 +96,10 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return TorchRuntime(status="skipped", detail="no interpreter to run")
         return _guard(
             "runtime",
-            lambda: probe_runtime(
-                python, mode="smoke", device=opts.device, timeout=opts.smoke_timeout, runner=runner, env=env
-            ),
+            lambda: step("smoke", f"starting {short_path(python)}", lambda: probe_runtime(
+                python, mode="smoke", device=opts.device, timeout=opts.smoke_timeout, runner=runner, env=env,
+                progress=(lambda words: tell("smoke", words)) if opts.progress else None,
+            )),
             lambda why: TorchRuntime(status="error", detail=why),
         )
 
@@ -101,13 +116,13 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         def nvidia():
             return _guard(
                 "nvidia",
-                lambda: probe_nvidia(
+                lambda: step("driver", "reading the NVIDIA driver", lambda: probe_nvidia(
                     runner=runner,
                     root=root,
                     env=env,
                     timeout=nvidia_timeout,
                     nvml=None if use_nvml else False,
-                ),
+                )),
                 lambda why: Nvidia(status="unknown", detail=why, attempts=[why]),
             )
 

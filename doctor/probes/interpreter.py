@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -130,7 +131,9 @@ def parse_inspector_output(
     """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure."""
     data = _find_json(result.stdout)
     if data is None:
-        return _failed(path, reason, _failure_text(path, result))
+        failed = _failed(path, reason, _failure_text(path, result))
+        failed[0].error_lines = useful_lines(result.stderr) or None
+        return failed
     if data.get("error"):
         raw = data.get("interpreter") or {}
         interpreter = Interpreter(
@@ -144,8 +147,10 @@ def parse_inspector_output(
         return interpreter, install, _python_environment(path, {}, error=interpreter.error)
 
     raw = data.get("interpreter") or {}
+    real, found_as = resolve_launcher(path, raw.get("executable"))
     interpreter = Interpreter(
-        path=path,
+        path=real,
+        found_as=found_as,
         reason=reason,
         version=str(raw.get("version") or ""),
         implementation=str(raw.get("implementation") or ""),
@@ -190,6 +195,56 @@ def _failure_text(path: str, result: RunResult) -> str:
     return f"the inspector printed no JSON in {path} (got: {shown[:120]!r})" + (
         f"; stderr: {last_err}" if last_err else ""
     )
+
+
+# A traceback's frames ("  File ...", the source line under it) say where, not why.
+_FRAME = re.compile(r'^\s+File "|^Traceback \(most recent call last\)|^\s+\^+\s*$')
+
+
+def useful_lines(stderr: str, limit: int = 8) -> list[str]:
+    """The lines of a failed interpreter's stderr that say why (frames and blank lines dropped), the last
+    ``limit`` of them, each at most 300 characters: "Fatal Python error: ...", "ModuleNotFoundError: ..."."""
+    kept: list[str] = []
+    skip_source = False
+    for line in stderr.splitlines():
+        if not line.strip():
+            continue
+        if _FRAME.match(line):
+            skip_source = line.lstrip().startswith("File ")
+            continue
+        if skip_source and line.startswith("    "):  # the source line printed under a frame
+            skip_source = False
+            continue
+        skip_source = False
+        kept.append(line.rstrip()[:300])
+    return kept[-limit:]
+
+
+def resolve_launcher(path: str, executable: object) -> tuple[str, str | None]:
+    """(the interpreter itself, how it was found). A pyenv or asdf shim is a script that starts the real
+    interpreter: report the real one (the target's sys.executable), which is also what commands must name
+    (a shim picks its Python by folder and can pick another one elsewhere), and keep the shim as how it was
+    found. A path that is the same file as sys.executable (a venv's python, a symlink) is kept as given."""
+    real = str(executable or "")
+    if not real or real == path:
+        return path, None
+    try:
+        same = os.path.samefile(real, path)
+    except OSError:
+        same = os.path.realpath(real) == os.path.realpath(path)
+    if same:
+        return path, None
+    return real, f"{path} ({launcher_kind(path)})"
+
+
+def launcher_kind(path: str) -> str:
+    parts = path.replace("\\", "/").lower()
+    for name in ("pyenv", "asdf", "mise", "rtx"):
+        if f"/.{name}/" in parts or f"/{name}/" in parts:
+            return f"a{'n' if name == 'asdf' else ''} {name} shim" if "/shims/" in parts else f"a {name} launcher"
+    if "/shims/" in parts:
+        return "a shim"
+    return "a launcher"
 
 
 def _last_line(text: str) -> str:

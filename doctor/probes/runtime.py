@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,16 +192,75 @@ def probe_runtime(
     timeout: float = DEFAULT_TIMEOUT,
     runner: Runner = run,
     env: Mapping[str, str] | None = None,
+    progress: Callable[[str], object] | None = None,
 ) -> TorchRuntime:
-    """Import torch in ``python`` (mode "import") or also compute on its devices (mode "smoke")."""
+    """Import torch in ``python`` (mode "import") or also compute on its devices (mode "smoke").
+    ``progress``: called with what the child is doing as it goes ("importing torch in ...", "smoke test:
+    matmul on GPU 0"); the child's lines are then read as they come."""
     if mode not in MODES:
         return TorchRuntime(
             status="error", detail=f"unknown mode {mode!r}; expected one of {', '.join(MODES)}"
         )
     if device != "all" and not str(device).isdigit():
         return TorchRuntime(status="error", detail=f"device must be 'all' or a number, not {device!r}")
-    result = runner(child_argv(python, mode, str(device), timeout), timeout=timeout, env=env)
+    argv = child_argv(python, mode, str(device), timeout)
+    if progress is not None and runner is run:
+        from doctor.runner import run_lines
+
+        follow = ProgressReader(python, progress)
+        result = run_lines(argv, timeout=timeout, on_line=follow.line, env=env)
+    else:
+        result = runner(argv, timeout=timeout, env=env)
     return interpret(result, parse_child_output(result.stdout), timeout)
+
+
+def short_path(path: str, width: int = 48) -> str:
+    """A path for a one-line status: the home folder as ~, and the end of a long one after "…"."""
+    import os
+
+    home = os.path.expanduser("~")
+    if home not in ("~", "/") and (path == home or path.startswith(home + os.sep)):
+        path = "~" + path[len(home):]
+    if len(path) <= width:
+        return path
+    return "…" + path[-(width - 1):]
+
+
+class ProgressReader:
+    """Turns the child's JSON lines, as they come, into what it is doing now, in words."""
+
+    STEPS = {"init": "initialising the devices", "versions": "reading the runtime library versions"}
+
+    def __init__(self, python: str, report: Callable[[str], object]) -> None:
+        self.python = python
+        self.report = report
+        self.backend: str | None = None
+
+    def line(self, text: str) -> None:
+        out = ChildOutput()
+        if not _parse_line(text.strip(), out):
+            return
+        backend = out.facts.get("backend")
+        if isinstance(backend, str):
+            self.backend = backend
+        if out.running is None:
+            return
+        name, device = out.running
+        if name == "import":
+            self.report(f"importing torch in {short_path(self.python)}")
+        elif name in self.STEPS:
+            self.report("smoke test: " + self.STEPS[name])
+        else:
+            self.report(f"smoke test: {name} on {self.device_name(device)}")
+
+    def device_name(self, index: int | None) -> str:
+        if self.backend == "cpu":
+            return "the CPU"
+        if self.backend in ("cuda", "rocm"):
+            return f"GPU {index if index is not None else '?'}"
+        if self.backend == "mps":
+            return "the Apple GPU (MPS)"
+        return f"{(self.backend or 'device').upper()} {index if index is not None else ''}".strip()
 
 
 def interpret(result: RunResult, out: ChildOutput, timeout: float) -> TorchRuntime:

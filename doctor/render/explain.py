@@ -35,10 +35,9 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
     con.print()
     for cause in as_list(report.get("causes")):
         glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
-        line = Text(f"  {glyph} ", style=f"bold {style}")
-        line.append(str(cause.get("id")), style=style)
-        line.append(f"  {cause.get('title')}  ")
-        line.append(f"[{label}]", style=style)
+        # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is appended)
+        line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(cause.get("id")), style),
+                             f"  {cause.get('title')}  ", (f"[{label}]", style))
         con.print(line)
         match = as_object(cause.get("match"))
         con.print(Text(f"      line {match.get('line')}: {match.get('text')}", style="dim"), soft_wrap=True)

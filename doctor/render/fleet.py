@@ -97,15 +97,17 @@ def render_human(summary: dict, console: Any = None) -> None:
         console.print(table)
     else:
         console.print("Odd nodes out: none, every node matches the majority.")
-    table = Table(title="Fix per group", title_justify="left")
-    table.add_column("nodes", justify="right")
-    table.add_column("which")
-    table.add_column("fix")
+    # Not a table: a command in a cell wraps across rows and can no longer be copied. Each command gets a
+    # line of its own, never wrapped.
+    from rich.text import Text
+
+    console.print(Text("Fix per group", style="italic"))
     for group in summary.get("fix_groups") or []:
-        table.add_row(
-            str(group["count"]), _names(group["nodes"]), "\n".join(group["commands"]) or "no fix needed"
-        )
-    console.print(table)
+        console.print(Text.assemble((f"  {group['count']} node(s)", "bold"), f": {_names(group['nodes'])}"))
+        for command in group["commands"] or []:
+            console.print(Text(f"    {command}"), soft_wrap=True)
+        if not group["commands"]:
+            console.print(Text("    no fix needed"))
     for item in unreadable:
         console.print(f"[yellow]unreadable[/yellow] {item['path']}: {item['reason']}", markup=True, highlight=False)
 

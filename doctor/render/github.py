@@ -1,4 +1,5 @@
-"""GitHub Actions output: one workflow-command annotation per finding (the app writes the step summary).
+"""GitHub Actions output: one workflow-command annotation per finding, and one notice listing the checks
+that were skipped or unknown (the app writes the step summary).
 
 Format and escaping follow GitHub's "Workflow commands" documentation: in the message, ``%``,
 CR and LF are percent-encoded; in properties (``title=``) also ``:`` and ``,``.
@@ -7,6 +8,7 @@ CR and LF are percent-encoded; in properties (``title=``) also ``:`` and ``,``.
 from __future__ import annotations
 
 from doctor.render.markdown import as_list, as_object
+from doctor.render.verdict import checks_text
 
 LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -41,4 +43,11 @@ def render_github(report: dict) -> str:
         lines.append(annotation(level, str(f.get("id") or "torchdoctor"), message))
     if not lines:
         lines.append(annotation("notice", "torchdoctor", "no problems found"))
+    gaps = [c for c in as_list(report.get("checks")) if isinstance(c, dict) and c.get("status") in ("skipped",
+                                                                                                  "unknown")]
+    if gaps:
+        # One notice for the checks that did not pass or fail, so a green run does not read as "all checked".
+        listed = "\n".join(f"{c.get('status')}: {c.get('summary') or c.get('rule')} ({c.get('note') or 'no reason'})"
+                           for c in gaps)
+        lines.append(annotation("notice", "torchdoctor checks", f"{checks_text(report)}\n{listed}"))
     return "\n".join(lines) + "\n"

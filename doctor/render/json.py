@@ -5,5 +5,7 @@ from __future__ import annotations
 import json
 
 
-def render_json(report: dict) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n"
+def render_json(report: dict, ascii_only: bool = False) -> str:
+    """``ascii_only``: escape every non-ASCII character (\\u2264), for a stream that cannot encode them:
+    the same data, losslessly."""
+    return json.dumps(report, indent=2, ensure_ascii=ascii_only, default=str) + "\n"

@@ -1,4 +1,6 @@
-"""JUnit XML for CI test reporters: one testcase per check, failures for error findings.
+"""JUnit XML for CI test reporters: one testcase per check, failures for error findings, <skipped> for a
+check that did not run (``type="skipped"``: it does not apply, with why) or could not tell
+(``type="unknown"``: a fact was missing), <error> for a rule that crashed.
 
 Warnings go to <system-out>, or become failures when the run was strict (the report's
 ``summary.strict``: --strict or the config's ``strict``).
@@ -68,9 +70,13 @@ def render_junit(report: dict) -> str:
                 case, "failure", message=_clean(first.get("title")), type=_clean(first.get("id"))
             )
             failure.text = _clean("\n\n".join(_describe(f) for f in failing))
-        elif status == "skipped":
+        elif status in ("skipped", "unknown"):
+            # JUnit has no "unknown": a check that could not tell did not pass either, so it is skipped,
+            # typed and worded so that the two stay apart.
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=_clean(check.get("note") or "skipped"))
+            note = str(check.get("note") or status)
+            ET.SubElement(case, "skipped", type=status,
+                          message=_clean(note if status == "skipped" else f"unknown: {note}"))
         if others:
             ET.SubElement(case, "system-out").text = _clean("\n\n".join(_describe(f) for f in others))
     for key, value in counts.items():

@@ -9,14 +9,15 @@ import json
 import re
 from typing import Any
 
+from doctor.render.verdict import checks_text, headline
+
 ICONS = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 
 
 def render_markdown(report: dict) -> str:
     snap = as_object(report.get("snapshot"))
-    summary = as_object(report.get("summary"))
     findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
-    parts = [f"### torchdoctor: {_headline(summary, findings)}", ""]
+    parts = [f"### torchdoctor: {cell(headline(report))}", ""]
 
     parts += ["| | |", "| --- | --- |"]
     for label, value in summary_rows(snap):
@@ -31,6 +32,8 @@ def render_markdown(report: dict) -> str:
         parts.append("")
     else:
         parts += ["No problems found.", ""]
+
+    parts += check_lines(report)
 
     notes, commands = fix_lines(report)
     if notes or commands:
@@ -157,15 +160,21 @@ def fix_lines(report: dict) -> tuple[list[str], list[str]]:
     return notes, commands
 
 
-def _headline(summary: dict, findings: list[dict]) -> str:
-    counts = {s: summary.get(f"{s}s") for s in ("error", "warning", "info")}
-    for sev in counts:
-        if not isinstance(counts[sev], int):
-            counts[sev] = sum(1 for f in findings if f.get("severity") == sev)
-    if not any(counts.values()):
-        return "no problems found"
-    words = [f"{n} {sev}{'' if n == 1 else 's'}" for sev, n in counts.items() if n]
-    return ", ".join(words)
+def check_lines(report: dict) -> list[str]:
+    """The checks by state, and the ones that were skipped or unknown with why (folded when many)."""
+    counts = checks_text(report)
+    if not counts:
+        return []
+    code = as_object(report.get("summary")).get("exit_code")
+    lines = [f"**Checks**: {cell(counts)}" + (f" (exit {code})" if isinstance(code, int) else ""), ""]
+    gaps = [c for c in as_list(report.get("checks")) if isinstance(c, dict) and c.get("status") in ("skipped",
+                                                                                                  "unknown")]
+    if gaps:
+        rows = ["| state | check | why |", "| --- | --- | --- |"]
+        rows += [f"| {cell(c.get('status'))} | {cell(c.get('summary') or c.get('rule'))} | {cell(c.get('note'))} |"
+                 for c in gaps]
+        lines += [f"<details><summary>Not checked: {len(gaps)}</summary>", "", *rows, "", "</details>", ""]
+    return lines
 
 
 def _build_kind(torch: dict) -> str:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 
-GLYPH = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan"), "passed": ("✓", "green")}
+# Findings by severity, checks by state. Glyphs outside ASCII have ASCII stand-ins where the output
+# cannot encode them (doctor/app/streams.py).
+GLYPH = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan"), "passed": ("✓", "green"),
+         "skipped": ("-", "dim"), "unknown": ("?", "yellow"), "crashed": ("✗", "red")}
 
 
 def console(file=None, width: int | None = None):
@@ -42,11 +45,16 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
         mem = f" · {g['memory_total_mib']} MiB" if g.get("memory_total_mib") else ""
         ccs = f" · CC {cc.get('value')}" + (" (from table)" if str(cc.get("source", "")).startswith("table") else "") if cc.get("value") else " · CC ?"
         rows.append((f"GPU {g.get('index')}", f"{g.get('name')}{ccs}{mem}"))
+    found = f"; found as {interp['found_as']}" if interp.get("found_as") else ""
     if interp.get("error"):
-        rows.append(("Python", f"{interp.get('path') or '?'}: {interp.get('error')}"))
+        why = [str(line) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
+        rows.append(("Python", "\n".join([f"{interp.get('path') or '?'}: {interp.get('error')}", *why])))
+    elif not interp.get("path"):  # a collect_env text names the version, not the interpreter
+        rows.append(("Python", f"{interp.get('version') or '?'} (from {interp.get('reason') or '?'}, which does not "
+                               "state its path)"))
     else:
         rows.append(("Python", f"{interp.get('path')} · {interp.get('version')} · {interp.get('env_kind') or '?'} "
-                               f"(chosen: {interp.get('reason')})"))
+                               f"(chosen: {interp.get('reason')}{found})"))
     torch = inst.get("torch")
     if torch:
         label = torch.get("build_version") or torch.get("version")
@@ -57,56 +65,110 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
             if d:
                 parts.append(f"{name} {d.get('build_version') or d.get('version')}")
         rows.append(("torch", " · ".join(parts)))
+    elif interp.get("error"):
+        rows.append(("torch", "not known: the interpreter could not be inspected"))
     else:
         rows.append(("torch", "not installed" if inst.get("status") == "absent" else (inst.get("detail") or inst.get("status", "?"))))
     status = rt.get("status")
     if status == "skipped":
         rows.append(("Runtime", rt.get("detail") or "not run"))
+    elif status == "ok":
+        rows.append(("Runtime", _runtime_ok(rt)))
     elif status:
-        secs = f" in {rt['seconds']:.1f}s" if rt.get("seconds") else ""
-        if status == "ok":
-            avail = rt.get("backend") or "?"
-            rows.append(("Runtime", f"torch {rt.get('torch_version')} imported{secs} · backend {avail} · "
-                                    f"devices {rt.get('device_count') if rt.get('device_count') is not None else '?'}"))
-        else:
-            rows.append(("Runtime", f"{status}{secs}: {rt.get('detail') or ''}".strip()))
+        secs = f" after {rt['seconds']:.1f}s" if isinstance(rt.get("seconds"), (int, float)) else ""
+        rows.append(("Runtime", f"{status}{secs}: {rt.get('detail') or ''}".strip()))
     return rows
 
 
-def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None) -> None:
+def _runtime_ok(rt: dict) -> str:
+    """torch imported: how long the import itself took, what it ran on, how long the whole test took."""
+    steps = [s for s in rt.get("steps") or [] if isinstance(s, dict)]
+    imported = next((s for s in steps if s.get("name") == "import"), None)
+    secs = imported.get("seconds") if imported else None
+    head = f"torch {rt.get('torch_version') or '?'} imported" + (
+        f" in {secs:.1f}s" if isinstance(secs, (int, float)) else "")
+    backend = rt.get("backend")
+    parts = [head]
+    if backend == "cpu":
+        parts.append("no accelerator: the CPU was tested")
+    elif backend:
+        count = rt.get("device_count")
+        parts.append(f"backend {backend}" + (f", {count} device(s)" if count is not None else ""))
+    work = [s for s in steps if s.get("name") != "import"]
+    if not work:
+        parts.append(f"nothing computed ({rt['detail']})" if rt.get("detail") else "nothing computed")
+    else:
+        failed = sum(1 for s in work if s.get("status") == "failed")
+        total = rt.get("seconds")
+        parts.append(f"smoke test {total:.1f}s in all" if isinstance(total, (int, float)) else "smoke test ran")
+        if failed:
+            parts.append(f"{failed} step(s) failed")
+    return " · ".join(parts)
+
+
+def _row(con, key: str, value: str) -> None:
+    """One aligned machine row; a value of several lines continues under the value column."""
     from rich.text import Text
+
+    lines = [line.rstrip() for line in str(value).splitlines() if line.strip()] or [""]
+    con.print(Text.assemble((f"  {key:<9} ", "bold"), lines[0]))
+    for more in lines[1:]:
+        con.print(Text(f"{'':12}{more.strip()}"))
+
+
+def _check_lines(con, checks: list[dict], show: set[str]) -> None:
+    from rich.text import Text
+
+    for c in checks:
+        status = c.get("status") if isinstance(c, dict) else None
+        if not isinstance(status, str) or status not in show:
+            continue
+        glyph, style = GLYPH.get(status, ("?", ""))
+        line = Text.assemble(("  " + glyph + " ", style), str(c.get("summary") or c.get("rule")))
+        if status in ("skipped", "unknown") and c.get("note"):
+            line.append(f"  ({status}: {c['note']})", style="dim" if status == "skipped" else "yellow")
+        con.print(line)
+
+
+def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None,
+                quiet: bool = False) -> None:
+    """The human view. ``quiet``: only what needs doing (findings and the fix), nothing when healthy."""
+    from rich.text import Text
+
+    from doctor.render.verdict import plan_line, verdict_line
 
     con = console(file, width)
     snap = report.get("snapshot") or {}
     table = report.get("table") or {}
     tool = report.get("tool") or {}
-    con.print(Text(f"torchdoctor {tool.get('version', '?')} · compat table {table.get('version', '?')}", style="bold"))
-    if snap.get("origin") and snap.get("origin") != "probe":
-        con.print(Text(f"(re-diagnosed from a {snap['origin']}, not probed here)", style="dim"))
-    con.print()
-    for key, value in machine_lines(snap):
-        line = Text(f"  {key:<9} ", style="bold")
-        line.append(str(value))
-        con.print(line)
-    steps = (snap.get("runtime") or {}).get("steps") or []
-    if steps and verbose:
-        for s in steps:
-            secs = f"{s['seconds']:.3f}s" if s.get("seconds") is not None else "-"
-            con.print(Text(f"            {s.get('status'):<7} {s.get('name'):<16} {secs:>8}  {s.get('message', '')}"))
-    con.print()
-
     findings = report.get("findings") or []
     checks = report.get("checks") or []
-    if verbose or not findings:
-        for c in checks:
-            if c.get("status") == "passed":
-                glyph, style = GLYPH["passed"]
-                con.print(Text(f"  {glyph} {c.get('summary')}", style=style))
+    if quiet and not findings and (report.get("summary") or {}).get("exit_code", 0) == 0:
+        return
+    if not quiet:
+        con.print(Text(f"torchdoctor {tool.get('version', '?')} · compat table {table.get('version', '?')}",
+                       style="bold"))
+        if snap.get("origin") and snap.get("origin") != "probe":
+            con.print(Text(f"(re-diagnosed from a {snap['origin']}, not probed here)", style="dim"))
+        con.print()
+        for key, value in machine_lines(snap):
+            _row(con, key, value)
+        steps = (snap.get("runtime") or {}).get("steps") or []
+        if steps and verbose:
+            for s in steps:
+                secs = f"{s['seconds']:.3f}s" if s.get("seconds") is not None else "-"
+                con.print(Text(f"            {s.get('status'):<7} {s.get('name'):<16} {secs:>8}  "
+                               f"{s.get('message', '')}"))
+        con.print()
+        # Every check's state: all of them with -v or when nothing was found; the unknown ones always
+        # (a gap in what was checked is worth a line); failed checks show as their findings below.
+        show = {"passed", "skipped", "unknown"} if verbose or not findings else {"unknown"}
+        _check_lines(con, checks, show)
+
     for f in findings:
-        glyph, style = GLYPH.get(f.get("severity"), ("?", ""))
-        line = Text(f"  {glyph} ", style=f"bold {style}")
-        line.append(f"{f.get('id')}", style=style)
-        line.append(f"  {f.get('title')}")
+        glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))
+        line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(f.get("id")), style),
+                             f"  {f.get('title')}")
         con.print(line)
         if f.get("detail") and (verbose or f.get("severity") == "error"):
             con.print(Text(f"      {f['detail']}", style="dim"))
@@ -121,17 +183,17 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
                 con.print(Text(f"      · {k}: {v}", style="dim"))
         if f.get("unverified"):
             con.print(Text(f"      (rests on unverified table rows: {', '.join(f['unverified'])})", style="yellow"))
-    if findings:
+    if findings or not quiet:
         con.print()
-    summary = report.get("summary") or {}
-    con.print(Text(f"  {summary.get('errors', 0)} error(s), {summary.get('warnings', 0)} warning(s), "
-                   f"{summary.get('infos', 0)} note(s)", style="bold"))
+    con.print(Text(f"  {verdict_line(report)}", style="bold"))
 
     plan = report.get("plan") or {}
     con.print()
     status = plan.get("status")
-    if status == "healthy":
-        con.print(Text("Fix: nothing to change.", style="green"))
+    closing = plan_line(report)
+    if closing is not None:
+        code = (report.get("summary") or {}).get("exit_code", 0)
+        con.print(Text(closing, style="green" if code == 0 else "yellow"))
     elif status == "none":
         con.print(Text(f"Fix: {plan.get('reason')}", style="yellow"))
     elif status == "manual":

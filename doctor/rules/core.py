@@ -21,7 +21,7 @@ from doctor.compat.wheels import (
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.versions import parse_cc, version_tuple
-from doctor.rules import Rule
+from doctor.rules import UNINSPECTED, Rule, not_observed, skipped, unknown, without_torch
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -39,6 +39,16 @@ def _gpu_list(snap: S.Snapshot) -> str:
     return ", ".join(parts) or "none listed"
 
 
+def _no_gpu(snap: S.Snapshot):
+    """A GPU rule's answer without a working NVIDIA GPU: skipped, or unknown when nobody could tell."""
+    nv = snap.nvidia
+    if nv.status == S.NVIDIA_UNKNOWN:
+        return unknown("whether this machine has a working NVIDIA GPU is not known")
+    if nv.status in (S.NVIDIA_NO_GPU, S.NVIDIA_OK):
+        return skipped("no NVIDIA GPU")
+    return skipped(f"the NVIDIA driver is not usable ({nv.status}): the driver check explains it")
+
+
 # --- the NVIDIA driver itself ---------------------------------------------------------------------
 
 
@@ -46,7 +56,8 @@ def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
     nv = snap.nvidia
     ev = {"nvidia.status": nv.status, "nvidia.detail": nv.detail, "attempts": list(nv.attempts)}
     if nv.status == S.NVIDIA_NO_DRIVER and snap.host.container:
-        return []  # inside a container the remedy is GPU access, not a driver: hazards' container-no-gpu-access
+        # inside a container the remedy is GPU access, not a driver: hazards' container-no-gpu-access
+        return skipped("no NVIDIA driver inside this container: the container check explains it")
     if nv.status == S.NVIDIA_NO_DRIVER:
         devices = ", ".join(nv.pci_devices) or "an NVIDIA device"
         return [Finding(
@@ -93,6 +104,10 @@ def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
             nv.detail or "Every driver probe failed or gave unreadable output.",
             ev, Fix("Run nvidia-smi by hand and look at its output.", ["nvidia-smi"]),
         )]
+    if nv.status == S.NVIDIA_NO_GPU:
+        return skipped("no NVIDIA GPU on the PCI bus")
+    if nv.status == S.NVIDIA_UNKNOWN:
+        return unknown(nv.detail or "no NVIDIA driver answered")
     return []
 
 
@@ -133,8 +148,10 @@ def check_torch_installed(snap: S.Snapshot, table) -> list[Finding]:
 
 def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
-    if build is None or not _gpus_usable(snap):
-        return []
+    if build is None:
+        return without_torch(snap)
+    if not _gpus_usable(snap):
+        return _no_gpu(snap)
     ev = {"torch": build.label, "build.evidence": build.evidence, "gpus": _gpu_list(snap),
           "driver": snap.nvidia.driver_version.value}
     if build.kind == "cpu":
@@ -158,10 +175,17 @@ def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
 
 def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
-    if build is None or build.kind != "cuda" or not build.cuda or "." not in build.cuda:
-        return []  # (a CUDA major alone, read from a library, is not enough to judge the driver by)
+    if build is None:
+        return without_torch(snap)
+    if build.kind == "unknown":
+        return unknown(f"whether torch {build.label} is a CUDA build is not known")
+    if build.kind != "cuda":
+        return skipped(f"not a CUDA build of torch ({build.kind}): it needs no CUDA driver")
+    if not build.cuda or "." not in build.cuda:
+        # (a CUDA major alone, read from a library, is not enough to judge the driver by)
+        return unknown(f"the CUDA version of torch {build.label} is not known")
     if snap.nvidia.status != S.NVIDIA_OK:
-        return []  # the driver-state rule already explains this
+        return _no_gpu(snap)  # the driver-state rule already explains this
     machine = machine_from_snapshot(snap)
     verdict = driver_verdict(table, build.cuda, machine)
     have = snap.nvidia.driver_version.value
@@ -220,12 +244,18 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     time, the binary, the table (PyTorch's wheels only), else the CUDA version's bound. Each finding names its
     source; what none of them can decide stays unknown."""
     build = torch_build(snap)
-    if build is None or build.kind != "cuda" or not snap.nvidia.gpus:
-        return []
+    if build is None:
+        return without_torch(snap)
+    if build.kind == "unknown":
+        return unknown(f"whether torch {build.label} is a CUDA build is not known")
+    if build.kind != "cuda":
+        return skipped(f"not a CUDA build of torch ({build.kind})")
+    if not snap.nvidia.gpus:
+        return _no_gpu(snap)
     gpus = [(g, parse_cc(g.compute_capability.value)) for g in snap.nvidia.gpus]
     gpus = [(g, cc) for g, cc in gpus if cc]
     if not gpus:
-        return []
+        return unknown("no GPU's compute capability is known")
     origin = torch_origin(snap)
     source = arch_source(snap, table, build, origin)
     ev = {"torch": build.label, "origin": origin.kind, "origin.evidence": origin.evidence,
@@ -236,7 +266,7 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     if source.has_list:
         compiled = (f"this build was compiled for {' '.join(source.sm) or 'no cubin'}"
                     + (f" (+PTX {' '.join(source.ptx)})" if source.ptx else "") + f", according to {source.label}")
-    findings, unknown = [], []
+    findings, undecided = [], []
     for g, cc in gpus:
         fit = gpu_fit(source, cc, build, origin, table, snap.host.platform)
         gev = ev | {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc),
@@ -262,13 +292,13 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
                 gev, Fix("Check with the smoke test (torchdoctor check without --no-smoke), or install a build "
                          "made with a CUDA that can target this GPU (see the fix plan)."), list(source.unverified)))
         elif fit.verdict == UNKNOWN:
-            unknown.append((g, cc, fit))
-    if unknown:
-        names = ", ".join(f"GPU {g.index} {g.name} ({sm_name(cc)})" for g, cc, _ in unknown)
+            undecided.append((g, cc, fit))
+    if undecided:
+        names = ", ".join(f"GPU {g.index} {g.name} ({sm_name(cc)})" for g, cc, _ in undecided)
         findings.append(Finding(
             "arch-list-unknown", INFO,
             f"which GPUs torch {build.label} has kernels for is not known",
-            f"{names}: {unknown[0][2].why}. Not used: {'; '.join(source.skipped) or 'nothing'}. " + _FIND_OUT,
+            f"{names}: {undecided[0][2].why}. Not used: {'; '.join(source.skipped) or 'nothing'}. " + _FIND_OUT,
             ev | {"gpus": names, "platform": snap.host.platform}, None, list(source.unverified)))
     flagged = {f.evidence.get("gpu.index") for f in findings if f.id != "arch-list-unknown"}
     findings.extend(_cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged]))
@@ -356,7 +386,9 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
     inst = snap.install
     build = torch_build(snap)
     if build is None:
-        return []
+        return without_torch(snap)
+    if inst.torchvision is None and inst.torchaudio is None:
+        return skipped("neither torchvision nor torchaudio is installed")
     findings = []
     release = table.release(build.version)
     patch = release.patch(build.version) if release else None
@@ -432,7 +464,7 @@ def _torch_requirement(requires: list[str]):
 def check_python(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
-        return []
+        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, "the target Python's version")
     build = torch_build(snap)
     machine = machine_from_snapshot(snap)
     supported = [r for r in table.releases if r.supports_python(py) and r.variants_for(machine.platform)]
@@ -473,7 +505,9 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
 
 def check_table_fresh(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
-    if build is None or not table.releases:
+    if build is None:
+        return without_torch(snap)
+    if not table.releases:
         return []
     newest = table.releases[-1]
     have = version_tuple(build.version)

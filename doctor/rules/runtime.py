@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.versions import cuda_from_int, variant_of
-from doctor.rules import Rule
+from doctor.rules import Rule, origin_name, skipped, unknown
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -67,7 +67,7 @@ class _Seen:
 def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
     rt = snapshot.runtime
     if rt.status == "skipped":
-        return []
+        return skipped(rt.detail or "the smoke test did not run")
     found: dict[str, Finding] = {}
 
     def add(finding: Finding | None, seen: _Seen | None = None) -> None:
@@ -123,6 +123,10 @@ def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
         add(_stopped(snapshot))
     if unexplained:
         add(_unexplained(snapshot, unexplained))
+    if not found and rt.status == "ok" and not rt.steps:
+        # torch imported (collect_env says so) but nothing ran on a device: computing is not known to work
+        return unknown(f"this {origin_name(snapshot)} says torch imported, but holds no smoke test "
+                       "(nothing was computed on a device)")
     return list(found.values())
 
 

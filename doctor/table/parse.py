@@ -52,7 +52,9 @@ class _Parser:
         self.path = path
 
     def fail(self, where: str, message: str) -> TableError:
-        return TableError(f"compat table {self.path}: {where}: {message}")
+        # one line whatever a hand-edited table holds: a key may contain a newline (hypothesis found one)
+        text = f"compat table {self.path}: {where}: {message}"
+        return TableError("".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in text))
 
     # typed field access ---------------------------------------------------------------------
 

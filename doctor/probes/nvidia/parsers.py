@@ -77,7 +77,8 @@ def parse_smi_query(csv_text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> li
     "MiB" unit is tolerated). Lines with the wrong number of columns (garbage) are skipped.
     """
     rows = []
-    for record in csv.reader(csv_text.splitlines(), skipinitialspace=True):
+    # NUL bytes are garbage here; Python 3.10's csv raises on them ("line contains NUL"), 3.11+ does not
+    for record in csv.reader(csv_text.replace("\x00", "").splitlines(), skipinitialspace=True):
         if len(record) != len(fields):
             continue
         row: dict[str, Any] = {}

@@ -10,6 +10,7 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.findings import INSTALL, Action
 from doctor.model.versions import version_tuple
+from doctor.rules import Outcome, not_observed, unknown
 
 GIB = 1024**3
 MIB = 1024**2
@@ -59,6 +60,21 @@ def container_kind(snap: S.Snapshot) -> str | None:
     """The environment probe's container kind; a report without that section still has the host's."""
     section = snap.environment.container
     return (section.kind if section is not None else None) or snap.host.container
+
+
+def missing(snap: S.Snapshot, section: Any, what: str) -> Outcome | None:
+    """Skipped or unknown when an environment ``section`` was not observed (a collect_env text, an older
+    report: skipped; a probe that failed: unknown); None when it is there (the rule then says unknown itself
+    when the value it needs is absent, with the section's ``why``)."""
+    if section is None:
+        return not_observed(snap, what, snap.environment.error)
+    return None
+
+
+def unread(what: str, section: Any) -> Outcome:
+    """unknown: ``what`` is not in the section, with the probe's reason when it gave one."""
+    why = getattr(section, "why", None)
+    return unknown(f"{what} could not be read" + (f": {why}" if why else ""))
 
 
 def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:

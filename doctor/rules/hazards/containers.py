@@ -6,7 +6,8 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import Container
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
-from doctor.rules.hazards.common import container_kind
+from doctor.rules import skipped
+from doctor.rules.hazards.common import container_kind, missing
 
 # The core rule explains these broken states (container-lost-gpu-access, ...): no duplicates here.
 _LEAD_RULE_STATUSES = (S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_PERMISSION)
@@ -43,11 +44,18 @@ def _gpu_remedy(kind: str | None) -> Fix:
 
 
 def check_containers(snap: S.Snapshot, table) -> list[Finding]:
-    facts = snap.environment.container or Container()
+    section = snap.environment.container
+    if not snap.host.container:
+        gap = missing(snap, section, "whether this runs in a container")
+        if gap is not None:
+            return gap
+    facts = section or Container()
     kind = container_kind(snap)
     status = snap.nvidia.status
-    if not kind or status in _LEAD_RULE_STATUSES:
-        return []
+    if not kind:
+        return skipped("not in a container")
+    if status in _LEAD_RULE_STATUSES:
+        return skipped(f"the NVIDIA driver check explains this driver state ({status})")
     expects = list(snap.gpu_wanted)
     build = torch_build(snap)
     if build is not None and build.kind == "cuda":

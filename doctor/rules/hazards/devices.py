@@ -9,7 +9,8 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import VisibleDevices
 from doctor.model.findings import INFO, WARNING, Finding, Fix
-from doctor.rules.hazards.common import usable_gpus
+from doctor.rules import skipped
+from doctor.rules.hazards.common import missing, usable_gpus
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
 
@@ -80,10 +81,14 @@ def _describe(gpu: S.Gpu) -> str:
 
 
 def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
+    gap = missing(snap, snap.environment.visible_devices, "CUDA_VISIBLE_DEVICES")
+    if gap is not None:
+        return gap
     facts = snap.environment.visible_devices or VisibleDevices()
     build = torch_build(snap)
     if build is not None and build.kind == "rocm":
-        return []  # ROCm reads HIP_/ROCR_VISIBLE_DEVICES first; not modelled here
+        # ROCm reads HIP_/ROCR_VISIBLE_DEVICES first; not modelled here
+        return skipped("a ROCm build selects devices with HIP_VISIBLE_DEVICES, which is not checked")
     gpus = usable_gpus(snap)
     value = facts.CUDA_VISIBLE_DEVICES
     order = facts.CUDA_DEVICE_ORDER

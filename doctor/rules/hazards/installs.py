@@ -12,6 +12,7 @@ from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import ERROR, INSTALL, SHELL, UNINSTALL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
+from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
@@ -30,8 +31,8 @@ def _in_dir(location: Any, directory: Any) -> bool:
 
 def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.environment.python
-    if py is None:
-        return []
+    if py is None or py.error:
+        return unknown(UNINSPECTED) if py is not None else not_observed(snap, "the target interpreter's packages")
     findings: list[Finding] = []
     torches = _torch_dists(py)
     conda = conda_torch(snap)
@@ -136,7 +137,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
 def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
     interp = snap.interpreter
     if interp.error or not interp.path:
-        return []
+        return unknown(UNINSPECTED) if interp.error else not_observed(snap, "the target interpreter")
     findings = []
     evidence = {
         "interpreter.path": interp.path,

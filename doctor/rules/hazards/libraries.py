@@ -5,12 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
-from doctor.rules.hazards.common import export, is_cuda_build, mm, mm_text, same_dir, split_path, torch_cuda
+from doctor.rules import not_observed, skipped, unknown, without_torch
+from doctor.rules.hazards.common import (
+    export,
+    is_cuda_build,
+    mm,
+    mm_text,
+    same_dir,
+    split_path,
+    torch_cuda,
+)
 
 # Library family -> the pip distributions that ship it (CUDA 12 names, then CUDA 13 names).
 _FAMILY_DISTS = {
@@ -59,6 +69,14 @@ def _symptom(family: str, wheel: str, found: str) -> str:
 
 
 def check_library_shadowing(snap: S.Snapshot, table) -> list[Finding]:
+    if torch_build(snap) is None:
+        return without_torch(snap)
+    if torch_build(snap).kind == "unknown":
+        return unknown("whether torch is a CUDA build is not known")
+    if not is_cuda_build(snap):
+        return skipped("not a CUDA build of torch: it loads no CUDA library")
+    if snap.environment.libraries is None and snap.environment.cuda_home is None:
+        return not_observed(snap, "the library search path and CUDA_HOME", snap.environment.error)
     return _check_ld_library_path(snap) + _check_cuda_home(snap)
 
 

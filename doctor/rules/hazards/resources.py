@@ -7,7 +7,8 @@ import math
 from doctor.model import snapshot as S
 from doctor.model.environment import Cpu, Memory, Shm
 from doctor.model.findings import INFO, WARNING, Finding, Fix
-from doctor.rules.hazards.common import GIB, MIB, container_kind, gib
+from doctor.rules import skipped
+from doctor.rules.hazards.common import GIB, MIB, container_kind, gib, missing, unread
 
 # --- /dev/shm -----------------------------------------------------------------------------------
 
@@ -21,9 +22,16 @@ SHM_ERRORS = (
 
 
 def check_shm(snap: S.Snapshot, table) -> list[Finding]:
+    if snap.host.os == "windows":
+        return skipped("no /dev/shm on Windows")
+    gap = missing(snap, snap.environment.shm, "the size of /dev/shm")
+    if gap is not None:
+        return gap
     shm = snap.environment.shm or Shm()
     total = shm.total_bytes
-    if not isinstance(total, int) or total >= SHM_MIN:
+    if not isinstance(total, int):
+        return unread("the size of /dev/shm", shm)
+    if total >= SHM_MIN:
         return []
     kind = container_kind(snap)
     workers = _recommended_workers(snap.environment.cpu or Cpu()) or 1
@@ -93,12 +101,15 @@ def _recommended_workers(cpu: Cpu) -> int | None:
 
 
 def check_cpu_quota(snap: S.Snapshot, table) -> list[Finding]:
+    gap = missing(snap, snap.environment.cpu, "the CPU count and quota")
+    if gap is not None:
+        return gap
     cpu = snap.environment.cpu or Cpu()
     budget = _cpu_budget(cpu)
     visible = cpu.affinity or cpu.cpu_count
     count = cpu.cpu_count
     if budget is None or not visible:
-        return []
+        return unread("the number of CPUs this process may use", cpu)
     quota = cpu.quota_cpus
     workers = _recommended_workers(cpu)
     evidence = {
@@ -146,10 +157,13 @@ SMALL_RAM = 16 * GIB
 
 
 def check_memory(snap: S.Snapshot, table) -> list[Finding]:
+    gap = missing(snap, snap.environment.memory, "RAM and swap")
+    if gap is not None:
+        return gap
     mem = snap.environment.memory or Memory()
     total, available, swap = mem.total_bytes, mem.available_bytes, mem.swap_total_bytes
     if not isinstance(total, int):
-        return []
+        return unread("the size of RAM", mem)
     gpu_mib = sum(g.memory_total_mib or 0 for g in snap.nvidia.gpus)
     evidence = {
         "ram.total_bytes": total,

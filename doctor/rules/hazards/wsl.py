@@ -8,13 +8,18 @@ import shlex
 from doctor.model import snapshot as S
 from doctor.model.environment import Libraries, Wsl
 from doctor.model.findings import WARNING, Finding, Fix
-from doctor.rules.hazards.common import WSL_LIB_DIR, export, same_dir, split_path
+from doctor.rules import skipped
+from doctor.rules.hazards.common import WSL_LIB_DIR, export, missing, same_dir, split_path
 
 
 def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
+    if not snap.host.wsl:
+        gap = missing(snap, snap.environment.wsl, "whether this is WSL")
+        if gap is not None:
+            return gap
     wsl = snap.environment.wsl or Wsl()
     if not (wsl.is_wsl or snap.host.wsl):
-        return []
+        return skipped("not WSL")
     findings = []
     libs = snap.environment.libraries or Libraries()
     offenders = []

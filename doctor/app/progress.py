@@ -1,0 +1,70 @@
+"""What a run is doing, on stderr, while it does it: a one-line rich status ("reading the NVIDIA driver",
+"importing torch in ~/venv/bin/python", "smoke test: matmul on GPU 0") that disappears before the
+report is printed.
+
+Only on a terminal: nothing when stderr is piped or redirected, TERM=dumb, with --json or -q, so logs,
+CI and scripts never see it. rich is imported only when it will be shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from contextlib import contextmanager
+
+
+def wanted(quiet: bool = False, json_output: bool = False, stream=None) -> bool:
+    """Whether to show progress: a terminal on stderr, not dumb, and neither -q nor JSON output."""
+    if quiet or json_output:
+        return False
+    stream = stream or sys.stderr
+    try:
+        if not stream.isatty():
+            return False
+    except (AttributeError, ValueError, OSError):
+        return False
+    return os.environ.get("TERM", "") not in ("dumb", "unknown")
+
+
+class Progress:
+    """The probes' ``progress(task, words)`` callback behind one status line. Tasks run side by side (the
+    driver, the packages, the smoke test); the line shows the one that moved last, and when it ends, the
+    one that is still running."""
+
+    def __init__(self, stream=None) -> None:
+        from rich.console import Console
+
+        self._console = Console(file=stream or sys.stderr, highlight=False)
+        self._status = self._console.status("checking this machine", spinner="dots")
+        self._tasks: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, task: str, words: str | None) -> None:
+        with self._lock:
+            self._tasks.pop(task, None)
+            if words is not None:
+                self._tasks[task] = words  # last in: shown
+            shown = next(reversed(self._tasks.values()), "checking this machine")
+            self._status.update(shown)
+
+    def start(self) -> None:
+        self._status.start()
+
+    def stop(self) -> None:
+        self._status.stop()
+
+
+@contextmanager
+def progress(show: bool):
+    """``with progress(show) as tell:`` gives the callback for ProbeOptions.progress (None when not shown);
+    the status is gone when the block ends, before anything else is printed."""
+    if not show:
+        yield None
+        return
+    display = Progress()
+    display.start()
+    try:
+        yield display
+    finally:
+        display.stop()
