@@ -19,7 +19,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from doctor.model.findings import CRASHED, ERROR, FAILED, PASSED, SKIPPED, UNKNOWN, CheckResult, Finding
+from doctor.model.findings import (
+    CRASHED,
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    UNKNOWN,
+    WARNING,
+    CheckResult,
+    Finding,
+)
 from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
@@ -120,7 +130,10 @@ def run_rules(snapshot: Snapshot, table, rules: list[Rule] | None = None) -> tup
         status = getattr(result, "status", None)
         note = getattr(result, "note", "") or ""
         if status not in (SKIPPED, UNKNOWN) or (status == SKIPPED and produced):
-            status, note = (FAILED if produced else PASSED), ""
+            # A check fails on an error or a warning; notes alone leave it passed (they are said beside it).
+            failing = [f for f in produced if f.severity in (ERROR, WARNING)]
+            status = FAILED if failing else PASSED
+            note = "" if failing or not produced else "noted: " + ", ".join(dict.fromkeys(f.id for f in produced))
         checks.append(CheckResult(rule.id, rule.summary, status, note))
         for finding in produced:
             finding.rule = finding.rule or rule.id
