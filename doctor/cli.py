@@ -269,6 +269,13 @@ def list_rules() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from doctor.app.process import guard
+
+    with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.

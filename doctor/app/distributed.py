@@ -12,9 +12,12 @@ from doctor.errors import DoctorError
 
 
 def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None) -> int:
+    from doctor.app.options import validate_distributed
     from doctor.distributed.launch import run_local
+    from doctor.probes.nvidia.kernel import read_pci_nvidia_devices
     from doctor.render.distributed import render_text
 
+    validate_distributed(nproc, timeout, len(read_pci_nvidia_devices() or []))
     path, reason = choose_interpreter(python)
     if path is None:
         raise DoctorError(f"no interpreter to run torchrun with: {reason}")

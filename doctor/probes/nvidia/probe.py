@@ -30,7 +30,6 @@ from doctor.model.snapshot import (
     Fact,
     Nvidia,
 )
-from doctor.model.versions import cuda_from_int
 from doctor.probes.host import read_wsl_marker
 from doctor.probes.nvidia.kernel import read_kernel_driver_version, read_pci_nvidia_devices
 from doctor.probes.nvidia.nvml import NvmlOutcome, load_pynvml, query_nvml
@@ -41,10 +40,8 @@ from doctor.probes.nvidia.parsers import (
     is_l4t_version,
 )
 from doctor.probes.nvidia.smi import SmiOutcome, find_nvidia_smi, query_smi, this_system
+from doctor.probes.overrides import ENV_CUDA, ENV_DRIVER, BadOverride, read_overrides
 from doctor.runner import run
-
-ENV_DRIVER = "TORCHDOCTOR_DRIVER_VERSION"
-ENV_CUDA = "TORCHDOCTOR_CUDA_DRIVER_VERSION"
 
 _NVML_CODE_STATUS = {
     NVML_LIB_RM_MISMATCH: NVIDIA_MISMATCH,
@@ -223,14 +220,16 @@ def _decide(
 
 
 def _apply_overrides(result: Nvidia, env: Mapping[str, str]) -> None:
-    """The escape hatch (like uv's UV_CUDA_DRIVER_VERSION): forced values replace detected ones."""
-    driver = (env.get(ENV_DRIVER) or "").strip()
-    if driver:
-        result.driver_version = Fact(driver, f"env:{ENV_DRIVER}")
-        result.attempts.append(f"env: {ENV_DRIVER}={driver}")
-    cuda = (env.get(ENV_CUDA) or "").strip()
-    if cuda:
-        if cuda.isdigit() and int(cuda) >= 1000:
-            cuda = cuda_from_int(int(cuda))  # accept NVML's integer form too: 12080 -> "12.8"
-        result.cuda_driver_version = Fact(cuda, f"env:{ENV_CUDA}")
-        result.attempts.append(f"env: {ENV_CUDA}={cuda}")
+    """The escape hatch (like uv's UV_CUDA_DRIVER_VERSION): forced values replace detected ones. A value
+    that cannot mean anything is refused before probing (doctor/probes/overrides.py); here it is ignored."""
+    try:
+        forced = read_overrides(env)
+    except BadOverride as exc:
+        result.attempts.append(f"env: ignored: {exc}")
+        return
+    if forced.driver:
+        result.driver_version = Fact(forced.driver, f"env:{ENV_DRIVER}")
+        result.attempts.append(f"env: {ENV_DRIVER}={forced.driver}")
+    if forced.cuda:
+        result.cuda_driver_version = Fact(forced.cuda, f"env:{ENV_CUDA}")
+        result.attempts.append(f"env: {ENV_CUDA}={forced.cuda}")
