@@ -50,24 +50,27 @@ _SMI_FAILURES = (
 )
 
 _NA_VALUES = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
-_VERSION_RE = re.compile(r"^\d+(?:\.\d+)+$")
+# Version parts are bounded: a 5,000-digit "driver version" is garbage, and int() refuses 4,300+ digits.
+_VERSION_RE = re.compile(r"^\d{1,6}(?:\.\d{1,6})+$")
 _DRIVER_LABEL_RE = re.compile(r"(?:Driver|KMD) Version\s*:\s*(\d+(?:\.\d+)+)")
-_CUDA_LABEL_RE = re.compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d+)\.(\d+)")
-_CC_RE = re.compile(r"^\d+\.\d+$")
+_CUDA_LABEL_RE = re.compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d{1,3})\.(\d{1,3})(?!\d)")
+_CC_RE = re.compile(r"^\d{1,3}\.\d{1,3}$")
 _DETAIL_LIMIT = 500
 
 
-def parse_smi_banner(text: str) -> tuple[str, str | None] | None:
+def parse_smi_banner(text: str) -> tuple[str | None, str | None] | None:
     """(driver, max CUDA) from plain ``nvidia-smi`` or ``-q`` output, or None without a driver line.
 
     Knows the classic "Driver Version: X  CUDA Version: Y" labels and the R610+ "KMD Version: X
-    CUDA UMD Version: Y" ones; the CUDA part is None when the driver shows "N/A" there.
+    CUDA UMD Version: Y" ones; the CUDA part is None when the driver shows "N/A" there, the driver part
+    when its number is not a version (a part of more than 6 digits).
     """
     driver = _DRIVER_LABEL_RE.search(text)
     if driver is None:
         return None
     cuda = _CUDA_LABEL_RE.search(text)
-    return driver.group(1), (f"{int(cuda.group(1))}.{int(cuda.group(2))}" if cuda else None)
+    version = driver.group(1) if _VERSION_RE.match(driver.group(1)) else None
+    return version, (f"{int(cuda.group(1))}.{int(cuda.group(2))}" if cuda else None)
 
 
 def parse_smi_query(csv_text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[dict[str, Any]]:
@@ -128,7 +131,7 @@ def parse_proc_version(text: str) -> str | None:
         parts = [part.strip() for part in line.split("  ") if part.strip()]
         if len(parts) >= 2 and _VERSION_RE.match(parts[1]):
             return parts[1]
-        found = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", line + " ")  # odd spacing: first version-like token
+        found = re.search(r"\s(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)\s", line + " ")  # odd spacing: first version-like token
         return found.group(1) if found else None
     return None
 
@@ -176,7 +179,7 @@ def normalise_bus_id(bus: str) -> str:
 
 
 def leading_int(value: str) -> int | None:
-    found = re.match(r"\s*(\d+)", value)
+    found = re.match(r"\s*(\d{1,18})(?!\d)", value)
     return int(found.group(1)) if found else None
 
 

@@ -112,7 +112,11 @@ def _fallbacks(
 
     if smi.status == NVIDIA_OK and smi.gpus:
         result.status, result.detail = NVIDIA_OK, ""
-        result.driver_version = Fact(smi.driver, "nvidia-smi")
+        result.driver_version = (
+            Fact(smi.driver, "nvidia-smi")
+            if smi.driver
+            else Fact.unknown("nvidia-smi's driver version is not a version number", "nvidia-smi")
+        )
         result.cuda_driver_version = (
             Fact(smi.cuda, "nvidia-smi")
             if smi.cuda
