@@ -102,3 +102,19 @@ def bounded_float(text: object, low: float = 0.0, high: float = 7 * 24 * 3600.0)
     except ValueError:
         return None
     return value if math.isfinite(value) and low < value <= high else None
+
+
+def write_text(path: str | os.PathLike, text: str, append: bool = False) -> None:
+    """Write (or append) ``text`` as UTF-8. Opened without blocking, so a FIFO nobody reads is an error at
+    once (OSError, ENXIO), never a hang; a FIFO with a reader, /dev/stdout or a regular file are written."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    fd = os.open(os.fspath(path), flags | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a reader is there (or it is a file): wait for it as usual
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
