@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-MAX_OUTPUT = 16 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
+MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
 MAX_LINE = 64 << 10  # stream_run: a longer line is cut there
 MAX_TIMEOUT = 30 * 24 * 3600.0  # no limit is longer (a non-finite one becomes this)
 HARD_GRACE_S = 3.0  # the child's own alarm fires this long after its time limit

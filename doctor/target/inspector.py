@@ -381,8 +381,8 @@ def _parse_simple_version_py(text):
                 values[name] = _LITERALS[value]
             elif value[0] in "'\"":
                 values[name] = value[1:-1]
-            else:
-                values[name] = int(value)
+            else:  # a 5,000-digit literal is no version field (and int() refuses 4,300+ digits)
+                values[name] = int(value) if len(value) <= 18 else None
     return values
 
 
