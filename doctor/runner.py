@@ -304,9 +304,7 @@ def run(
         readers = [_Collector(proc.stdout, max_output, stop), _Collector(proc.stderr, max_output, stop)]
         if stdin is not None:
             threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        if not _await(proc, readers, timeout):
             timed_out = True
             stop()
             _wait(proc, STOP_GRACE_S + 3)
@@ -339,6 +337,29 @@ def _feed(pipe, data: bytes) -> None:
         pipe.close()
     except (OSError, ValueError):
         pass
+
+
+def _await(proc: subprocess.Popen, readers: list[_Collector], timeout: float) -> bool:
+    """Wait for the child to end (True) or its time limit (False). The end of its output is what is
+    waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
+    exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
+    deadline = time.monotonic() + timeout
+    exited_at = None
+    for reader in readers:
+        while reader.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return proc.poll() is not None
+            reader.join(min(left, 0.2))
+            if reader.is_alive() and proc.poll() is not None:
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > 2.0:
+                    return True
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _finish_readers(proc: subprocess.Popen, readers: list[_Collector], drain: float = 2.0) -> None:

@@ -157,15 +157,20 @@ def classify_smi_failure(text: str) -> tuple[str, str]:
 def classify_nvml_error(exc: BaseException) -> tuple[int | None, str]:
     """(NVML error code or None, message) for anything the binding raised."""
     value = getattr(exc, "value", None)
-    code = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if code is None:
-        code = _NVML_CLASS_CODES.get(type(exc).__name__)
     try:
         message = str(exc)  # NVMLError.__str__ may call back into the library
     except Exception:  # the message is best effort
         message = ""
-    if isinstance(exc, UnicodeDecodeError) or not message:
-        message = f"{type(exc).__name__}: {message}".rstrip(": ")
+    return classify_nvml_failure(type(exc).__name__, value, message, isinstance(exc, UnicodeDecodeError))
+
+
+def classify_nvml_failure(type_name: str, value: Any, message: str, unicode: bool = False) -> tuple[int | None, str]:
+    """The same from an exception's parts (NVML asked in a child sends them as data)."""
+    code = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if code is None:
+        code = _NVML_CLASS_CODES.get(type_name)
+    if unicode or not message:
+        message = f"{type_name}: {message}".rstrip(": ")
     return code, message
 
 

@@ -32,7 +32,7 @@ from doctor.model.snapshot import (
 )
 from doctor.probes.host import read_wsl_marker
 from doctor.probes.nvidia.kernel import read_kernel_driver_version, read_pci_nvidia_devices
-from doctor.probes.nvidia.nvml import NvmlOutcome, load_pynvml, query_nvml
+from doctor.probes.nvidia.nvml import NvmlOutcome, query_nvml, query_nvml_isolated
 from doctor.probes.nvidia.parsers import (
     NVML_LIB_RM_MISMATCH,
     NVML_NO_PERMISSION,
@@ -76,9 +76,8 @@ def probe_nvidia(
 
     if nvml is False:  # TORCHDOCTOR_NVML=0: skip NVML (a hung driver, or a test seam)
         nv = NvmlOutcome(message="disabled (TORCHDOCTOR_NVML=0)")
-    elif nvml is None:
-        nvml, why = load_pynvml()
-        nv = NvmlOutcome(message=why) if nvml is None else query_nvml(nvml, timeout)
+    elif nvml is None:  # the real library: in a child, so that it cannot take torchdoctor down
+        nv = query_nvml_isolated(timeout, runner, env)
     else:
         nv = query_nvml(nvml, timeout)
     result.attempts.append(f"nvml: ok ({len(nv.gpus)} GPUs)" if nv.ok else f"nvml: {nv.message}")
