@@ -111,7 +111,9 @@ def _torch_family(name: str) -> bool:
 
 
 def _has_record(folder: str, name: str) -> bool:
-    return os.path.isfile(os.path.join(folder, name, "RECORD"))
+    """Whether the dist-info is whole: pip and uv write INSTALLER, then RECORD, when an install ends (a wheel
+    brings a RECORD of its own, so one half extracted may have RECORD but never INSTALLER)."""
+    return all(os.path.isfile(os.path.join(folder, name, f)) for f in ("RECORD", "INSTALLER"))
 
 
 def _owned(folder: str, names: set[str]) -> set[str]:

@@ -504,7 +504,8 @@ def describe_package(name, records, objects):
 
 def find_leftovers():
     """What an interrupted pip leaves in the sys.path folders: its stash ("~orch", "~orch-2.6.0.dist-info":
-    the old files, renamed while the new ones are written) and *.dist-info folders without RECORD."""
+    the old files, renamed while the new ones are written), *.dist-info folders without RECORD, and one
+    without INSTALLER beside another of the same name (a wheel half extracted over a whole install)."""
     found = []
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
@@ -513,11 +514,12 @@ def find_leftovers():
             names = sorted(os.listdir(entry))
         except OSError:
             continue
+        dists = [n.split("-")[0].lower() for n in names if n.endswith(".dist-info")]
         for name in names:
             path = os.path.join(entry, name)
-            if name.startswith("~") or (
-                name.endswith(".dist-info") and not os.path.exists(os.path.join(path, "RECORD"))
-            ):
+            twin = name.endswith(".dist-info") and dists.count(name.split("-")[0].lower()) > 1
+            if name.startswith("~") or (name.endswith(".dist-info") and not all(
+                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
                 found.append(path)
     return found
 

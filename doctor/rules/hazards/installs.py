@@ -162,8 +162,13 @@ def check_install_leftovers(snap: S.Snapshot, table) -> list[Finding]:
     actions = [Action(SHELL, text=remove)]
     for path in broken:
         name, _, version = _base(path)[: -len(".dist-info")].partition("-")
+        name = normalize_name(name)
+        # A half-extracted wheel beside a whole install of the same name: that whole one is what stays.
+        whole = [d.version for d in py.dists if normalize_name(d.name) == name and d.path not in paths
+                 and d.version and os.path.dirname(str(d.path or "").rstrip("/\\")) == os.path.dirname(path)]
+        version = whole[0] if whole else version
         if name and version:
-            actions.append(Action(REINSTALL, (f"{normalize_name(name)}=={version}",), variant_of(version)))
+            actions.append(Action(REINSTALL, (f"{name}=={version}",), variant_of(version)))
     folders = sorted({os.path.dirname(p.rstrip("/\\")) for p in paths})
     return [
         Finding(
