@@ -44,7 +44,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.environment.python
     if py is None:
         return []
-    findings: list[Finding] = []
+    findings: list[Finding] = check_install_leftovers(snap, table)  # what an interrupted install left
     torches = _torch_dists(py)
     conda = conda_torch(snap)
     prefix = conda.prefix or snap.interpreter.prefix
