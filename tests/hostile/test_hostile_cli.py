@@ -216,16 +216,7 @@ TERMINAL_SOURCES = {
 }
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        pytest.param(
-            s,
-            marks=pytest.mark.xfail(strict=True, reason=f"{why}: ESC ]0; and ESC [2J reach the terminal raw"),
-        )
-        for s, why in TERMINAL_SOURCES.items()
-    ],
-)
+@pytest.mark.parametrize("source", list(TERMINAL_SOURCES))
 def test_escape_sequences_never_reach_a_terminal(source, world, tmp_path):
     """On a pty (colours on: TERM=xterm-256color, no NO_COLOR) rich writes its own styling, so only the planted
     sequences are looked for: the window-title OSC and the clear-screen CSI."""
