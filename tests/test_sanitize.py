@@ -136,11 +136,26 @@ def test_the_childs_answers_round_trip_through_json():
     assert gpu.name.startswith("NVIDIA GeForce RTX 5090")  # kept as is: sanitised where it is shown
 
 
-def test_a_crashing_library_is_a_fact_and_junk_on_stdout_is_skipped():
-    crashed = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, -11))
+def test_a_crashing_library_is_a_fact_and_junk_on_stdout_is_skipped(tmp_path):
+    (tmp_path / "libnvidia-ml.so.1").write_bytes(b"")  # where the loader looks: the child is started
+    env = {"LD_LIBRARY_PATH": str(tmp_path)}
+    crashed = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, -11), env=env)
     assert not crashed.ok and "crashed the probe (SIGSEGV)" in crashed.message
     answer = json.dumps({"ok": False, "error": {"type": "NVMLError_DriverNotLoaded", "value": 9, "message": "x"}})
-    noisy = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, 0, "hello from the library\n" + answer))
+    noisy = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, 0, "hello from the library\n" + answer),
+                                env=env)
     assert noisy.code == 9 and noisy.message == "x"
-    hung = query_nvml_isolated(1.0, runner=lambda argv, **kw: RunResult(argv, None, timed_out=True))
+    hung = query_nvml_isolated(1.0, runner=lambda argv, **kw: RunResult(argv, None, timed_out=True), env=env)
     assert hung.timed_out and "timed out after 1s" in hung.message
+
+
+def test_no_child_where_the_loader_cannot_find_the_library(tmp_path):
+    def refuse(argv, **kw):
+        raise AssertionError("no NVML library anywhere: no child should start")
+
+    from doctor.probes.nvidia import nvml
+
+    if not nvml.nvml_library_absent({}):
+        pytest.skip("this machine has an NVML library")
+    outcome = query_nvml_isolated(runner=refuse, env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert outcome.code == 12 and outcome.message.startswith("NVML Shared Library Not Found")

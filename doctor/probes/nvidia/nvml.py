@@ -20,6 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.model.files import read_bytes
 from doctor.model.snapshot import Fact, Gpu
 from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
@@ -85,11 +86,37 @@ def pynvml_missing() -> str | None:
     return None if found else "not importable (ModuleNotFoundError: No module named 'pynvml')"
 
 
+# Where the dynamic loader finds libnvidia-ml.so.1 without LD_LIBRARY_PATH: its cache, and the default and
+# multiarch folders (a container whose cache is stale), and WSL's driver folder.
+_LOADER_CACHE = "/etc/ld.so.cache"
+_LIBRARY = "libnvidia-ml.so.1"
+_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                 "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib")
+
+
+def nvml_library_absent(env: Any = None, platform: str | None = None) -> bool:
+    """Linux: True when libnvidia-ml.so.1 is in none of the places the loader looks (LD_LIBRARY_PATH, its
+    cache, the default folders): pynvml would only answer "NVML Shared Library Not Found", so the child is
+    not worth starting (most CI machines: no GPU, no driver). False wherever it may be there."""
+    if not (platform or sys.platform).startswith("linux"):
+        return False
+    env = os.environ if env is None else env
+    dirs = [d for d in (env.get("LD_LIBRARY_PATH") or "").split(":") if d] + list(_DEFAULT_DIRS)
+    if any(os.path.exists(os.path.join(d, _LIBRARY)) for d in dirs):
+        return False
+    try:
+        return _LIBRARY.encode() not in read_bytes(_LOADER_CACHE, 64 << 20, truncate=True)
+    except (OSError, ValueError):
+        return True  # no cache: the loader searches only the folders above
+
+
 def query_nvml_isolated(timeout: float = 5.0, runner: Any = run, env: Any = None) -> NvmlOutcome:
     """Ask the real NVML in a child process (module docstring): whatever the library does, this returns."""
     missing = pynvml_missing()
     if missing:
         return NvmlOutcome(message=missing)
+    if nvml_library_absent(env):  # what pynvml would say, without a process to say it
+        return NvmlOutcome(code=12, message=f"NVML Shared Library Not Found ({_LIBRARY} is not where the loader looks)")
     res = runner([sys.executable, QUERY_SCRIPT], timeout=timeout, env=dict(os.environ if env is None else env))
     if res.timed_out:
         return NvmlOutcome(message=f"timed out after {timeout:g}s (a hung driver?)", timed_out=True)
