@@ -172,8 +172,8 @@ def fix(
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
                                         "environment anyway; allow changes outside torch under --yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(
-        "--restore-file", help="Where to record the builds before the fix "
-        "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
+        "--restore-file", help="Where to record the builds before the fix; never over an existing file "
+        "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it)."""
     from doctor.app.fix import FixOptions, run_fix
