@@ -45,13 +45,6 @@ def read_freeze(python: str, runner=None, timeout: float = 60.0) -> dict[str, st
         return None
 
 
-def check_argv(installer: str, python: str, env: dict | None = None) -> list[str]:
-    """``pip check`` (``uv pip check``) of the target: every installed distribution's requirements met."""
-    if installer == UV:
-        return [find_uv(env) or "uv", "pip", "check", "--python", python]
-    return pip_argv(python, "check")
-
-
 def parse_pip_version(text: str) -> tuple[int, ...] | None:
     """'pip 23.2.1 from /x (python 3.12)' -> (23, 2, 1)."""
     match = re.match(r"\s*pip (\d+(?:\.\d+)*)", text or "")

@@ -32,7 +32,7 @@ from doctor.fix.rollback import SiteFolders, clear_debris, debris
 from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
-from doctor.plan.commands import PIP, UV, Commands, InstallSource, render_argv
+from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, render_argv
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
 from doctor.render.text import console
@@ -272,7 +272,8 @@ def _roll_back(m: Machine, con, err, python, installer, before, site, back: Rest
         clear_debris(site)
         # The environment's own distributions: PYTHONPATH's (a checkout on it, say) are not the fix's business.
         clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-        check = m.runner(fixenv.check_argv(installer, python, env), timeout=300.0, env=clean)
+        uv = fixenv.find_uv(env) or "uv"
+        check = m.runner(check_argv(installer, python, uv), timeout=300.0, env=clean)
         view.show_restored(err, diff_freeze(before, fixenv.read_freeze(python, m.runner) or {}), check)
         return check.ok
     except KeyboardInterrupt:

@@ -111,7 +111,7 @@ def write_text(path: str | os.PathLike, text: str, append: bool = False) -> None
     flags |= os.O_APPEND if append else os.O_TRUNC
     fd = os.open(os.fspath(path), flags | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        if hasattr(os, "set_blocking"):
+        if getattr(os, "O_NONBLOCK", 0):
             os.set_blocking(fd, True)  # a reader is there (or it is a file): wait for it as usual
         data = text.encode("utf-8")
         while data:

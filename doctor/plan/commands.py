@@ -121,6 +121,13 @@ def reinstall_argv(
     return argv[:at] + [force_flag(installer), "--no-deps"] + argv[at:]
 
 
+def check_argv(installer: str, python: str, uv: str = "uv") -> list[str]:
+    """``pip check`` / ``uv pip check`` of the target: is every installed distribution's requirement met?"""
+    if installer == UV:
+        return [uv, "pip", "check", "--python", python]
+    return [python, "-m", "pip", "check"]
+
+
 def pip_argv(python: str, *args: str) -> list[str]:
     """``<python> -m pip <args>``: the target's own pip, asked about itself (``--version``, ``config list``)."""
     return [python, "-m", "pip", *args]

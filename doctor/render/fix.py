@@ -147,12 +147,12 @@ class Progress:
     def start(self, number: int, description: str, command: str) -> None:
         if self.rich:
             self.rich.update(self.task, description=f"step {number}/{self.total}")
-        self.console.print(_text(f"step {number}/{self.total}: {description}", style="bold"))
-        self.console.print(_text(f"  $ {command}"), soft_wrap=True)
+        _say(self.console, f"step {number}/{self.total}: {description}", "bold")
+        _say(self.console, f"  $ {command}")
 
     def line(self, text: str) -> None:
         """One line of the step's own output, as it comes."""
-        self.console.print(_text(f"  | {text}", style="dim"), soft_wrap=True)
+        _say(self.console, f"  | {text}", "dim")
 
     def done(self) -> None:
         if self.rich:
