@@ -58,7 +58,7 @@ def render_markdown(summary: dict) -> str:
         out.append("")
     if unreadable:
         out += ["### Unreadable reports", ""]
-        out += [f"- {_md(u['path'])}: {_md(u['reason'])}" for u in unreadable]
+        out += [f"- `{printable(u['path']).replace('`', chr(39))}`: {_md(u['reason'])}" for u in unreadable]
         out.append("")
     return "\n".join(out)
 
