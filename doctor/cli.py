@@ -227,8 +227,8 @@ def fix(
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
                                         "environment anyway; allow changes outside torch under --yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(
-        "--restore-file", help="Where to record the builds before the fix "
-        "(default ./torchdoctor-restore-<UTC time>.txt).")] = None,
+        "--restore-file", help="Where to record the builds before the fix; never over an existing file "
+        "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -381,6 +381,13 @@ def _guard_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from doctor.app.process import guard
+
+    with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     _guard_streams()
     try:
@@ -403,7 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
     except DoctorError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, or indented lines under it
+        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, then its evidence indented
+        for line in exc.details:
+            print(f"  {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("torchdoctor: interrupted", file=sys.stderr)

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import re
+
 from doctor import exitcodes
+
+# What a terminal must never get raw from a message that quotes an input: C0 controls (newlines too:
+# the message is one line), DEL and C1 controls (0x9b is a CSI on some terminals).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_MESSAGE = 1000
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: control characters shown escaped (``\\x1b``, ``\\n``), cut when long."""
+    shown = _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
+    return shown if len(shown) <= MAX_MESSAGE else shown[: MAX_MESSAGE - 3] + "..."
 
 
 class DoctorError(Exception):
-    """An expected failure (bad input, unreadable file). ``str()`` is the one line shown."""
+    """An expected failure (bad input, unreadable file). ``str()`` is the one line shown; ``details`` are
+    lines of evidence printed indented under it (what a broken interpreter said), each printable too."""
 
     exit_code = exitcodes.USAGE
 
-    def __init__(self, message: str, exit_code: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, exit_code: int | None = None, details: list[str] | tuple[str, ...] = ()):
+        super().__init__(one_line(message))
+        self.details = [one_line(line) for line in details]
         if exit_code is not None:
             self.exit_code = exit_code
 

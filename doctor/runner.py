@@ -1,25 +1,48 @@
-"""The one way torchdoctor runs a subprocess: argv lists, a timeout always, never raises.
+"""The one way torchdoctor runs a subprocess: argv lists, limits always, never raises.
 
-"Not found", a timeout, a crash by signal and undecodable output all become a ``RunResult``
-that the probes turn into facts. Tests pass a fake runner instead of patching subprocess.
+"Not found", a timeout, a crash by signal, a flood of output and undecodable output all become a
+``RunResult`` that the probes turn into facts. Tests pass a fake runner instead of patching subprocess.
 
 ``run`` collects the output; ``stream_run`` (the steps of `torchdoctor fix`) hands each line over as it
-comes. Both start the child in its own process group (POSIX: a new session; Windows:
-``CREATE_NEW_PROCESS_GROUP``) so that a timeout stops the whole tree where the platform allows, and
-fall back to killing the child alone where it does not (no ``os.killpg``/``signal.SIGKILL`` on Windows).
+comes. Every child gets:
+
+- a process group of its own (POSIX: a new session; Windows: ``CREATE_NEW_PROCESS_GROUP``), which is
+  what gets stopped: at its time limit, at its output limit, and when torchdoctor exits in any way
+  (doctor/app/process.py: normal exit, an exception, Ctrl-C, SIGTERM, SIGHUP);
+- a hard limit on time (``timeout``) and on the bytes of output read (``max_output``; past it the child
+  is stopped and the result says ``overflowed``);
+- a limit of its own for when torchdoctor is killed outright (SIGKILL), set between fork and exec:
+  Linux's ``PR_SET_PDEATHSIG`` (the kernel sends SIGKILL to the child the moment torchdoctor dies) and,
+  on every POSIX system, ``alarm()`` a few seconds past its time limit (SIGALRM's default action ends
+  the process even inside a hung ``import torch``; the timer survives exec);
+- ``TORCHDOCTOR_OWNER=<our pid>`` in its environment, so that descendants that start sessions of their
+  own (torchrun starts every rank that way) are found and ended too.
+
+Where the platform has no process groups to signal (no ``os.killpg``/``signal.SIGKILL``: Windows), the
+child alone is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
+MAX_LINE = 64 << 10  # stream_run: a longer line is cut there
+MAX_TIMEOUT = 30 * 24 * 3600.0  # no limit is longer (a non-finite one becomes this)
+HARD_GRACE_S = 3.0  # the child's own alarm fires this long after its time limit
+STOP_GRACE_S = 2.0  # between the polite signal and SIGKILL when torchdoctor stops a child
+OWNER_VAR = "TORCHDOCTOR_OWNER"
 
 
 @dataclass
@@ -32,15 +55,16 @@ class RunResult:
     timed_out: bool = False
     error: str | None = None  # OSError text when it could not start
     seconds: float = 0.0
+    overflowed: bool = False  # stopped: it printed more than its output limit
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0
+        return self.returncode == 0 and not self.overflowed
 
     @property
     def signal(self) -> int | None:
         """The signal number when the process was killed by one (POSIX: negative return code)."""
-        if self.returncode is not None and self.returncode < 0:
+        if self.returncode is not None and self.returncode < 0 and not self.overflowed:
             return -self.returncode
         return None
 
@@ -51,6 +75,8 @@ class RunResult:
             return f"{name} not found"
         if self.timed_out:
             return f"{name} timed out after {self.seconds:.0f}s"
+        if self.overflowed:
+            return f"{name} printed more than {MAX_OUTPUT >> 20} MB and was stopped"
         if self.error:
             return f"{name} could not start: {self.error}"
         if self.signal:
@@ -69,18 +95,190 @@ def signal_name(number: int) -> str:
     except ValueError:
         return f"signal {number}"
 
-# Children of run() still running, so that Ctrl-C can end them at once (they run in their own
-# process groups, which the terminal's SIGINT does not reach).
-_LIVE: set[subprocess.Popen] = set()
+
+def limit_seconds(timeout: float) -> float:
+    """A usable time limit: NaN or anything not positive becomes a tenth of a second, anything above
+    MAX_TIMEOUT (inf included) MAX_TIMEOUT. Callers validate user input; this keeps the runner total."""
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        return 10.0
+    if math.isnan(value) or value <= 0:
+        return 0.1
+    return min(value, MAX_TIMEOUT)
+
+
+# --- the children alive now ------------------------------------------------------------------------
+
+# Children still running, so that any way out of torchdoctor can end them (they run in process groups
+# of their own, which neither the terminal's Ctrl-C nor a signal to our group reaches).
+_LIVE: dict[int, tuple[subprocess.Popen, bool]] = {}  # pid -> (process, may start sessions of its own)
 _LIVE_LOCK = threading.Lock()
+_SCAN = threading.Event()  # a child that starts sessions of its own was stopped: look for its descendants
+
+
+def _track(proc: subprocess.Popen, sessions: bool) -> None:
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = (proc, sessions)
+
+
+def _untrack(proc: subprocess.Popen) -> None:
+    with _LIVE_LOCK:
+        _LIVE.pop(proc.pid, None)
 
 
 def kill_running() -> None:
-    """End every child run() is waiting for (on Ctrl-C: the waiting threads then return at once)."""
+    """End every child run() or stream_run() is waiting for (the waiting threads then return at once),
+    and every process that carries our owner mark when one of them starts sessions of its own."""
     with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for proc in procs:
-        _kill_group(proc)
+        procs = list(_LIVE.values())
+    for proc, sessions in procs:
+        if sessions:
+            _SCAN.set()
+            _stop_politely(proc)
+        else:
+            _kill_group(proc)
+    if _SCAN.is_set():
+        kill_marked()
+
+
+def kill_marked(owner: str | None = None) -> int:
+    """SIGKILL every process (not this one) whose environment says ``TORCHDOCTOR_OWNER=<owner>`` (default:
+    us): the descendants that left our children's process groups. Returns how many. Never raises."""
+    owner = owner or str(os.getpid())
+    try:
+        import psutil
+    except ImportError:
+        return 0
+    me, found = os.getpid(), []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.pid != me and proc.environ().get(OWNER_VAR) == owner:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    for proc in found:
+        try:
+            proc.kill()
+        except (psutil.Error, OSError):
+            pass
+    if found:
+        psutil.wait_procs(found, timeout=2)
+    return len(found)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block (a few file operations that must not be
+    cut in half) are delivered when it ends (POSIX; elsewhere the block is not protected)."""
+    held = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = mask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
+# --- starting a child ------------------------------------------------------------------------------
+
+
+def _prctl():
+    """libc's prctl on Linux (for PR_SET_PDEATHSIG), else None. Resolved once, before any fork."""
+    global _PRCTL
+    if _PRCTL is False:
+        _PRCTL = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+            except (OSError, AttributeError, ImportError):
+                _PRCTL = None
+    return _PRCTL
+
+
+_PRCTL = False
+PR_SET_PDEATHSIG = 1
+
+
+def _new_group(hard_limit: float | None = None) -> dict:
+    """Popen options: a process group of its own; on POSIX also the child's own end (module docstring)."""
+    if os.name == "nt":
+        return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)}
+    if hard_limit is None:
+        return {"start_new_session": True}
+    parent, prctl = os.getpid(), _prctl()
+    seconds = max(1, min(int(math.ceil(hard_limit)), 0x7FFFFFFF))
+    sigkill = getattr(signal, "SIGKILL", 9)
+
+    def setup() -> None:  # runs in the child between fork and exec: system calls only
+        os.setsid()
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, sigkill)
+            if os.getppid() != parent:  # torchdoctor died before the line above
+                os._exit(137)
+        signal.alarm(seconds)
+
+    return {"preexec_fn": setup}
+
+
+def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **popen) -> subprocess.Popen:
+    child_env = dict(os.environ if env is None else env)
+    child_env[OWNER_VAR] = str(os.getpid())
+    return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))
+
+
+# --- run: collect the output -------------------------------------------------------------------------
+
+
+class _Collector(threading.Thread):
+    """Reads one pipe into memory up to ``limit`` bytes; past it, stops the child (``over``)."""
+
+    def __init__(self, stream, limit: int, on_over: Callable[[], None],
+                 on_line: Callable[[str], object] | None = None):
+        super().__init__(daemon=True)
+        self.stream, self.limit, self.on_over, self.on_line = stream, limit, on_over, on_line
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.over = False
+        self.partial = b""  # on_line: the start of a line not ended yet (at most MAX_LINE bytes)
+        self.start()
+
+    def run(self) -> None:
+        try:
+            while True:
+                chunk = self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1 << 16)
+                if not chunk:
+                    break
+                room = self.limit - self.size
+                if len(chunk) > room:
+                    self.chunks.append(chunk[:room])
+                    self.size = self.limit
+                    self.over = True
+                    self.on_over()
+                    break
+                self.chunks.append(chunk)
+                self.size += len(chunk)
+                if self.on_line is not None:
+                    self._lines(chunk)
+        except (OSError, ValueError):
+            pass
+
+    def _lines(self, chunk: bytes) -> None:
+        *whole, self.partial = (self.partial + chunk).split(b"\n")
+        self.partial = self.partial[:MAX_LINE]
+        for raw in whole:
+            try:
+                self.on_line(raw[:MAX_LINE].decode("utf-8", errors="replace").rstrip("\r"))
+            except Exception:  # noqa: BLE001 - a progress display must never cost the evidence
+                pass
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
 
 
 def run(
@@ -89,46 +287,122 @@ def run(
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
     cwd: str | None = None,
+    max_output: int = MAX_OUTPUT,
+    sessions: bool = False,
+    on_line: Callable[[str], object] | None = None,
 ) -> RunResult:
+    """Run ``argv`` to its end, its time limit or its output limit. ``sessions``: the child may start
+    processes in sessions of their own (torchrun's ranks): when it is stopped, they are looked for too.
+    ``on_line``: also called with each stdout line as it comes (progress)."""
     args = [str(a) for a in argv]
+    timeout = limit_seconds(timeout)
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(
+        proc = _spawn(
             args,
+            timeout,
+            env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
             cwd=cwd,
-            **_new_group(),  # so a timeout can kill the whole process group
         )
     except FileNotFoundError:
         return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
-    except OSError as exc:
-        return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return RunResult(args, None, error=getattr(exc, "strerror", None) or str(exc),
+                         seconds=time.perf_counter() - start)
+    _track(proc, sessions)
+    timed_out = False
     try:
-        out, err = proc.communicate(stdin.encode() if stdin is not None else None, timeout=timeout)
+        stop = (lambda: _stop_politely(proc)) if sessions else (lambda: _kill_group(proc))
+        readers = [_Collector(proc.stdout, max_output, stop, on_line), _Collector(proc.stderr, max_output, stop)]
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
+        if not _await(proc, readers, timeout):
+            timed_out = True
+            stop()
+            _wait(proc, STOP_GRACE_S + 3)
+        _finish_readers(proc, readers)
+    except BaseException:  # Ctrl-C, SIGTERM (Interrupted): the child must not outlive this call
+        (_stop_politely if sessions else _kill_group)(proc)
+        if sessions:
+            _SCAN.set()
+            kill_marked()
+        raise
+    finally:
+        _untrack(proc)
+    if sessions and timed_out:
+        kill_marked()
+    overflowed = any(r.over for r in readers)
+    return RunResult(
+        args,
+        None if timed_out else proc.returncode,
+        readers[0].text(),
+        readers[1].text(),
+        timed_out=timed_out,
+        seconds=time.perf_counter() - start,
+        overflowed=overflowed and not timed_out,
+    )
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except (OSError, ValueError):
+        pass
+
+
+def _await(proc: subprocess.Popen, readers: list[_Collector], timeout: float) -> bool:
+    """Wait for the child to end (True) or its time limit (False). The end of its output is what is
+    waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
+    exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
+    deadline = time.monotonic() + timeout
+    exited_at = None
+    for reader in readers:
+        while reader.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return proc.poll() is not None
+            reader.join(min(left, 0.2))
+            if reader.is_alive() and proc.poll() is not None:
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > 2.0:
+                    return True
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _finish_readers(proc: subprocess.Popen, readers: list[_Collector], drain: float = 2.0) -> None:
+    """After the child exits: its descendants may hold the pipes open; give them ``drain`` seconds, then
+    end the group and stop waiting."""
+    deadline = time.monotonic() + drain
+    for reader in readers:
+        reader.join(max(0.0, deadline - time.monotonic()))
+    if any(r.is_alive() for r in readers):
+        _kill_group(proc)
+        for reader in readers:
+            reader.join(1.0)
+
+
+def _wait(proc: subprocess.Popen, seconds: float) -> None:
+    try:
+        proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, err = _drain(proc)
-        return RunResult(
-            args,
-            None,
-            _decode(out),
-            _decode(err),
-            timed_out=True,
-            seconds=time.perf_counter() - start,
-        )
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
-    return RunResult(args, proc.returncode, _decode(out), _decode(err), seconds=time.perf_counter() - start)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
+
+# --- stream_run: line by line ------------------------------------------------------------------------
 
 STREAM_TAIL = 200  # lines of a streamed step's output kept for the failure report
 DRAIN_S = 5.0  # after the child exits, how long a grandchild may keep the output pipe open
+MAX_STREAM = 1 << 30  # bytes a streamed step may print in all (pip prints far less)
 
 
 def stream_run(
@@ -137,45 +411,47 @@ def stream_run(
     on_line: Callable[[str], object],
     env: Mapping[str, str] | None = None,
     grace: float = 15.0,
+    interrupt_grace: float | None = None,
 ) -> RunResult:
     """Like ``run``, but stdout and stderr together go to ``on_line`` line by line as they come (called
-    on this thread). On the timeout the child's group is interrupted (SIGINT: pip rolls back a half-done
-    install on it), then killed after ``grace`` seconds; the result says ``timed_out``. Never raises,
-    except that a KeyboardInterrupt is passed on after the child got the same treatment."""
+    on this thread). On the timeout the child's group is interrupted (SIGINT), then killed after
+    ``grace`` seconds; the result says ``timed_out``. Never raises, except that a KeyboardInterrupt (and
+    the app's ``Interrupted`` for SIGTERM/SIGHUP) is passed on after the child's group was stopped: interrupted, then killed after
+    ``interrupt_grace`` seconds (default ``grace``; 0: killed at once)."""
     args = [str(a) for a in argv]
+    timeout = limit_seconds(timeout)
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
-            **_new_group(),
-        )
+        proc = _spawn(args, timeout + grace, env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT)
     except FileNotFoundError:
         return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
-    except OSError as exc:
-        return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return RunResult(args, None, error=getattr(exc, "strerror", None) or str(exc),
+                         seconds=time.perf_counter() - start)
+    _track(proc, False)
     fired = threading.Event()
 
-    def stop() -> None:
-        """Interrupt, wait ``grace``, kill. Best effort: never raises (it runs on the timer thread too)."""
-        _interrupt_group(proc)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-        except Exception:  # noqa: BLE001 - a timer thread must not die with the child still running
+    def stop(wait: float) -> None:
+        """Interrupt, wait, kill. Best effort: never raises (it runs on the timer thread too)."""
+        if wait > 0:
+            _interrupt_group(proc)
+            try:
+                proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+            except Exception:  # noqa: BLE001 - a timer thread must not die with the child still running
+                _kill_group(proc)
+        else:
             _kill_group(proc)
 
     def on_timeout() -> None:
         fired.set()
-        stop()
+        stop(grace)
 
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines: queue.Queue[str | None] = queue.Queue(maxsize=10_000)
     assert proc.stdout is not None
-    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc.stdout, lines, lambda: _kill_group(proc)), daemon=True)
     reader.start()
     timer = threading.Timer(timeout, on_timeout)
     timer.daemon = True
@@ -200,21 +476,31 @@ def stream_run(
             tail.append(line)
             on_line(line)
         code = proc.wait()
-    except KeyboardInterrupt:
+    except BaseException:  # KeyboardInterrupt, Interrupted
         timer.cancel()
-        stop()
+        stop(grace if interrupt_grace is None else interrupt_grace)
         raise
     finally:
         timer.cancel()
+        _untrack(proc)
     seconds = time.perf_counter() - start
     if fired.is_set():
         return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)
     return RunResult(args, code, "\n".join(tail), seconds=seconds)
 
 
-def _pump(stream, out: queue.Queue) -> None:
+def _pump(stream, out: queue.Queue, on_over: Callable[[], None]) -> None:
+    """Lines of ``stream`` (each cut at MAX_LINE) into ``out``; past MAX_STREAM bytes the child is stopped."""
+    total = 0
     try:
-        for raw in stream:
+        while True:
+            raw = stream.readline(MAX_LINE)
+            if not raw:
+                break
+            total += len(raw)
+            if total > MAX_STREAM:
+                on_over()
+                break
             out.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
     except (OSError, ValueError):
         pass
@@ -222,11 +508,7 @@ def _pump(stream, out: queue.Queue) -> None:
         out.put(None)
 
 
-def _new_group() -> dict:
-    """Popen options that start the child in a process group of its own."""
-    if os.name == "nt":
-        return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)}
-    return {"start_new_session": True}
+# --- stopping ------------------------------------------------------------------------------------------
 
 
 def _interrupt_group(proc: subprocess.Popen) -> None:
@@ -250,6 +532,21 @@ def _interrupt_group(proc: subprocess.Popen) -> None:
         _kill_group(proc)
 
 
+def _stop_politely(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM to the group (torchrun passes it on to the ranks it started in sessions of their own),
+    then SIGKILL after ``grace`` seconds."""
+    killpg, sigterm = getattr(os, "killpg", None), getattr(signal, "SIGTERM", None)
+    if killpg is None or sigterm is None:
+        _kill_group(proc)
+        return
+    try:
+        killpg(proc.pid, sigterm)
+    except OSError:
+        pass
+    _wait(proc, grace)
+    _kill_group(proc)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL to the child's group; ``proc.kill()`` where there is no ``os.killpg``/``signal.SIGKILL``."""
     killpg, sigkill = getattr(os, "killpg", None), getattr(signal, "SIGKILL", None)
@@ -265,86 +562,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
-    try:
-        return proc.communicate(timeout=2)
-    except (subprocess.TimeoutExpired, OSError, ValueError):
-        return b"", b""
-
-
-def _decode(data: bytes | None) -> str:
-    return (data or b"").decode("utf-8", errors="replace")
-
-
 def run_lines(
     argv: Sequence[str],
     timeout: float,
     on_line: Callable[[str], object],
     env: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Like ``run`` (stdout and stderr apart, a time limit, its own process group, never raises), but each
-    stdout line also goes to ``on_line`` as it comes (on a reader thread): the smoke child's JSON lines,
-    for progress. ``on_line`` must not raise; if it does, the line is still kept."""
-    args = [str(a) for a in argv]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
-            **_new_group(),
-        )
-    except FileNotFoundError:
-        return RunResult(args, None, not_found=True, seconds=time.perf_counter() - start)
-    except OSError as exc:
-        return RunResult(args, None, error=exc.strerror or str(exc), seconds=time.perf_counter() - start)
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
-    out: list[bytes] = []
-    err: list[bytes] = []
-
-    def read_out() -> None:
-        assert proc.stdout is not None
-        try:
-            for raw in proc.stdout:
-                out.append(raw)
-                try:
-                    on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-                except Exception:  # noqa: BLE001 - a progress display must never cost the evidence
-                    pass
-        except (OSError, ValueError):
-            pass
-
-    def read_err() -> None:
-        assert proc.stderr is not None
-        try:
-            for raw in proc.stderr:
-                err.append(raw)
-        except (OSError, ValueError):
-            pass
-
-    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
-    for reader in readers:  # a grandchild may hold the pipes open: do not wait on it for long
-        reader.join(timeout=2 if timed_out else DRAIN_S)
-    seconds = time.perf_counter() - start
-    stdout, stderr = _decode(b"".join(out)), _decode(b"".join(err))
-    if timed_out:
-        return RunResult(args, None, stdout, stderr, timed_out=True, seconds=seconds)
-    return RunResult(args, proc.returncode, stdout, stderr, seconds=seconds)
+    """``run`` (a time and output limit, its own process group, never raises) that also hands each stdout
+    line to ``on_line`` as it comes (on the reader thread): the smoke child's JSON lines, for progress.
+    ``on_line`` must not raise; if it does, the line is still kept."""
+    return run(argv, timeout=timeout, env=env, on_line=on_line)

@@ -99,6 +99,7 @@ def run_fix(world, venv, *args, extra_env=None, cwd=None, python=None):
     env = isolated_env(extra_env)
     env["PATH"] = f"{world['bin']}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(REPO)
+    env["XDG_STATE_HOME"] = str(venv.parent / "state")  # restore files and locks (doctor/fix/state.py)
     env.update(TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(world["root"] / "sysroot"), NO_COLOR="1")
     argv = [
         sys.executable,
@@ -185,7 +186,7 @@ def test_pip_fix_turns_cpu_into_cu121_keeps_numpy_and_the_restore_command_brings
     untouched = {k: v for k, v in before.items() if k not in CPU and "/" not in k}
     assert {k: after[k] for k in untouched} == untouched and after["numpy"] == "1.0.0"
     assert set(after) - set(before) == {"nvidia-cuda-runtime-cu12"}
-    restore_file = next(tmp_path.glob("torchdoctor-restore-*.txt"))
+    restore_file = next((tmp_path / "state").rglob("torchdoctor-restore-*.txt"))
     assert "torch==2.5.1+cpu  # from the /whl/cpu index" in restore_file.read_text()
     uninstall, install = restore_command(res.stdout)
     # The CUDA wheel the fix pulled in was not there before: pins cannot remove it, the uninstall does.
@@ -295,21 +296,20 @@ def test_uv_made_env_is_fixed_with_uv(world, tmp_path):
     assert "nvidia-cuda-runtime-cu12" not in installed(venv)
 
 
-def test_install_failing_midway_leaves_a_restorable_env_and_the_restore_command(world, tmp_path):
+def test_install_failing_midway_is_rolled_back_and_the_restore_command_still_works(world, tmp_path):
     # The cu121 torch wheel resolves fine but ends with a file outside the install scheme: pip fails while
     # extracting it, after uninstalling the CPU build. pip rolls the uninstall back, but the new wheel's
-    # files extracted so far stay (seen with pip 23.2.1): the restore command must put the CPU build back.
+    # files extracted so far stay (seen with pip 23.2.1): fix restores the CPU build itself, at once.
     venv = fresh_venv(world, tmp_path)
     res = run_fix(world, venv, "--yes", "--index-url-base", world["broken"].as_uri())
     assert res.returncode == 5, res.stdout + res.stderr
     assert (
         "step 1/1 failed (python exited with 1)" in res.stderr and "trying to install outside" in res.stderr
     )
-    lines = res.stderr.splitlines()
-    command = lines[
-        lines.index("  the environment may be partly changed; restore the previous builds with:") + 1
-    ]
-    run_restore(split_commands(command))
+    assert "torchdoctor: restored: every package is as it was before the fix." in res.stderr
+    assert "pip check: no broken requirements." in res.stderr
+    # The command printed in the plan works afterwards too (nothing to undo: it reinstalls the same builds).
+    run_restore(restore_command(res.stdout))
     site = site_packages(venv)
     for name, version in CPU.items():
         scope: dict = {}
@@ -325,7 +325,7 @@ def test_wheel_missing_from_the_index_changes_nothing(world, tmp_path):
     res = run_fix(world, venv, "--yes", "--index-url-base", index.as_uri())
     assert res.returncode == 5, res.stdout + res.stderr
     assert "could not resolve the plan" in res.stderr and "nothing was changed" in res.stderr
-    assert not list(tmp_path.glob("torchdoctor-restore-*"))
+    assert not list((tmp_path / "state").rglob("torchdoctor-restore-*"))
     assert_builds(venv, CPU)
 
 
@@ -337,4 +337,4 @@ def test_no_consent_without_yes_in_a_non_interactive_run(world, tmp_path):
     assert "Fix plan" in res.stdout  # the plan was shown...
     assert "restore with:" not in res.stdout  # ...but nothing resolved: the dry run can download gigabytes
     assert_builds(venv, CPU)
-    assert not list(tmp_path.glob("torchdoctor-restore-*"))
+    assert not list((tmp_path / "state").rglob("torchdoctor-restore-*"))

@@ -21,6 +21,7 @@ from doctor.app.output import emit
 from doctor.app.run import exit_code_for, make_report
 from doctor.errors import DoctorError
 from doctor.fix import environment as fixenv
+from doctor.fix import rollback
 from doctor.fix.preview import Change, Preview, parse_pip_report, parse_uv_dry_run
 from doctor.fix.project import detect_project, project_change, target_project
 from doctor.fix.restore import restore_argvs, restore_command
@@ -68,6 +69,8 @@ class FakeInstaller:
         self.report_extra = list(report_extra)
         self.calls: list[list[str]] = []
         self.steps = 0
+        self.before = dict(before)
+        self.restored: list[list[str]] = []
 
     def runner(self, argv, timeout=10.0, env=None, stdin=None, cwd=None):
         argv = [str(a) for a in argv]
@@ -78,6 +81,10 @@ class FakeInstaller:
             return RunResult(argv, 0, "pip 24.0 from /x/pip (python 3.12)\n")
         if argv[1:] == ["-m", "pip", "config", "list"]:
             return RunResult(argv, 0, "")
+        if argv[1:] == ["-m", "pip", "check"]:
+            return RunResult(argv, 0, "No broken requirements found.\n")
+        if argv[1:2] == ["-c"] and argv[2] == rollback.SITE_SCRIPT:
+            return RunResult(argv, 0, "[]")  # no site folders: nothing of pip's debris to look for
         if "--dry-run" in argv:
             path = argv[argv.index("--report") + 1]
             items = [
@@ -91,10 +98,16 @@ class FakeInstaller:
 
     def stream(self, argv, timeout, on_line, env=None):
         self.calls.append(list(argv))
+        if "-r" in argv or argv[2:4] == ["pip", "uninstall"]:  # the rollback's restore commands
+            self.restored.append(list(argv))
+            if "-r" in argv:
+                self.state = dict(self.before)
+            return RunResult(list(argv), 0)
         self.steps += 1
         on_line("Installing collected packages: torch")
         if self.fail_step == self.steps:
             on_line("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device")
+            self.state = {**self.state, "torch": self.after["torch"]}  # half done, as pip leaves it
             return RunResult(list(argv), 1, "ERROR: No space left on device")
         if argv[:2] == ["conda", "remove"]:
             return RunResult(list(argv), 0)
@@ -120,7 +133,7 @@ def fake_machine(fake, snaps, table, tmp_path, stdin=None):
         runner=fake.runner,
         stream=fake.stream,
         stdin=stdin or io.StringIO(""),
-        env={"PATH": ""},
+        env={"PATH": "", "XDG_STATE_HOME": str(tmp_path / "state")},  # restore files and locks go there
         cwd=tmp_path,
         diagnose=diagnose_fake,
         report=make_report,
@@ -153,7 +166,7 @@ def test_yes_runs_the_pinned_install_writes_restore_and_verifies(table, tmp_path
             "https://download.pytorch.org/whl/cu128",
         ]
     ]
-    restore = next(tmp_path.glob("torchdoctor-restore-*.txt"))
+    restore = next((tmp_path / "state").rglob("torchdoctor-restore-*.txt"))
     pins = [line.split()[0] for line in restore.read_text().splitlines() if not line.startswith("#")]
     assert pins == ["torch==2.7.1+cpu", "torchvision==0.22.1+cpu", "torchaudio==2.7.1+cpu"]
     assert (
@@ -169,7 +182,7 @@ def test_no_consent_in_a_non_interactive_run_refuses_with_exit_6_before_any_inst
     with pytest.raises(DoctorError) as exc:
         run_fix(opts(), FixOptions(), fake_machine(fake, [cpu_snapshot()], table, tmp_path))
     assert exc.value.exit_code == exitcodes.REFUSED and "pass --yes" in str(exc.value)
-    assert fake.steps == 0 and not list(tmp_path.glob("torchdoctor-restore-*"))
+    assert fake.steps == 0 and not list((tmp_path / "state").rglob("torchdoctor-restore-*"))
     # Not even a freeze or the dry run (which resolves, and may download, the whole plan).
     assert fake.calls == []
 
@@ -206,7 +219,7 @@ def test_pep668_and_conda_base_are_refused_unless_forced(table, tmp_path, interp
     assert run_fix(opts(), FixOptions(yes=True, force=True), machine) == exitcodes.OK and fake.steps == 1
 
 
-def test_a_step_failing_midway_reports_it_and_the_restore_command(table, tmp_path, capsys):
+def test_a_step_failing_midway_is_rolled_back(table, tmp_path, capsys):
     snap = cpu_snapshot(env_kind="conda", prefix="/home/u/miniforge/envs/t")
     snap.environment.python = PythonFacts(conda=Conda(records=[
         CondaRecord(name="pytorch", version="2.7.1", build="py3.12_cpu_0", channel="pytorch"),
@@ -228,12 +241,12 @@ def test_a_step_failing_midway_reports_it_and_the_restore_command(table, tmp_pat
         "cpuonly",
     ]
     assert "step 2/2 failed (python exited with 1)" in err and "No space left on device" in err
-    assert (
-        "restore the previous builds with:" in err
-        and "--index-url https://download.pytorch.org/whl/cpu" in err
-    )
-    assert "--force-reinstall --no-deps" in err
-    restore = next(tmp_path.glob("torchdoctor-restore-*.txt")).read_text()
+    # The fix rolls itself back: the old builds reinstalled exactly from their index, then pip check.
+    [reinstall] = [c for c in fake.restored if "-r" in c]
+    assert reinstall[-4:] == ["--force-reinstall", "--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu"]
+    assert "restored: every package is as it was before the fix" in err and "pip check: no broken" in err
+    assert fake.state == fake.before and [PY, "-m", "pip", "check"] in fake.calls
+    restore = next((tmp_path / "state").rglob("torchdoctor-restore-*.txt")).read_text()
     assert "conda had: pytorch=2.7.1=py3.12_cpu_0 (channel pytorch)" in restore
 
 
@@ -406,7 +419,7 @@ def test_restore_puts_back_the_old_cuda_wheels_and_removes_the_new_ones(table, t
     machine = fake_machine(fake, [cpu_snapshot(), make_snapshot()], table, tmp_path)
     assert run_fix(opts(), FixOptions(yes=True), machine) == exitcodes.OK
     out = capsys.readouterr().out
-    restore = next(tmp_path.glob("torchdoctor-restore-*.txt"))
+    restore = next((tmp_path / "state").rglob("torchdoctor-restore-*.txt"))
     pins = [line.split()[0] for line in restore.read_text().splitlines() if not line.startswith("#")]
     assert pins == [
         "torch==2.7.1+cpu",

@@ -20,6 +20,20 @@ from doctor.model.requirements import Requirements, requirements_from_table
 _MENTIONS_US = re.compile(r"^\s*\[+\s*tool\s*\.\s*[\"']?torchdoctor\b|\btool\s*\.\s*[\"']?torchdoctor\b"
                           r"|^\s*torchdoctor\s*=", re.MULTILINE)
 
+MAX_CONFIG_BYTES = 4 << 20  # a pyproject.toml is a few KB
+
+
+def _decode(data: bytes, path: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DoctorError(f"{path}: saved as UTF-16 (PowerShell's > does that): TOML must be UTF-8")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DoctorError(
+            f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): TOML must be UTF-8"
+        ) from None
+
+
 
 def _toml():
     """tomllib (3.11+) or its backport tomli (the dependency pyproject.toml declares for 3.10)."""
@@ -44,21 +58,27 @@ def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = (), exp
     ``other_keys`` are [tool.torchdoctor] keys owned by other features, accepted and ignored here.
     Raises DoctorError with one line naming the file and key for anything malformed.
     """
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+    from doctor.model.files import FileRefused, read_bytes
+
+    try:  # bytes, bounded, a regular file only (doctor/model/files.py); TOML is UTF-8 by definition
+        raw = read_bytes(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return None
+    except FileRefused as exc:
+        raise DoctorError(f"{path}: cannot read: {exc}") from None
     except OSError as exc:
         raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
     toml = _toml()
     try:
-        data = toml.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, toml.TOMLDecodeError) as exc:
-        text = raw.decode("utf-8", errors="replace")
+        data = toml.loads(_decode(raw, path))
+    except (DoctorError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+        text = raw.decode("utf-16" if utf16 else "utf-8", errors="replace")
         if not explicit and not _MENTIONS_US.search(text):
             return None  # someone else's pyproject.toml, broken for them too, but not a config of ours
-        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        if isinstance(exc, DoctorError):
+            raise
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:200]
         raise DoctorError(f"{path}: invalid TOML, so its [tool.torchdoctor] cannot be read: {why}") from None
     tool = data.get("tool", {})
     table = tool.get("torchdoctor") if isinstance(tool, dict) else None

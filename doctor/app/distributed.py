@@ -13,9 +13,13 @@ from doctor.errors import DoctorError
 
 def run_distributed(python: str | None, nproc: int, timeout: float, as_json: bool, output: Path | None,
                     quiet: bool = False) -> int:
+    from doctor.app.options import validate_distributed
     from doctor.distributed.launch import run_local
+    from doctor.probes.nvidia.kernel import read_pci_nvidia_devices
     from doctor.render.distributed import render_text
+    from doctor.render.sanitize import printable
 
+    validate_distributed(nproc, timeout, len(read_pci_nvidia_devices() or []))
     path, reason = choose_interpreter(python)
     if path is None:
         raise DoctorError(f"no interpreter to run torchrun with: {reason}")
@@ -24,6 +28,7 @@ def run_distributed(python: str | None, nproc: int, timeout: float, as_json: boo
         tail = (result.stderr or result.stdout or "").strip().splitlines()[-1:] or [""]
         raise DoctorError(f"torchrun in {path} produced no report ({result.describe()}): {tail[0]}",
                           exitcodes.FINDINGS)
-    text = json.dumps(report, indent=2) + "\n" if as_json else render_text(report)
+    # JSON stays exact; the text view of what the ranks reported (host and GPU names...) is made printable.
+    text = json.dumps(report, indent=2) + "\n" if as_json else printable(render_text(report), multiline=True)
     deliver(text, CheckOptions(output=output, quiet=quiet))
     return int(report.get("summary", {}).get("exit_code", exitcodes.OK))

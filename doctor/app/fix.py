@@ -17,8 +17,11 @@ def run_fix(opts: CheckOptions, fix) -> int:
     and this source."""
     from doctor.fix.run import Machine
     from doctor.fix.run import run_fix as carry_out
+    from doctor.fix.state import refuse_existing
 
     validate(opts)
     fix.source = source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
+    if not fix.dry_run:
+        refuse_existing(fix.restore_file)  # never written over, never through a symlink: said before probing
     return carry_out(opts, fix, Machine(diagnose=diagnose_machine, report=make_report, emit=emit,
                                         exit_code=exit_code_for))

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from doctor import exitcodes
@@ -124,31 +125,31 @@ def summarize_command(
 
     if as_json and markdown:
         raise DoctorError("--json and --markdown: choose one")
+    from doctor.app.options import CheckOptions
+    from doctor.app.output import deliver
+    from doctor.errors import one_line
+    from doctor.render.sanitize import sanitize
+
     summary = summarize_paths(reports)
     if not summary.nodes:
         reasons = "; ".join(f"{p}: {r}" for p, r in summary.unreadable[:3]) or "no *.json found"
-        print(f"torchdoctor fleet: no readable report ({reasons})", file=sys.stderr)
+        print(one_line(f"torchdoctor fleet: no readable report ({reasons})"), file=sys.stderr)
         return exitcodes.USAGE
     data = summary_to_dict(summary)
     if as_json:
-        text = json.dumps(data, indent=2) + "\n"
+        text = json.dumps(data, indent=2) + "\n"  # exact: JSON escapes control characters itself
     elif markdown:
-        text = render_markdown(data)
+        text = render_markdown(sanitize(data))
     elif output:
         import io
 
         from rich.console import Console
 
         buffer = io.StringIO()
-        render_human(data, Console(file=buffer, width=120, no_color=True, highlight=False))
+        render_human(sanitize(data), Console(file=buffer, width=120, no_color=True, highlight=False))
         text = buffer.getvalue()
     else:
-        render_human(data)
+        render_human(sanitize(data))
         return summary.exit_code
-    from pathlib import Path
-
-    from doctor.app.options import CheckOptions
-    from doctor.app.output import deliver
-
     deliver(text, CheckOptions(output=Path(output) if output else None, quiet=quiet))
     return summary.exit_code

@@ -43,12 +43,17 @@ class CheckOptions:
         return self.format or ("json" if self.json else "text")
 
 
+MAX_TIMEOUT_S = 24 * 3600.0  # a time limit longer than a day is a typo, never a plan
+MAX_DEVICE_INDEX_DIGITS = 6
+
+
 def validate(opts: CheckOptions) -> None:
     """Option values that can only be wrong: one line and exit 2 before any probing."""
-    if opts.device != "all" and not opts.device.isdigit():
+    if opts.device != "all" and not (opts.device.isdigit() and len(opts.device) <= MAX_DEVICE_INDEX_DIGITS):
         raise DoctorError(f"--device {opts.device!r}: give a device index (0, 1, ...) or 'all'")
-    if not opts.smoke_timeout > 0:
-        raise DoctorError(f"--smoke-timeout {opts.smoke_timeout}: must be a positive number of seconds")
+    check_timeout("--smoke-timeout", opts.smoke_timeout)
+    if not opts.inputs:
+        validate_overrides()
     if opts.json and opts.format not in (None, "json"):
         raise DoctorError(f"--json and --format {opts.format} contradict each other: pick one")
     if opts.config is not None and not opts.config.is_file():
@@ -73,6 +78,8 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
 
 def source_from_options(index_url_base: str | None, find_links: str | None, no_index: bool) -> InstallSource:
     """Validate and normalise the command-line source options (a local folder becomes a file:// URL)."""
+    check_source_text("--index-url-base", index_url_base)
+    check_source_text("--find-links", find_links)
     if no_index and not find_links:
         raise DoctorError("--no-index needs --find-links DIR_OR_URL (where the wheels are)")
     base = DEFAULT_INDEX_BASE
@@ -91,3 +98,48 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
             raise DoctorError(f"--find-links {find_links!r}: no such folder")
         links = str(folder.resolve())
     return InstallSource(base, links, no_index, bool(index_url_base))
+
+
+def check_timeout(option: str, value: float, most: float = MAX_TIMEOUT_S) -> float:
+    """A time limit must be a finite number of seconds above 0 and at most ``most`` (nan, inf, 0 and 1e308
+    are refused: no child could be given them as a limit)."""
+    from doctor.model.files import bounded_float
+
+    if bounded_float(value, 0.0, most) is None:
+        raise DoctorError(f"{option} {value}: give a number of seconds above 0 and at most {most:g}")
+    return float(value)
+
+
+def validate_overrides(env=None) -> None:
+    """TORCHDOCTOR_DRIVER_VERSION, _CUDA_DRIVER_VERSION and _NVIDIA_TIMEOUT: one that cannot mean anything
+    is a usage error (a forced driver version is never shown as if nvidia-smi had read it)."""
+    import os
+
+    from doctor.probes.overrides import BadOverride, read_overrides
+
+    try:
+        read_overrides(os.environ if env is None else env)
+    except BadOverride as exc:
+        raise DoctorError(str(exc)) from None
+
+
+def validate_distributed(nproc_per_node: int, timeout: float, devices: int | None = None) -> None:
+    """`distributed`: at least one rank and no more than this node can run (its CPUs, or its GPUs when it
+    has more), and a usable time limit; checked before torchrun starts anything."""
+    import os
+
+    check_timeout("--timeout", timeout)
+    most = max(os.cpu_count() or 1, devices or 0)
+    if not 1 <= nproc_per_node <= most:
+        raise DoctorError(
+            f"--nproc-per-node {nproc_per_node}: give 1 to {most} (this node has {os.cpu_count() or 1} CPU(s)"
+            + (f" and {devices} GPU(s)" if devices else "")
+            + "); for more ranks use several nodes: torchrun ... -m doctor.distributed"
+        )
+
+
+def check_source_text(option: str, value: str | None) -> None:
+    """A URL or folder given on the command line goes into printed commands: no control characters, no
+    line breaks (a newline would print a forged line under the plan)."""
+    if value is not None and any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise DoctorError(f"{option} {value!r}: contains a control character or a line break")

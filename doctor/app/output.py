@@ -8,7 +8,9 @@ import sys
 from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
 
-SHARED_FORMATS = ("markdown", "github")  # meant to be pasted or published (a job summary can be public)
+# Meant to be pasted, published or uploaded (a job summary can be public; JUnit files become CI artifacts):
+# redacted on stdout too, unless --no-redact.
+SHARED_FORMATS = ("markdown", "github", "junit")
 
 
 def _redacted(report: dict, opts: CheckOptions) -> dict:
@@ -31,6 +33,9 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
         from doctor.render.json import render_json
 
         return render_json(report, ascii_only=opts.output is None and not can_encode(sys.stdout))
+    from doctor.render.sanitize import sanitize
+
+    report = sanitize(report)  # every other format reaches a terminal or a page: nothing raw
     if fmt == "markdown":
         from doctor.render.markdown import render_markdown
 
@@ -60,14 +65,16 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
 def _append_step_summary(path: str, report: dict) -> str:
     """Append the Markdown report to GITHUB_STEP_SUMMARY; a summary that cannot be written becomes a
     ::warning:: line rather than failing the CI step."""
+    from doctor.errors import one_line
+    from doctor.model.files import write_text
     from doctor.render.github import annotation
     from doctor.render.markdown import render_markdown
 
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(report) + "\n")
+    try:  # GITHUB_STEP_SUMMARY naming a FIFO nobody reads is an error at once, not a hang
+        write_text(path, render_markdown(report) + "\n", append=True)
     except OSError as exc:
-        return annotation("warning", "torchdoctor", f"could not write the step summary to {path}: {exc}") + "\n"
+        why = exc.strerror or str(exc)
+        return annotation("warning", "torchdoctor", one_line(f"could not write the step summary to {path}: {why}")) + "\n"
     return ""
 
 
@@ -77,13 +84,16 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
     if opts.output is None:
         sys.stdout.write(text)
         return
+    from doctor.errors import one_line
+    from doctor.model.files import write_text
+
     try:
         opts.output.parent.mkdir(parents=True, exist_ok=True)
-        opts.output.write_text(text, encoding="utf-8")
+        write_text(opts.output, text)
     except OSError as exc:
         raise DoctorError(f"cannot write {opts.output}: {exc.strerror or exc}") from exc
     if not opts.quiet:
-        print(f"torchdoctor: wrote {opts.output}", file=sys.stderr)
+        print(one_line(f"torchdoctor: wrote {opts.output}"), file=sys.stderr)
 
 
 def emit(report: dict, opts: CheckOptions, mode: str = "check") -> None:

@@ -87,7 +87,7 @@ def unusable(opts: CheckOptions, snapshot) -> None:
         from doctor.errors import DoctorError
 
         lines = [line for line in interp.error_lines or [] if line not in interp.error]
-        raise DoctorError("\n  ".join([f"--python {opts.python}: {interp.error}", *lines]))
+        raise DoctorError(f"--python {opts.python}: {interp.error}", details=lines)
 
 
 def _import_judges() -> None:

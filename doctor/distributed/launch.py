@@ -12,6 +12,7 @@ from typing import Any
 
 # Seconds for the rendezvous and for each collective; the rank's --timeout defaults to it too.
 DEFAULT_TIMEOUT_S = 60.0
+MAX_REPORT_BYTES = 64 << 20  # rank 0's report of many ranks; anything larger is not one
 
 
 def launch_command(python: str, nproc_per_node: int, args: list[str] | None = None) -> list[str]:
@@ -39,6 +40,7 @@ def run_local(
     """Run torchrun on this node; return (rank 0's report or None, the RunResult)."""
     import tempfile
 
+    from doctor.model.files import read_bytes
     from doctor.runner import run
 
     runner = runner or run
@@ -50,9 +52,12 @@ def run_local(
         args = ["--json", "-o", out, "--timeout", str(timeout_s)] + list(extra_args or [])
         argv = launch_command(python, nproc_per_node, args)
         # rendezvous + collectives + sweep each bounded by timeout_s; torchrun start-up on top
-        result = runner(argv, timeout=4 * timeout_s + 60, env=child_env)
+        # torchrun starts every rank in a session of its own: stopped, the ranks are looked for as well
+        # (by the runner's owner mark), and each rank's own watchdog ends it at its deadline.
+        kwargs = {"sessions": True} if runner is run else {}
+        result = runner(argv, timeout=4 * timeout_s + 60, env=child_env, **kwargs)
         try:
-            with open(out) as fh:
-                return json.load(fh), result
-        except (OSError, ValueError):
+            data = json.loads(read_bytes(out, MAX_REPORT_BYTES))
+        except (OSError, ValueError, RecursionError):
             return None, result
+        return (data if isinstance(data, dict) else None), result

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.model.files import read_text
 from doctor.model.versions import normalize_name
 from doctor.plan.commands import PIP, UV, pip_argv
 from doctor.runner import run
@@ -149,7 +150,4 @@ def find_uv(env: dict | None = None, which=shutil.which) -> str | None:
 
 
 def _read_text(path: str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:
-        return None
+    return read_text(path, 4 << 20)  # a constraints file: regular, bounded (doctor/model/files.py)

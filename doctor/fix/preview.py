@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
 from doctor.fix import environment as fixenv
+from doctor.model.files import read_bytes
 from doctor.model.versions import normalize_name
 from doctor.plan import installers
 from doctor.plan.commands import PIP, UV, dry_run_argv
@@ -114,7 +115,6 @@ def preview_install(
         if not res.ok:
             return res
         try:
-            with open(report, encoding="utf-8") as fh:
-                return parse_pip_report(json.load(fh), before)
-        except (OSError, ValueError) as exc:
+            return parse_pip_report(json.loads(read_bytes(report, 256 << 20)), before)
+        except (OSError, ValueError, RecursionError) as exc:
             return Preview(note=f"pip's report could not be read ({exc}): changes not previewed")

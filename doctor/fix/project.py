@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 
+from doctor.model.files import read_text
 from doctor.plan.commands import InstallSource
 
 LOCK_FILES = {"uv": "uv.lock", "poetry": "poetry.lock"}
@@ -18,9 +19,8 @@ def detect_project(cwd: Path) -> str | None:
     for kind, lock in LOCK_FILES.items():  # uv first
         if (cwd / lock).is_file():
             return kind
-    try:
-        text = (cwd / "pyproject.toml").read_text(errors="replace")
-    except OSError:
+    text = read_text(cwd / "pyproject.toml", 4 << 20)  # regular and bounded: a FIFO named so is no project
+    if text is None:
         return None
     if re.search(r"^\[+tool\.uv[.\]]", text, re.M):
         return "uv"

@@ -7,8 +7,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from doctor import exitcodes
-from doctor.errors import DoctorError
 from doctor.fix.environment import LOCAL_OS
 from doctor.model.versions import normalize_name, variant_of
 from doctor.plan import installers
@@ -114,21 +112,7 @@ def restore_text(
     return "\n".join(lines) + "\n"
 
 
-def default_restore_path(cwd: Path, now: _dt.datetime) -> Path:
-    return cwd / f"torchdoctor-restore-{now.strftime('%Y%m%dT%H%M%SZ')}.txt"
-
-
-def restore_path(cwd: Path, given: Path | None, now: _dt.datetime) -> Path:
-    """--restore-file or the default, absolute: the restore command must work from any directory."""
-    path = (cwd / Path(given).expanduser()) if given else default_restore_path(cwd, now)
-    return path.absolute()
-
-
-def write_restore_file(path: Path, text: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError as exc:
-        raise DoctorError(
-            f"cannot write the restore file {path}: {exc.strerror or exc}; pass --restore-file PATH",
-            exitcodes.FIX_FAILED,
-        ) from exc
+def restore_path(cwd: Path, given: Path, now: _dt.datetime | None = None) -> Path:
+    """--restore-file, absolute: the restore command must work from any directory. (Without it the file
+    goes to the state folder: doctor/fix/state.py, which also writes it, never over another file.)"""
+    return (cwd / Path(given).expanduser()).absolute()

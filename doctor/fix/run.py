@@ -2,11 +2,15 @@
 
 The order is the safety: diagnose, with every command written for fix's installer and source from
 the start; refuse what must not be changed (consent.py: PEP 668, conda base; project.py: a uv or
-poetry project whose lock file would be bypassed); resolve the install as a dry run and show every
-package it would change (preview.py); ask; write the restore file (restore.py); run each step with
-its output streamed; compare the environment before and after; diagnose again and show before ->
-after (verify.py). Nothing is changed before consent and the restore file. Installers run from argv
-lists built by doctor/plan/commands.py, never through a shell. What it prints: doctor/render/fix.py.
+poetry project whose lock file would be bypassed); take the lock on the environment (state.py: a
+second fix refuses); resolve the install as a dry run and show every package it would change
+(preview.py); ask; write the restore file (restore.py, into the state folder, never over a file); run
+each step with its output streamed; compare the environment before and after; diagnose again and show
+before -> after (verify.py). Nothing is changed before consent and the restore file. A step that is
+interrupted (Ctrl-C, SIGTERM, SIGHUP: the installer's process group is stopped) or fails is rolled
+back at once (rollback.py: pip's debris cleared, the old builds reinstalled, pip check); when even that
+cannot finish, the exact restore command is printed. Installers run from argv lists built by
+doctor/plan/commands.py, never through a shell. What it prints: doctor/render/fix.py.
 """
 
 from __future__ import annotations
@@ -23,21 +27,16 @@ from doctor.fix import consent
 from doctor.fix import environment as fixenv
 from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install
 from doctor.fix.project import LOCK_FILES, project_change, project_packages, target_project
-from doctor.fix.restore import (
-    restore_argvs,
-    restore_command,
-    restore_path,
-    restore_removals,
-    restore_text,
-    write_restore_file,
-)
+from doctor.fix.restore import restore_argvs, restore_command, restore_path, restore_removals, restore_text
+from doctor.fix.rollback import SiteFolders, clear_debris, debris
+from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
-from doctor.plan.commands import PIP, UV, Commands, InstallSource, render_argv
+from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, render_argv
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
 from doctor.render.text import console
-from doctor.runner import RunResult, run, stream_run
+from doctor.runner import STOP_GRACE_S, RunResult, run, signal_name, stream_run
 
 
 @dataclass
@@ -138,7 +137,15 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         _show_project(con, project, plan, snap, commands.source, dry_run=False)
         return exitcodes.OK
     consent.refuse_without_terminal(fix.yes, stdin)
+    # One fix at a time per environment: a second one refuses here, before its installer runs at all.
+    with EnvironmentLock(snap.interpreter.prefix or plan.python, env):
+        return _carry_out(m, opts, fix, write, diag, con, err, env, stdin)
 
+
+def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con, err, env: dict, stdin) -> int:
+    """Preview, consent, the restore file, the steps and the check after them, under the lock. A step that
+    is interrupted or fails is rolled back (doctor/fix/rollback.py)."""
+    snap, plan, commands = diag.snapshot, diag.plan, diag.commands
     # What the installer would do, and the way back, before asking.
     python, installer = plan.python, commands.installer
     pip_ver = fixenv.installer_ready(installer, write.why, python, env, m.runner)
@@ -161,34 +168,58 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         warnings += fixenv.uv_env_warnings(env)
 
     now = m.now or _dt.datetime.now(_dt.timezone.utc)
-    path = restore_path(cwd, fix.restore_file, now)
+    chosen = fix.restore_file is not None
+    path = restore_path(m.cwd or Path.cwd(), fix.restore_file, now) if chosen else default_restore_path(env, now)
     # What the fix adds: the plan's pins and what the dry run brings in (the restore uninstalls those).
     added = [p.partition("==")[0] for p in pins] + preview.added
-    restore_cmd = restore_command(
-        restore_argvs(installer, python, before, added, commands.source, str(path), commands.uv)
-    )
     runnable = [s for s in plan.steps if s.argv]
 
-    view.show_execution(con, snap.interpreter, installer, write.why, preview, runnable, warnings, path, restore_cmd)
+    def way_back(at: Path) -> Restore:
+        argvs = restore_argvs(installer, python, before, added, commands.source, str(at), commands.uv)
+        return Restore(at, argvs, restore_command(argvs))
+
+    back = way_back(path)
+    view.show_execution(
+        con, snap.interpreter, installer, write.why, preview, runnable, warnings, path, back.command
+    )
     consent.refuse_outside_changes(preview.outside, fix.yes, fix.force)
     if not fix.yes and not consent.ask(con, stdin):
         view.show_not_confirmed(err)
         return exitcodes.REFUSED
 
-    write_restore_file(path, restore_text(
-        python, before, restore_cmd, installers.conda_torch_records(snap), now.isoformat(timespec="seconds"),
+    text = lambda command: restore_text(  # noqa: E731 - the file names the command that names the file
+        python, before, command, installers.conda_torch_records(snap), now.isoformat(timespec="seconds"),
         restore_removals(before, added), previewed=not preview.note,
-    ))
-    view.show_restore_written(con, path)
+    )
+    written = create_file(path, text(back.command), chosen_by_user=chosen)
+    if written != path:  # the name was taken (a fix in the same second): the file names its own path
+        back = way_back(written)
+        with open(written, "w", encoding="utf-8") as handle:
+            handle.write(text(back.command))
+    view.show_restore_written(con, written)
+    site = SiteFolders.read(python, m.runner)
 
     # Only now does anything change.
-    failed = _run_steps(m, con, err, runnable, env, restore_cmd)
-    if failed is not None:
-        return failed
+    stopped = _run_steps(m, con, runnable, env)
+    if stopped is not None:
+        number, why, result = stopped
+        if result is None:
+            view.show_interrupted(err, number, len(runnable), why)
+        else:
+            view.show_step_failed(err, number, len(runnable), runnable[number - 1].description, result)
+        _roll_back(m, con, err, python, installer, before, site, back, env)
+        return exitcodes.INTERRUPTED if result is None else exitcodes.FIX_FAILED
 
     changed = diff_freeze(before, fixenv.read_freeze(python, m.runner) or {})
     view.show_changed(con, err, changed, outside_torch(changed))
-    return _verify(m, con, err, opts, diag, plan, restore_cmd)
+    return _verify(m, con, err, opts, diag, plan, back.command)
+
+
+@dataclass
+class Restore:
+    path: Path
+    argvs: list[list[str]]
+    command: str
 
 
 def _show_project(con, kind: str, plan, snap, source: InstallSource, dry_run: bool) -> None:
@@ -196,21 +227,59 @@ def _show_project(con, kind: str, plan, snap, source: InstallSource, dry_run: bo
     view.show_project(con, kind, LOCK_FILES[kind], change, dry_run)
 
 
-def _run_steps(m: Machine, con, err, steps, env: dict, restore_cmd: str) -> int | None:
-    """Each step in turn, its output streamed; the exit code when one fails or is interrupted, else None."""
+def _run_steps(m: Machine, con, steps, env: dict) -> tuple[int, str, RunResult | None] | None:
+    """Each step in turn, its output streamed. None when all ran; else (the step's number, how it stopped,
+    its result: None when interrupted). The step's process group is stopped before this returns."""
     with view.Progress(con, len(steps)) as progress:
         for number, step in enumerate(steps, 1):
             progress.start(number, step.description, step.command or render_argv(step.argv, fixenv.LOCAL_OS))
             try:
-                result = m.stream(step.argv, fixenv.STEP_TIMEOUT, progress.line, env)
-            except KeyboardInterrupt:
-                view.show_interrupted(err, number, len(steps), restore_cmd)
-                return exitcodes.INTERRUPTED
+                result = m.stream(step.argv, fixenv.STEP_TIMEOUT, progress.line, env, **_quick_stop(m))
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised as one (app/process.py)
+                return number, _signal_of(exc), None
             if not result.ok:
-                view.show_step_failed(err, number, len(steps), step.description, result, restore_cmd)
-                return exitcodes.FIX_FAILED
+                return number, result.describe(), result
             progress.done()
     return None
+
+
+def _quick_stop(m: Machine) -> dict:
+    """The real streaming runner stops an interrupted installer within seconds, not the timeout's grace."""
+    return {"interrupt_grace": STOP_GRACE_S} if m.stream is stream_run else {}
+
+
+def _signal_of(exc: BaseException) -> str:
+    signum = getattr(exc, "signum", None)
+    return signal_name(signum) if signum else "Ctrl-C"
+
+
+def _roll_back(m: Machine, con, err, python, installer, before, site, back: Restore, env: dict) -> bool:
+    """Bring the builds from before back (doctor/fix/rollback.py); True when the environment is whole.
+    Interrupted again, or failing, it clears pip's debris and prints the exact command instead."""
+    try:
+        now = fixenv.read_freeze(python, m.runner)
+        if now == before and not debris(site):
+            view.show_untouched(err)
+            return True
+        view.show_restoring(err, back.path)
+        view.show_cleared(err, clear_debris(site))
+        for argv in back.argvs:
+            result = m.stream(argv, fixenv.STEP_TIMEOUT, view.restore_line(err), env, **_quick_stop(m))
+            if not result.ok:
+                clear_debris(site)
+                view.show_restore_failed(err, result, back.command)
+                return False
+        clear_debris(site)
+        # The environment's own distributions: PYTHONPATH's (a checkout on it, say) are not the fix's business.
+        clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        uv = fixenv.find_uv(env) or "uv"
+        check = m.runner(check_argv(installer, python, uv), timeout=300.0, env=clean)
+        view.show_restored(err, diff_freeze(before, fixenv.read_freeze(python, m.runner) or {}), check)
+        return check.ok
+    except KeyboardInterrupt:
+        clear_debris(site)
+        view.show_restore_interrupted(err, back.command)
+        return False
 
 
 def _verify(m: Machine, con, err, opts, before, plan, restore_cmd: str) -> int:

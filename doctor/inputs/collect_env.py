@@ -379,7 +379,7 @@ def _runtime(
 def _nvidia(fields: dict[str, str], gpu_lines: list[str], install: TorchInstall) -> Nvidia:
     raw_driver = fields.get("nvidia_driver_version")
     driver = _value(raw_driver)
-    if driver and re.match(r"^\d+\.\d+(\.\d+)*$", driver):
+    if driver and re.match(r"^\d{1,6}\.\d{1,6}(\.\d{1,6})*$", driver):
         driver_fact = Fact(driver, source=SOURCE)
     elif raw_driver is None:
         driver_fact = Fact.unknown("collect_env output has no 'Nvidia driver version' line", source=SOURCE)

@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.model.files import FileRefused, read_bytes
+
+MAX_REPORT_BYTES = 20 << 20  # a node report is ~20 KB; anything this big is not one
 UNKNOWN = "(unknown)"
 NONE = "(none)"
 
@@ -57,8 +60,9 @@ def find_report_files(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, 
 
 def read_node_report(path: str) -> NodeReport:
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read())
+        data = json.loads(read_bytes(path, MAX_REPORT_BYTES))
+    except FileRefused as exc:
+        raise UnreadableReport(str(exc)) from None
     except OSError as exc:
         raise UnreadableReport(exc.strerror or str(exc)) from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError

@@ -20,9 +20,10 @@ from doctor import __version__
 from doctor.errors import ReportError
 from doctor.inputs.collect_env import looks_like_collect_env, parse_collect_env
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN
+from doctor.model.files import FileRefused, read_bytes
 from doctor.model.findings import SEVERITIES
 from doctor.model.report import REPORT_SCHEMA_VERSION
-from doctor.model.snapshot import Snapshot, SnapshotFormatError, field_types
+from doctor.model.snapshot import Fact, Snapshot, SnapshotFormatError, field_types
 
 MAX_INPUT_BYTES = 20 * 1024 * 1024  # a report is ~20 KB; anything this big is not one
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "report.schema.json"  # source checkouts
@@ -39,16 +40,14 @@ _SUMMARY_KEYS = ("errors", "warnings", "infos", "exit_code")
 
 
 def read_input_file(path: str) -> str:
-    """The text of a --from file, refusing huge or binary files before parsing anything."""
-    p = Path(path)
+    """The text of a --from file, refusing what is not a regular file (a FIFO, /dev/zero), huge files
+    (counted on the bytes read, not on stat) and binary files before parsing anything."""
     try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if size > MAX_INPUT_BYTES:
-        raise ReportError(f"{path}: {_mb(size)} is too large for a report (limit {_mb(MAX_INPUT_BYTES)})")
-    try:
-        data = p.read_bytes()
+        data = read_bytes(path, MAX_INPUT_BYTES)
+    except FileRefused as exc:
+        if str(exc).startswith("more than"):
+            raise ReportError(f"{path}: {exc}: too large for a report (limit {_mb(MAX_INPUT_BYTES)})") from None
+        raise ReportError(f"{path}: {exc}: save the report to a file and give that") from None
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return decode_input(data, path)
@@ -93,16 +92,30 @@ def detect_input_kind(text: str) -> str:
     return UNKNOWN
 
 
-# The <details> block of our own Markdown (render/markdown.py), pasted back from a GitHub issue.
-_FENCED_JSON = re.compile(r"^(`{3,})json[ \t]*\r?\n(\{.*?)\r?\n\1[ \t]*\r?$", re.MULTILINE | re.DOTALL)
+# The <details> block of our own Markdown (render/markdown.py), pasted back from a GitHub issue: a line
+# ```json (3 or more backticks), the JSON object, and a line with the same backticks.
+_FENCE_OPEN = re.compile(r"(`{3,})json[ \t]*")
 
 
 def _fenced_report(text: str) -> str | None:
+    """The first ```json block holding a report, in one pass over the lines (linear: a paste full of
+    fences that never close costs one read, not one read per fence)."""
     if "report_schema_version" not in text[:MAX_INPUT_BYTES]:
         return None
-    for match in _FENCED_JSON.finditer(text):
-        if '"report_schema_version"' in match.group(2):
-            return match.group(2)
+    fence, body = None, []
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        if fence is None:
+            opened = _FENCE_OPEN.fullmatch(line)
+            if opened:
+                fence, body = opened.group(1), []
+        elif line.rstrip(" \t") == fence:
+            block = "\n".join(body)
+            if block.startswith("{") and '"report_schema_version"' in block:
+                return block
+            fence = None
+        else:
+            body.append(line)
     return None
 
 
@@ -305,6 +318,9 @@ def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict
         raise ReportError(f"{source}: malformed report: {exc}") from None
     except (TypeError, ValueError, RecursionError) as exc:  # from_dict on hostile input
         raise ReportError(f"{source}: malformed report: {type(exc).__name__}: {exc}") from None
+    odd = _odd_fact(snapshot)
+    if odd:
+        raise ReportError(f"{source}: malformed report: {odd}")
     missing = missing_fields(Snapshot, raw)
     if missing:
         snapshot.unknowns = list(snapshot.unknowns) + [
@@ -323,6 +339,26 @@ def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict
         "original_origin": original_origin,
     }
     return snapshot, meta
+
+
+def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
+    """The first fact whose value is not a plain one (text, number, true/false or null): the rules compare
+    facts as such, and a list where a version belongs would crash them."""
+    if isinstance(value, Fact):
+        if value.value is None or isinstance(value.value, (str, int, float, bool)):
+            return None
+        return f"{where}.value: expected a string, a number or null, got {_json_type(value.value)}"
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            found = _odd_fact(getattr(value, f.name), f"{where}.{f.name}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _odd_fact(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:

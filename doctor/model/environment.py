@@ -231,6 +231,8 @@ class PythonFacts:
     externally_managed_text: str | None = None  # the PEP 668 marker's text, outside a venv
     problems: list[str] = field(default_factory=list)  # what the inspector could not read
     error: str | None = None  # the inspector could not run: why
+    # What an interrupted pip left in the sys.path folders: its "~" stash and *.dist-info without RECORD.
+    leftovers: list[str] | None = stated()
 
 
 # --- collect_env text -----------------------------------------------------------------------------

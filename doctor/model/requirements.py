@@ -39,9 +39,11 @@ _UNITS = {  # bytes per unit; GB is decimal as on spec sheets ("A100 40GB" has 4
     "gib": 2**30,
     "tib": 2**40,
 }
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
-_CC_RE = re.compile(r"^\d+\.\d+$")
-CUDA_RE = re.compile(r"^(\d+)(?:\.(\d+|x))?$")
+# Numbers are bounded (a 5,000-digit one is not a size or a version, and int() refuses 4,300+ digits).
+_MEMORY_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
+_CC_RE = re.compile(r"^\d{1,3}\.\d{1,3}$")
+CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3}|x))?$")
+MAX_GPUS = 1 << 20
 
 
 @dataclass
@@ -137,8 +139,8 @@ def validate_requirements(req: Requirements, where: str = "requirements") -> Non
     for item in req.require:
         if item not in BACKENDS:
             raise DoctorError(f"{where}: require {item!r} is not one of {', '.join(BACKENDS)}")
-    if req.min_gpus is not None and req.min_gpus < 0:
-        raise DoctorError(f"{where}: min-gpus must be 0 or more, got {req.min_gpus}")
+    if req.min_gpus is not None and not 0 <= req.min_gpus <= MAX_GPUS:
+        raise DoctorError(f"{where}: min-gpus must be between 0 and {MAX_GPUS}, got {req.min_gpus if abs(req.min_gpus) < 10**18 else 'a larger number'}")
     if req.min_compute_capability is not None and not _CC_RE.match(req.min_compute_capability):
         raise DoctorError(
             f'{where}: min-compute-capability {req.min_compute_capability!r} is not major.minor like "8.0"'
@@ -165,6 +167,8 @@ def specifier(text: str, where: str):
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
+        if re.search(r"\d{19}", text):  # packaging would int() it when comparing: not a version anyway
+            raise InvalidSpecifier(text)
         return SpecifierSet(text)
     except InvalidSpecifier:
         raise DoctorError(f'{where}: torch {text!r} is not a version specifier like ">=2.5,<2.8"') from None

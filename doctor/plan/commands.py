@@ -15,6 +15,7 @@ plus an explicit ``--index-url`` are equivalent where it is right and exact wher
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -125,6 +126,13 @@ def reinstall_argv(
     return argv[:at] + [force_flag(installer), "--no-deps"] + argv[at:]
 
 
+def check_argv(installer: str, python: str, uv: str = "uv") -> list[str]:
+    """``pip check`` / ``uv pip check`` of the target: is every installed distribution's requirement met?"""
+    if installer == UV:
+        return [uv, "pip", "check", "--python", python]
+    return [python, "-m", "pip", "check"]
+
+
 def pip_argv(python: str, *args: str) -> list[str]:
     """``<python> -m pip <args>``: the target's own pip, asked about itself (``--version``, ``config list``)."""
     return [python, "-m", "pip", *args]
@@ -138,7 +146,9 @@ def render_argv(argv: list[str], os_name: str = "linux") -> str:
     """
     out = []
     for arg in argv:
-        if "==" in arg and "'" not in arg and '"' not in arg:
+        if _CONTROL.search(arg):  # a TAB or an escape in a path: ANSI-C quoting names the same file
+            out.append(_ansi_c_quote(arg) if os_name != "windows" else ascii(arg))
+        elif "==" in arg and "'" not in arg and '"' not in arg:
             out.append(f'"{arg}"')
         elif os_name == "windows":
             out.append(f'"{arg}"' if (" " in arg or not arg) else arg)
@@ -147,6 +157,23 @@ def render_argv(argv: list[str], os_name: str = "linux") -> str:
     if os_name == "windows" and out and out[0].startswith('"'):
         out[0] = "& " + out[0]
     return " ".join(out)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _ansi_c_quote(arg: str) -> str:
+    """bash/zsh ``$'...'``: control characters as escapes, so the printed command shows (and runs with)
+    the very argument, never a raw TAB or escape sequence."""
+    out = []
+    for char in arg:
+        if char in "\\'":
+            out.append("\\" + char)
+        elif _CONTROL.match(char):
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(char, f"\\x{ord(char):02x}"))
+        else:
+            out.append(char)
+    return "$'" + "".join(out) + "'"
 
 
 # --- actions -----------------------------------------------------------------------------------------

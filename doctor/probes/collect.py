@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from doctor import __version__
 from doctor.model.environment import Environment
 from doctor.model.snapshot import Interpreter, Nvidia, Provenance, Snapshot, TorchInstall, TorchRuntime
+from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride, Overrides, read_overrides
 from doctor.runner import run
 
 
@@ -51,9 +52,13 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
     # Escape hatches for users (a hung NVML, host /sys mounted elsewhere) that double as test seams.
-    root = env.get("TORCHDOCTOR_SYSROOT") or "/"
-    use_nvml = env.get("TORCHDOCTOR_NVML", "1") != "0"
-    nvidia_timeout = _float(env.get("TORCHDOCTOR_NVIDIA_TIMEOUT"), opts.nvidia_timeout)
+    # (Checked before probing: doctor/app/options.py refuses a bad one. Here one is ignored.)
+    try:
+        forced = read_overrides(env)
+    except BadOverride:
+        forced = Overrides(sysroot=env.get(ENV_SYSROOT) or "/")
+    root, use_nvml = forced.sysroot, forced.nvml
+    nvidia_timeout = forced.nvidia_timeout if env.get(ENV_NVIDIA_TIMEOUT) else opts.nvidia_timeout
     python, reason = opts.interpreter or choose_interpreter(opts.python, env, cwd)
     smoke = opts.smoke and python is not None
     if smoke:
@@ -179,13 +184,6 @@ def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: flo
 
     read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
                           early)
-
-
-def _float(text: str | None, default: float) -> float:
-    try:
-        return float(text) if text else default
-    except ValueError:
-        return default
 
 
 def _host_fallback():

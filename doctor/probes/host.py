@@ -14,6 +14,7 @@ import platform as _platform
 from collections.abc import Mapping
 from types import ModuleType
 
+from doctor.model.files import read_text as bounded_read_text
 from doctor.model.snapshot import Host
 from doctor.probes.environment.containers import detect_container
 from doctor.probes.environment.wsl import read_wsl_markers
@@ -22,13 +23,10 @@ from doctor.probes.environment.wsl import read_wsl_markers
 _MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "x86_64": "x86_64", "i386": "x86", "i686": "x86"}
 
 
-def read_text(root: str, path: str) -> str | None:
-    """Text of ``<root>/<path>``, or None when it is absent or unreadable."""
-    try:
-        with open(_under(root, path), encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except (OSError, ValueError):
-        return None
+def read_text(root: str, path: str, limit: int = 1 << 20) -> str | None:
+    """Text of ``<root>/<path>`` (at most ``limit`` bytes), or None when it is absent, unreadable or not a
+    regular file (a FIFO, a link to /dev/zero: doctor/model/files.py)."""
+    return bounded_read_text(_under(root, path), limit)
 
 
 def _under(root: str, path: str) -> str:

@@ -338,6 +338,7 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
         pyvenv_cfg=raw.get("pyvenv_cfg"),
         externally_managed_text=raw.get("externally_managed_text"),
         problems=list(data.get("problems") or []),
+        leftovers=[str(p) for p in data.get("leftovers") or [] if isinstance(p, str)] or None,
         error=error,
     )
 

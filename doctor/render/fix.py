@@ -4,20 +4,31 @@ output, a failure with the restore command, and the before -> after comparison.
 Each function takes what doctor/fix decided (plain values, or the fix's own objects read by their
 attributes) and prints it on the consoles it is given: stdout's for the run, stderr's for errors.
 Nothing here decides anything. Commands are printed without markup and without wrapping, so that
-they can be copied as they are.
+they can be copied as they are; every string from elsewhere (paths, the installer's output and package
+names, pip's configuration) goes through render/sanitize.py first, so nothing raw reaches the terminal.
 """
 
 from __future__ import annotations
 
+from doctor.render.sanitize import printable
 
-def _text(text: str, style: str = ""):
+
+def _text(text: str, style: str = "", multiline: bool = False):
     from rich.text import Text
 
-    return Text(text, style=style)
+    return Text(printable(text, multiline=multiline), style=style)
+
+
+def _say(con, text: str, style: str = "") -> None:
+    """One line on a console whose terminal may be gone (SIGHUP): a failed write loses only the line."""
+    try:
+        con.print(_text(text, style), soft_wrap=True)
+    except (OSError, ValueError):
+        pass
 
 
 def show_installer(con, installer: str, why: str) -> None:
-    con.print(f"  installer: {installer} ({why})", markup=False)
+    con.print(_text(f"  installer: {installer} ({why})"))
 
 
 def show_project(con, kind: str, lock: str, change: str, dry_run: bool) -> None:
@@ -29,7 +40,7 @@ def show_project(con, kind: str, lock: str, change: str, dry_run: bool) -> None:
             style="bold",
         )
     )
-    con.print(_text(change), soft_wrap=True)
+    con.print(_text(change, multiline=True), soft_wrap=True)
 
 
 def show_nothing_to_run(con, healthy: bool) -> None:
@@ -50,7 +61,7 @@ def show_unresolvable(err, result) -> None:
         "nothing was changed:"
     )
     for line in (result.stdout + "\n" + result.stderr).strip().splitlines()[-15:]:
-        err.print(f"  | {line}", markup=False)
+        err.print(_text(f"  | {line}"))
 
 
 def show_execution(
@@ -66,28 +77,26 @@ def show_execution(
     )
     show_installer(con, installer, why)
     removed = [c for c in preview.changes if c.old is not None]
-    con.print("  remove:    " + (", ".join(f"{c.name} {c.old}" for c in removed) or "nothing"), markup=False)
-    con.print(
-        "  install:   " + (", ".join(f"{c.name} {c.new}" for c in preview.changes if c.new) or "?"),
-        markup=False,
-    )
+    con.print(_text("  remove:    " + (", ".join(f"{c.name} {c.old}" for c in removed) or "nothing")))
+    con.print(_text("  install:   " + (", ".join(f"{c.name} {c.new}" for c in preview.changes if c.new) or "?")))
     if preview.download_bytes is not None:
         con.print(f"  download:  {_size(preview.download_bytes)}")
     else:
         con.print("  download:  size unknown (known only for local files with pip)")
     if preview.note:
-        con.print(f"  note: {preview.note}", markup=False)
+        con.print(_text(f"  note: {preview.note}"))
     for number, step in enumerate(steps, 1):
-        con.print(f"  step {number}/{len(steps)}: {step.description}", markup=False)
+        con.print(_text(f"  step {number}/{len(steps)}: {step.description}"))
         con.print(_text(f"    {step.command}", style="bold"), soft_wrap=True)
     if preview.outside:
         con.print(_text("  ! also changes packages outside torch: " + ", ".join(map(str, preview.outside)),
                         style="yellow"))
     for w in warnings:
         con.print(_text(f"  ! {w}", style="yellow"))
-    con.print(f"  restore file: {restore_path} (written before anything changes)", markup=False)
+    con.print(_text(f"  restore file: {restore_path} (written before anything changes)"))
     con.print("  restore with:", markup=False)
     con.print(_text(f"    {restore_cmd}"), soft_wrap=True)
+    con.print(_text("  interrupted (Ctrl-C, SIGTERM, SIGHUP) or failing, fix stops the installer and restores."))
 
 
 def show_not_confirmed(err) -> None:
@@ -95,7 +104,7 @@ def show_not_confirmed(err) -> None:
 
 
 def show_restore_written(con, path) -> None:
-    con.print(f"Wrote {path}", markup=False)
+    con.print(_text(f"Wrote the restore file {path}"))
 
 
 class Progress:
@@ -138,41 +147,77 @@ class Progress:
     def start(self, number: int, description: str, command: str) -> None:
         if self.rich:
             self.rich.update(self.task, description=f"step {number}/{self.total}")
-        self.console.print(_text(f"step {number}/{self.total}: {description}", style="bold"))
-        self.console.print(_text(f"  $ {command}"), soft_wrap=True)
+        _say(self.console, f"step {number}/{self.total}: {description}", "bold")
+        _say(self.console, f"  $ {command}")
 
     def line(self, text: str) -> None:
         """One line of the step's own output, as it comes."""
-        self.console.print(_text(f"  | {text}", style="dim"), soft_wrap=True)
+        _say(self.console, f"  | {text}", "dim")
 
     def done(self) -> None:
         if self.rich:
             self.rich.advance(self.task)
 
 
-def show_interrupted(err, number: int, total: int, restore_cmd: str) -> None:
-    err.print(f"torchdoctor: interrupted during step {number}/{total}. Restore with:")
-    err.print(f"  {restore_cmd}", markup=False, soft_wrap=True)
+def show_interrupted(err, number: int, total: int, why: str) -> None:
+    _say(err, f"torchdoctor: interrupted ({why}) during step {number}/{total}: the installer was stopped.")
 
 
-def show_step_failed(err, number: int, total: int, description: str, result, restore_cmd: str) -> None:
-    err.print(f"torchdoctor: step {number}/{total} failed ({result.describe()}): {description}", markup=False)
+def show_step_failed(err, number: int, total: int, description: str, result) -> None:
+    _say(err, f"torchdoctor: step {number}/{total} failed ({result.describe()}): {description}")
     for line in (result.stdout or "").strip().splitlines()[-10:]:
-        err.print(f"  | {line}", markup=False)
-    # pip rolls back what it uninstalled, but files of a half-extracted wheel can stay behind: the
-    # restore command reinstalls the old builds over them.
-    err.print("  the environment may be partly changed; restore the previous builds with:", markup=False)
-    err.print(f"  {restore_cmd}", markup=False, soft_wrap=True)
+        _say(err, f"  | {line}")
+
+
+def show_untouched(err) -> None:
+    _say(err, "torchdoctor: nothing had changed yet: the environment is as it was.")
+
+
+def show_restoring(err, path) -> None:
+    _say(err, f"torchdoctor: restoring the builds from before (restore file {path})...")
+
+
+def show_cleared(err, removed: list) -> None:
+    """What an interrupted installer left that was cleared before the restore."""
+    if removed:
+        names = ", ".join(str(p).rstrip("/").rsplit("/", 1)[-1] for p in removed)
+        _say(err, f"  cleared what the stopped installer left: {names}")
+
+
+def restore_line(err):
+    """on_line for the restore commands' output."""
+    return lambda line: _say(err, f"  | {line}", "dim")
+
+
+def show_restored(err, still_different: list, check) -> None:
+    """The restore ran; ``still_different``: what differs from before; ``check``: pip check's result."""
+    if still_different:
+        _say(err, "torchdoctor: restored, but these differ from before: " + ", ".join(map(str, still_different)))
+    else:
+        _say(err, "torchdoctor: restored: every package is as it was before the fix.")
+    if check.ok:
+        _say(err, "  pip check: no broken requirements.")
+    else:
+        _say(err, f"  pip check ({check.describe()}):")
+        for line in (check.stdout + "\n" + check.stderr).strip().splitlines()[-10:]:
+            _say(err, f"  | {line}")
+
+
+def show_restore_failed(err, result, restore_cmd: str) -> None:
+    _say(err, f"torchdoctor: the restore failed ({result.describe()}); once the cause is fixed, restore with:")
+    _say(err, f"  {restore_cmd}")
+
+
+def show_restore_interrupted(err, restore_cmd: str) -> None:
+    _say(err, "torchdoctor: interrupted again while restoring; pip's leftovers were cleared. Restore with:")
+    _say(err, f"  {restore_cmd}")
 
 
 def show_changed(con, err, changed: list, outside: list) -> None:
     """What the two freezes say changed; ``outside``: those of them outside torch's family."""
-    con.print("Changed: " + (", ".join(map(str, changed)) or "nothing"), markup=False)
+    con.print(_text("Changed: " + (", ".join(map(str, changed)) or "nothing")))
     if outside:
-        err.print(
-            "torchdoctor: warning: packages outside torch changed too: " + ", ".join(map(str, outside)),
-            markup=False,
-        )
+        err.print(_text("torchdoctor: warning: packages outside torch changed too: " + ", ".join(map(str, outside))))
 
 
 def show_checking_again(con, smoke: bool) -> None:
@@ -181,20 +226,17 @@ def show_checking_again(con, smoke: bool) -> None:
 
 def show_outcome(con, err, outcome, addresses: list[str], restore_cmd: str) -> None:
     """Before -> after; then either what the fix did not resolve (with the way back) or what it fixed."""
-    con.print(
+    con.print(_text(
         f"  before → after: gone {', '.join(outcome.gone) or '-'}; remaining {', '.join(outcome.remaining) or '-'}; "
-        f"new {', '.join(outcome.appeared) or '-'}",
-        markup=False,
-    )
+        f"new {', '.join(outcome.appeared) or '-'}"
+    ))
     if outcome.torch_now is not None:
-        con.print(f"  torch is now {outcome.torch_now}", markup=False)
+        con.print(_text(f"  torch is now {outcome.torch_now}"))
     if outcome.unresolved:
-        err.print(
-            f"torchdoctor: the fix did not resolve {', '.join(outcome.unresolved)}. Restore with:", markup=False
-        )
-        err.print(f"  {restore_cmd}", markup=False, soft_wrap=True)
+        err.print(_text(f"torchdoctor: the fix did not resolve {', '.join(outcome.unresolved)}. Restore with:"))
+        err.print(_text(f"  {restore_cmd}"), soft_wrap=True)
         return
-    con.print("Fixed: " + (", ".join(addresses) or "the plan ran") + ".", markup=False)
+    con.print(_text("Fixed: " + (", ".join(addresses) or "the plan ran") + "."))
 
 
 def _size(n: int) -> str:

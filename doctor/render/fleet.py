@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.render.sanitize import printable
+
 # How the odd-node dimensions are named on screen, in display order.
 DIMENSION_LABELS = {
     "driver": "NVIDIA driver",
@@ -56,7 +58,7 @@ def render_markdown(summary: dict) -> str:
         out.append("")
     if unreadable:
         out += ["### Unreadable reports", ""]
-        out += [f"- `{u['path']}`: {_md(u['reason'])}" for u in unreadable]
+        out += [f"- `{printable(u['path']).replace('`', chr(39))}`: {_md(u['reason'])}" for u in unreadable]
         out.append("")
     return "\n".join(out)
 
@@ -65,6 +67,7 @@ def render_human(summary: dict, console: Any = None) -> None:
     """rich tables on `console` (a rich Console; default stdout)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     unreadable = summary.get("unreadable") or []
@@ -72,6 +75,10 @@ def render_human(summary: dict, console: Any = None) -> None:
     console.print(
         f"[bold]torchdoctor fleet[/bold]: {summary.get('nodes', 0)} node(s), {len(unreadable)} unreadable"
     )
+
+    def cell(value: Any) -> Text:  # report values are text, never rich markup ("[/]" in a GPU name)
+        return Text(printable(value, multiline=True))
+
     for key, title, unit in (
         ("findings", "Findings", "nodes"),
         ("driver", "NVIDIA driver", "nodes"),
@@ -82,7 +89,7 @@ def render_human(summary: dict, console: Any = None) -> None:
         table.add_column("value")
         table.add_column(unit, justify="right")
         for value, count in ((summary.get("counts") or {}).get(key) or {}).items():
-            table.add_row(value, str(count))
+            table.add_row(cell(value), str(count))
         if not table.row_count:
             table.add_row(NONE, "0")
         console.print(table)
@@ -91,7 +98,7 @@ def render_human(summary: dict, console: Any = None) -> None:
         table.add_column("node")
         table.add_column("differs from the majority")
         for odd in odd_nodes[:SHOW_AT_MOST]:
-            table.add_row(odd["node"], _differs_text(odd, summary))
+            table.add_row(cell(odd["node"]), cell(_differs_text(odd, summary)))
         if len(odd_nodes) > SHOW_AT_MOST:
             table.add_row("...", f"{len(odd_nodes) - SHOW_AT_MOST} more (see --json)")
         console.print(table)
@@ -99,7 +106,6 @@ def render_human(summary: dict, console: Any = None) -> None:
         console.print("Odd nodes out: none, every node matches the majority.")
     # Not a table: a command in a cell wraps across rows and can no longer be copied. Each command gets a
     # line of its own, never wrapped.
-    from rich.text import Text
 
     console.print(Text("Fix per group", style="italic"))
     for group in summary.get("fix_groups") or []:
@@ -109,7 +115,9 @@ def render_human(summary: dict, console: Any = None) -> None:
         if not group["commands"]:
             console.print(Text("    no fix needed"))
     for item in unreadable:
-        console.print(f"[yellow]unreadable[/yellow] {item['path']}: {item['reason']}", markup=True, highlight=False)
+        line = Text("unreadable", style="yellow")
+        line.append(f" {printable(item['path'])}: {printable(item['reason'])}")
+        console.print(line, highlight=False)
 
 
 def _differs_text(odd: dict, summary: dict) -> str:
@@ -125,4 +133,6 @@ def _names(names: list[str], at_most: int = 10) -> str:
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A value in a Markdown table cell: printable, no live HTML, no cell break, no line break."""
+    text = printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("`", "\\`")

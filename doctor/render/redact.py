@@ -1,12 +1,20 @@
-"""Redaction for reports pasted into public bug tickets (`--markdown`, `--json` unless --no-redact).
+"""Redaction for output meant to be shared: `report`, `-o FILE`, and the Markdown, GitHub and JUnit formats
+(on stdout too), unless --no-redact. docs/safety.md lists what goes; tests/hostile/secrets.json holds a
+planted example of every shape, checked in every shared output.
 
-What goes: the user name, the home folder (becomes ``~``), the host name, GPU and MIG UUIDs,
-IP addresses (v4 and v6, loopback kept), credentials in URLs, token-looking strings, and every
-environment variable that is not on ``ENV_ALLOW_LIST``. A report read back with ``check --from`` may
+What goes: the user name, the home folder (becomes ``~``; other users' folders under /home, /Users and
+/scratch anywhere in a path become ``<user>``), the host name (in any letter case), GPU and MIG UUIDs
+(also cut ones), IP addresses (v4 with or without leading zeros, v6; loopback kept), credentials in
+URLs and ``user:password@host``, secret query parameters and ``key=value`` pairs (``?token=``,
+``sig=``, ``api_key=``), ``Authorization`` values (Bearer, Basic), JWTs, private-key blocks, Slack
+webhooks, known token shapes (GitHub, GitLab, Hugging Face, OpenAI, Google, AWS, Slack, npm, PyPI),
+AWS-style 40-character secrets, long base64 runs, every environment variable that is not on
+``ENV_ALLOW_LIST`` (as a variable, and as ``NAME=value`` in any text), and the values of this machine's
+(or the report's) variables wherever they were copied. A report read back with ``check --from`` may
 come from another machine: its own host name, the user names in its home paths and variables, and its
-secret-looking variables' values go as well. What stays: versions, GPU names, PCI bus ids (they
-identify a slot, not a person), paths below home. Every string in the report is walked, dict keys
-included, because probes may put a path anywhere.
+variables' values go as well. What stays: versions, GPU names, PCI bus ids (they identify a slot, not a
+person), paths below home. Every string in the report is walked, dict keys included, because probes may
+put a path anywhere.
 """
 
 from __future__ import annotations
@@ -78,6 +86,7 @@ _SECRET_NAME = re.compile(
 )
 _GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _MIG_OLD_UUID = re.compile(r"\bMIG-GPU-[0-9a-fA-F-]{36}/\d+/\d+\b")  # R450-era MIG ids
+_GPU_UUID_PART = re.compile(r"\b(GPU|MIG)-(?!<)[0-9a-fA-F]{4,}(?:-[0-9a-fA-F]{1,12}){0,4}\b")  # a cut one
 # ``scheme://user:password@host``: everything up to the LAST "@" before the host's first "/", "?", "#" or
 # whitespace goes ("p@ss@host" loses "p@ss"). A password may hold "/" ("bob:s3cr/t@host"): after "user:" the
 # match may cross "/" up to an "@", unless what follows the ":" is a port ("host:8080/repo.git@v1").
@@ -88,9 +97,28 @@ _URL_CREDENTIALS = re.compile(
     r"(?:[^/?#\s@]*@)*"
 )
 _TOKENS = re.compile(
-    r"\b(?:ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|glpat-|xox[abposr]-|sk-|AKIA|ASIA|npm_|pypi-)"
+    r"\b(?:ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|hf_|glpat-|xox[abposr]-|sk-|AKIA|ASIA|npm_|pypi-|AIza)"
     r"[A-Za-z0-9_\-]{12,}"
 )
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.S
+)
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
+_AUTH_VALUE = re.compile(r"(?i)\b(Bearer|Basic|Token|Digest|Negotiate)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+_SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+")
+# key=value where the key names a secret: query strings (?token=, &sig=, ?private_token=) and logs (api_key=).
+_SECRET_PAIR = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])((?:[A-Za-z0-9_.-]*[_.-])?"
+    r"(?:token|secret|password|passwd|pwd|key|sig|signature|credential|credentials|auth|session)=)"
+    r"(?!<redacted>)[^&#\s'\";,)]+"
+)
+# NAME=value in text (a variable echoed in a log): its value goes unless NAME is on the allow-list.
+_ENV_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]+)=(\"[^\"]*\"|'[^']*'|[^\s'\";,]+)")
+# user:password@host without a scheme (a DSN in an error message).
+_USER_PASSWORD = re.compile(r"(?<![\w/@.:%+-])[A-Za-z0-9._%+-]+:[^\s@/:'\"\\]+@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+# AWS-style secret keys and other long base64 runs (the body of a key whose BEGIN line was cut off).
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9+][A-Za-z0-9/+]{39}(?![A-Za-z0-9/+=])")
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9+/]{60,}={0,2}(?![A-Za-z0-9/+=])")
 # Not after "==" / ">=" / "~=" or inside a longer dotted number: "cuda-toolkit==13.0.3.0" is a version.
 _IPV4 = re.compile(r"(?<![\w.])(?<![=~<>!]=)(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
 _IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f:]*:[0-9A-Fa-f:]*:)[0-9A-Fa-f:]{2,39}(?:%[\w.]+)?(?![\w:])")
@@ -110,6 +138,8 @@ _HOME_GENERIC = re.compile(
     r"(?<![\w/.-])(?:/home/|/Users/|/var/home/)(?!<user>)(?P<posix>" + _home_pattern("/") + ")"
     r"|[A-Za-z]:(?:\\{1,2}|/)Users(?:\\{1,2}|/)(?!<user>)(?P<windows>" + _home_pattern(r"\\/") + ")"
 )
+# Other users' folders: /home/<user> anywhere in a path (/data/home/...), /scratch/<user>, /Users/<user>.
+_USER_FOLDER = re.compile(r"(?<=/)(home|Users|scratch|nobackup)/(?!<user>)(" + _HOME_SEGMENT % "/" + ")")
 # Keys whose values are version strings; "13.0.3.0" there is not an IP address.
 _VERSIONISH_KEY = re.compile(r"version|requires", re.IGNORECASE)
 
@@ -211,6 +241,8 @@ class _ReportIdentity:
         elif isinstance(value, str):
             for m in _HOME_GENERIC.finditer(value):
                 self.usernames.append((m.group("posix") or m.group("windows") or "").rstrip("."))
+            for m in _USER_FOLDER.finditer(value):
+                self.usernames.append(m.group(2).rstrip("."))
 
     def _env(self, variables: dict) -> None:
         for name, value in variables.items():
@@ -262,7 +294,7 @@ class _Redactor:
                 and isinstance(value, str)
                 and len(value) >= 6
                 and name not in ENV_ALLOW_LIST
-                and (_SECRET_NAME.search(name.upper()) or _looks_like_token(value))
+                and (_SECRET_NAME.search(name.upper()) or _looks_like_token(value) or _looks_private(value))
             },
             key=len,
             reverse=True,
@@ -305,15 +337,26 @@ class _Redactor:
         for secret in self.secret_values:
             if secret in s:
                 s = s.replace(secret, REDACTED)
+        s = _PRIVATE_KEY.sub(REDACTED, s)
         s = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)
+        s = _SLACK_HOOK.sub(lambda m: m.group(1) + REDACTED, s)
+        s = _JWT.sub(REDACTED, s)
+        s = _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, s)
+        s = _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, s)
+        s = _ENV_ASSIGNMENT.sub(_env_assignment, s)
+        s = _USER_PASSWORD.sub(REDACTED + "@", s)
         s = _TOKENS.sub(REDACTED, s)
+        s = _AWS_SECRET.sub(_aws_secret, s)
+        s = _BASE64_RUN.sub(_base64_run, s)
         for home in self.homes:
             s = _replace_path_prefix(s, home, "~")
         s = _HOME_GENERIC.sub("~", s)
+        s = _USER_FOLDER.sub(lambda m: f"{m.group(1)}/{USER}", s)
         for name, replacement in self.names:
             s = _replace_word(s, name, replacement)
         s = _MIG_OLD_UUID.sub("MIG-<redacted>", s)
         s = _GPU_UUID.sub(lambda m: f"{m.group(1)}-<redacted>", s)
+        s = _GPU_UUID_PART.sub(lambda m: f"{m.group(1)}-<redacted>", s)
         if not _VERSIONISH_KEY.search(key):
             s = _IPV4.sub(_ipv4, s)
         s = _IPV6.sub(_ipv6, s)
@@ -355,15 +398,61 @@ def _replace_path_prefix(s: str, prefix: str, replacement: str) -> str:
 
 
 def _replace_word(s: str, word: str, replacement: str) -> str:
-    return re.sub(r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])", replacement, s)
+    # Host and user names in any letter case ("DGX-NODE-0417" in a log names host dgx-node-0417).
+    return re.sub(r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])", replacement, s, flags=re.IGNORECASE)
+
+
+def _looks_private(value: str) -> bool:
+    """A variable's value worth hiding wherever it was copied: long enough, letters and digits, one word,
+    and not a path, a version or a URL (those are redacted by their own rules)."""
+    return bool(
+        len(value) >= 8
+        and not re.search(r"\s", value)
+        and re.search(r"[A-Za-z]", value)
+        and re.search(r"\d", value)
+        and not value.startswith(("/", "~", "."))
+        and "://" not in value
+        and not re.match(r"^[A-Za-z]:[\\/]", value)
+        and not re.match(r"^v?\d+(\.\d+)*([.+-][A-Za-z0-9.]+)?$", value)
+    )
+
+
+# Variables whose values are places and settings, not secrets: in a log line they keep their value (which
+# the path, user and host rules still go over).
+_TEXT_KEEPS = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TEMP",
+                         "TMP", "USER", "LOGNAME", "HOSTNAME", "DISPLAY", "MANPATH", "PYTHONHOME", "EDITOR"})
+
+
+def _env_assignment(m: re.Match) -> str:
+    name, value = m.group(1), m.group(2)
+    if name in ENV_ALLOW_LIST or name in _TEXT_KEEPS or name.startswith(("LC_", "XDG_")) or value == REDACTED or len(value.strip("\"'")) <= 4 or value.isdigit():
+        return m.group(0)
+    return f"{name}={REDACTED}"
+
+
+def _aws_secret(m: re.Match) -> str:
+    text = m.group(0)
+    mixed = re.search(r"[a-z]", text) and re.search(r"[A-Z]", text) and re.search(r"\d", text)
+    return REDACTED if mixed and text.count("/") <= 3 else text
+
+
+def _base64_run(m: re.Match) -> str:
+    text = m.group(0)
+    mixed = re.search(r"[a-z]", text) and re.search(r"[A-Z]", text) and re.search(r"\d", text)
+    return REDACTED if mixed and text.count("/") <= len(text) // 16 else text
 
 
 def _ipv4(m: re.Match) -> str:
+    text = m.group(0)
     try:
-        address = ipaddress.IPv4Address(m.group(0))
+        address = ipaddress.IPv4Address(text)
     except ValueError:
-        return m.group(0)
-    return m.group(0) if address.is_loopback or address.is_unspecified else "<ip>"
+        octets = text.split(".")  # 010.077.003.015: leading zeros (ipaddress refuses them, inet_aton does not)
+        if len(octets) == 4 and all(o.isdigit() and int(o) <= 255 for o in octets):
+            address = ipaddress.IPv4Address(".".join(str(int(o)) for o in octets))
+        else:
+            return text
+    return text if address.is_loopback or address.is_unspecified else "<ip>"
 
 
 def _ipv6(m: re.Match) -> str:

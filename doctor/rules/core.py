@@ -402,7 +402,8 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
         spec = _torch_requirement(dist.requires)
         if spec is not None:
             # The companion's own declaration is what its build needs (and what pip enforces).
-            if not spec.contains(build.version, prereleases=True):
+            full = f"{build.version}+{build.local}" if build.local else build.version  # ==2.7.1+cu128 pins
+            if not (spec.contains(build.version, prereleases=True) or spec.contains(full, prereleases=True)):
                 problems.append(f"{name} {comp.version} requires torch{spec}, installed is {build.version}")
         elif expected and comp.version.split(".")[:2] != expected.split(".")[:2]:
             problems.append(f"torch {build.version} pairs with {name} {expected}, not {comp.version}")

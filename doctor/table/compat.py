@@ -124,7 +124,7 @@ class CompatTable:
     def max_cuda_for_driver(self, driver_version: str) -> DriverBranch | None:
         """The branch of "570.124.04" (570 -> "12.8"); an unknown branch takes the nearest lower one
         (Windows 572.x is R570), and a driver older than every known branch gives None."""
-        match = re.match(r"^\s*(\d+)", driver_version or "")
+        match = re.match(r"^\s*(\d{1,9})(?!\d)", driver_version or "")
         if not match:
             return None
         branch = int(match.group(1))

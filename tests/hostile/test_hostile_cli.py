@@ -51,7 +51,11 @@ def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
         f"exit {res.returncode}, expected one of {sorted(case.exits)}\n{summary}"
     )
     if case.max_seconds is not None:
-        assert res.seconds <= case.max_seconds, f"took {res.seconds:.1f}s > {case.max_seconds}s\n{summary}"
+        # The bounds catch hangs and floods (seconds against minutes); on a machine busier than its cores
+        # (this suite runs cases side by side) every run is slower by about load/cores.
+        slower = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+        limit = case.max_seconds * slower
+        assert res.seconds <= limit, f"took {res.seconds:.1f}s > {limit:.1f}s (load x{slower:.1f})\n{summary}"
     assert res.peak_rss_mb <= case.max_rss_mb, (
         f"peak RSS {res.peak_rss_mb:.0f} MB > {case.max_rss_mb}\n{summary}"
     )
@@ -216,16 +220,7 @@ TERMINAL_SOURCES = {
 }
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        pytest.param(
-            s,
-            marks=pytest.mark.xfail(strict=True, reason=f"{why}: ESC ]0; and ESC [2J reach the terminal raw"),
-        )
-        for s, why in TERMINAL_SOURCES.items()
-    ],
-)
+@pytest.mark.parametrize("source", list(TERMINAL_SOURCES))
 def test_escape_sequences_never_reach_a_terminal(source, world, tmp_path):
     """On a pty (colours on: TERM=xterm-256color, no NO_COLOR) rich writes its own styling, so only the planted
     sequences are looked for: the window-title OSC and the clear-screen CSI."""

@@ -61,22 +61,7 @@ SIGNALS = {
     "SIGHUP": (signal.SIGHUP, False),
     "SIGTERM-group": (signal.SIGTERM, True),
 }
-XFAIL: dict[tuple[str, str], str] = {}
-
-PIP_ALONE = (
-    "torchdoctor dies at once, nothing printed; pip runs on alone after its exit, changes the venv and dies "
-    "of the broken pipe at its next line: torch 2.7.1+cu128 left beside torchvision 0.21.0+cu126 and "
-    "torchaudio 2.6.0+cu126 (pip check: they require torch==2.6.0)"
-)
-NO_ROLLBACK = (
-    "exit 130 and a restore command, but pip (interrupted mid-install, no rollback) leaves ~orch and "
-    "~orch-2.6.0+cu126.dist-info; after the restore command (exit 0) `pip check` still says torchvision and "
-    "torchaudio require torch, which is not installed"
-)
-for _moment in ("uninstalled", "installing"):
-    XFAIL[("SIGINT", _moment)] = NO_ROLLBACK
-    for _sig in ("SIGTERM", "SIGHUP", "SIGTERM-group"):
-        XFAIL[(_sig, _moment)] = PIP_ALONE
+XFAIL: dict[tuple[str, str], str] = {}  # (signal, moment) -> what happens today, for a run that fails
 
 
 @dataclass
@@ -321,11 +306,6 @@ def restore_file_run(world, root: Path, kind: str) -> dict:
         return {"code": code, "out": cli.out(), "err": cli.err(), "precious": precious.read_text()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no lock: two pips install into the venv at once (one run exits 5 when they collide) and both "
-    "runs name the same torchdoctor-restore-<second>.txt",
-)
 def test_two_fixes_on_one_venv_take_turns(jobs):
     """Never two pips installing into one venv at once, never one restore file for two runs, and a whole
     environment at the end: one run carries out the plan, the other waits, is refused, or finds it done."""
@@ -342,17 +322,7 @@ def test_two_fixes_on_one_venv_take_turns(jobs):
     assert two["check"][0] == 0 and has_builds(two["state"], NEW), two
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(
-            "existing", marks=pytest.mark.xfail(strict=True, reason="overwritten silently (exit 0)")
-        ),
-        pytest.param(
-            "symlink", marks=pytest.mark.xfail(strict=True, reason="written through the symlink (exit 0)")
-        ),
-    ],
-)
+@pytest.mark.parametrize("kind", ["existing", "symlink"])
 def test_restore_file_never_overwrites_another_file(kind, jobs):
     """An existing --restore-file is never overwritten, and never written through a symlink."""
     run = jobs.result(*job(jobs, f"restore-file-{kind}"))

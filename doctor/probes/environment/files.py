@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from doctor.model.files import read_text as bounded_read_text
+
 
 def under(root: str, path: str) -> str:
     """``path`` inside ``root``; the real path when ``root`` is the real one."""
@@ -11,12 +13,9 @@ def under(root: str, path: str) -> str:
 
 
 def read_text(root: str, path: str, limit: int = 1 << 20) -> str | None:
-    """The file's text (at most ``limit`` bytes), or None when it cannot be read."""
-    try:
-        with open(under(root, path), encoding="utf-8", errors="replace") as handle:
-            return handle.read(limit)
-    except OSError:
-        return None
+    """The file's text (at most ``limit`` bytes), or None when it cannot be read or is not a regular file
+    (a FIFO would block, /dev/zero would never end: doctor/model/files.py)."""
+    return bounded_read_text(under(root, path), limit)
 
 
 def exists(root: str, path: str) -> bool:

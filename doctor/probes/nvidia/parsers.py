@@ -50,24 +50,27 @@ _SMI_FAILURES = (
 )
 
 _NA_VALUES = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
-_VERSION_RE = re.compile(r"^\d+(?:\.\d+)+$")
+# Version parts are bounded: a 5,000-digit "driver version" is garbage, and int() refuses 4,300+ digits.
+_VERSION_RE = re.compile(r"^\d{1,6}(?:\.\d{1,6})+$")
 _DRIVER_LABEL_RE = re.compile(r"(?:Driver|KMD) Version\s*:\s*(\d+(?:\.\d+)+)")
-_CUDA_LABEL_RE = re.compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d+)\.(\d+)")
-_CC_RE = re.compile(r"^\d+\.\d+$")
+_CUDA_LABEL_RE = re.compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d{1,3})\.(\d{1,3})(?!\d)")
+_CC_RE = re.compile(r"^\d{1,3}\.\d{1,3}$")
 _DETAIL_LIMIT = 500
 
 
-def parse_smi_banner(text: str) -> tuple[str, str | None] | None:
+def parse_smi_banner(text: str) -> tuple[str | None, str | None] | None:
     """(driver, max CUDA) from plain ``nvidia-smi`` or ``-q`` output, or None without a driver line.
 
     Knows the classic "Driver Version: X  CUDA Version: Y" labels and the R610+ "KMD Version: X
-    CUDA UMD Version: Y" ones; the CUDA part is None when the driver shows "N/A" there.
+    CUDA UMD Version: Y" ones; the CUDA part is None when the driver shows "N/A" there, the driver part
+    when its number is not a version (a part of more than 6 digits).
     """
     driver = _DRIVER_LABEL_RE.search(text)
     if driver is None:
         return None
     cuda = _CUDA_LABEL_RE.search(text)
-    return driver.group(1), (f"{int(cuda.group(1))}.{int(cuda.group(2))}" if cuda else None)
+    version = driver.group(1) if _VERSION_RE.match(driver.group(1)) else None
+    return version, (f"{int(cuda.group(1))}.{int(cuda.group(2))}" if cuda else None)
 
 
 def parse_smi_query(csv_text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[dict[str, Any]]:
@@ -129,7 +132,7 @@ def parse_proc_version(text: str) -> str | None:
         parts = [part.strip() for part in line.split("  ") if part.strip()]
         if len(parts) >= 2 and _VERSION_RE.match(parts[1]):
             return parts[1]
-        found = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", line + " ")  # odd spacing: first version-like token
+        found = re.search(r"\s(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)\s", line + " ")  # odd spacing: first version-like token
         return found.group(1) if found else None
     return None
 
@@ -155,15 +158,20 @@ def classify_smi_failure(text: str) -> tuple[str, str]:
 def classify_nvml_error(exc: BaseException) -> tuple[int | None, str]:
     """(NVML error code or None, message) for anything the binding raised."""
     value = getattr(exc, "value", None)
-    code = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if code is None:
-        code = _NVML_CLASS_CODES.get(type(exc).__name__)
     try:
         message = str(exc)  # NVMLError.__str__ may call back into the library
     except Exception:  # the message is best effort
         message = ""
-    if isinstance(exc, UnicodeDecodeError) or not message:
-        message = f"{type(exc).__name__}: {message}".rstrip(": ")
+    return classify_nvml_failure(type(exc).__name__, value, message, isinstance(exc, UnicodeDecodeError))
+
+
+def classify_nvml_failure(type_name: str, value: Any, message: str, unicode: bool = False) -> tuple[int | None, str]:
+    """The same from an exception's parts (NVML asked in a child sends them as data)."""
+    code = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if code is None:
+        code = _NVML_CLASS_CODES.get(type_name)
+    if unicode or not message:
+        message = f"{type_name}: {message}".rstrip(": ")
     return code, message
 
 
@@ -177,7 +185,7 @@ def normalise_bus_id(bus: str) -> str:
 
 
 def leading_int(value: str) -> int | None:
-    found = re.match(r"\s*(\d+)", value)
+    found = re.match(r"\s*(\d{1,18})(?!\d)", value)
     return int(found.group(1)) if found else None
 
 

@@ -30,10 +30,9 @@ from doctor.model.snapshot import (
     Fact,
     Nvidia,
 )
-from doctor.model.versions import cuda_from_int
 from doctor.probes.host import read_wsl_marker
 from doctor.probes.nvidia.kernel import read_kernel_driver_version, read_pci_nvidia_devices
-from doctor.probes.nvidia.nvml import NvmlOutcome, load_pynvml, query_nvml
+from doctor.probes.nvidia.nvml import NvmlOutcome, query_nvml, query_nvml_isolated
 from doctor.probes.nvidia.parsers import (
     NVML_LIB_RM_MISMATCH,
     NVML_NO_PERMISSION,
@@ -41,10 +40,8 @@ from doctor.probes.nvidia.parsers import (
     is_l4t_version,
 )
 from doctor.probes.nvidia.smi import SmiOutcome, find_nvidia_smi, query_smi, this_system
+from doctor.probes.overrides import ENV_CUDA, ENV_DRIVER, BadOverride, read_overrides
 from doctor.runner import run
-
-ENV_DRIVER = "TORCHDOCTOR_DRIVER_VERSION"
-ENV_CUDA = "TORCHDOCTOR_CUDA_DRIVER_VERSION"
 
 _NVML_CODE_STATUS = {
     NVML_LIB_RM_MISMATCH: NVIDIA_MISMATCH,
@@ -79,9 +76,8 @@ def probe_nvidia(
 
     if nvml is False:  # TORCHDOCTOR_NVML=0: skip NVML (a hung driver, or a test seam)
         nv = NvmlOutcome(message="disabled (TORCHDOCTOR_NVML=0)")
-    elif nvml is None:
-        nvml, why = load_pynvml()
-        nv = NvmlOutcome(message=why) if nvml is None else query_nvml(nvml, timeout)
+    elif nvml is None:  # the real library: in a child, so that it cannot take torchdoctor down
+        nv = query_nvml_isolated(timeout, runner, env)
     else:
         nv = query_nvml(nvml, timeout)
     result.attempts.append(f"nvml: ok ({len(nv.gpus)} GPUs)" if nv.ok else f"nvml: {nv.message}")
@@ -115,7 +111,11 @@ def _fallbacks(
 
     if smi.status == NVIDIA_OK and smi.gpus:
         result.status, result.detail = NVIDIA_OK, ""
-        result.driver_version = Fact(smi.driver, "nvidia-smi")
+        result.driver_version = (
+            Fact(smi.driver, "nvidia-smi")
+            if smi.driver
+            else Fact.unknown("nvidia-smi's driver version is not a version number", "nvidia-smi")
+        )
         result.cuda_driver_version = (
             Fact(smi.cuda, "nvidia-smi")
             if smi.cuda
@@ -223,14 +223,16 @@ def _decide(
 
 
 def _apply_overrides(result: Nvidia, env: Mapping[str, str]) -> None:
-    """The escape hatch (like uv's UV_CUDA_DRIVER_VERSION): forced values replace detected ones."""
-    driver = (env.get(ENV_DRIVER) or "").strip()
-    if driver:
-        result.driver_version = Fact(driver, f"env:{ENV_DRIVER}")
-        result.attempts.append(f"env: {ENV_DRIVER}={driver}")
-    cuda = (env.get(ENV_CUDA) or "").strip()
-    if cuda:
-        if cuda.isdigit() and int(cuda) >= 1000:
-            cuda = cuda_from_int(int(cuda))  # accept NVML's integer form too: 12080 -> "12.8"
-        result.cuda_driver_version = Fact(cuda, f"env:{ENV_CUDA}")
-        result.attempts.append(f"env: {ENV_CUDA}={cuda}")
+    """The escape hatch (like uv's UV_CUDA_DRIVER_VERSION): forced values replace detected ones. A value
+    that cannot mean anything is refused before probing (doctor/probes/overrides.py); here it is ignored."""
+    try:
+        forced = read_overrides(env)
+    except BadOverride as exc:
+        result.attempts.append(f"env: ignored: {exc}")
+        return
+    if forced.driver:
+        result.driver_version = Fact(forced.driver, f"env:{ENV_DRIVER}")
+        result.attempts.append(f"env: {ENV_DRIVER}={forced.driver}")
+    if forced.cuda:
+        result.cuda_driver_version = Fact(forced.cuda, f"env:{ENV_CUDA}")
+        result.attempts.append(f"env: {ENV_CUDA}={forced.cuda}")

@@ -84,6 +84,10 @@ def query_smi(exe: str, runner: Any = run, timeout: float = 5.0) -> SmiOutcome:
         )
         out.attempts.append(f"nvidia-smi: timed out after {timeout:g}s")
         return out
+    if banner.overflowed:  # a flood is not nvidia-smi's answer (and is not worth parsing)
+        out.status, out.detail = NVIDIA_UNKNOWN, f"{banner.describe()}: that is not nvidia-smi's output"
+        out.attempts.append(f"nvidia-smi: {banner.describe()}")
+        return out
     text = banner.stdout + ("\n" + banner.stderr if banner.stderr else "")
     parsed = parse_smi_banner(text) if banner.ok else None
     if parsed is None:

@@ -68,6 +68,7 @@ RULES = [
             "duplicate-torch-installs",
             "user-site-torch-shadows",
             "conda-cuda-mismatch",
+            "interrupted-install-leftovers",
         ),
     ),
     Rule(

@@ -3,15 +3,27 @@ be installed into (32-bit, PEP 668 system Pythons, conda's base environment)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Any
 
 from doctor.compat.installs import conda_torch
 from doctor.model import snapshot as S
 from doctor.model.environment import DistRecord, PythonFacts
-from doctor.model.findings import ERROR, INSTALL, SHELL, UNINSTALL, VENV, WARNING, Action, Finding, Fix
+from doctor.model.findings import (
+    ERROR,
+    INSTALL,
+    REINSTALL,
+    SHELL,
+    UNINSTALL,
+    VENV,
+    WARNING,
+    Action,
+    Finding,
+    Fix,
+)
 from doctor.model.snapshot import as_plain
-from doctor.model.versions import normalize_name
+from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
 
@@ -31,9 +43,12 @@ def _in_dir(location: Any, directory: Any) -> bool:
 
 def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.environment.python
+    leftovers = check_install_leftovers(snap, table)  # what an interrupted install left
     if py is None or py.error:
+        if leftovers:
+            return leftovers
         return unknown(UNINSPECTED) if py is not None else not_observed(snap, "the target interpreter's packages")
-    findings: list[Finding] = []
+    findings: list[Finding] = leftovers
     torches = _torch_dists(py)
     conda = conda_torch(snap)
     prefix = conda.prefix or snap.interpreter.prefix
@@ -129,6 +144,58 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 )
             )
     return findings
+
+
+# --- what an interrupted install left --------------------------------------------------------------
+
+
+def check_install_leftovers(snap: S.Snapshot, table) -> list[Finding]:
+    """pip renames what it replaces to "~name" while it installs and removes it at the end; a *.dist-info
+    without RECORD is a distribution pip cannot uninstall ("RECORD file not found"). Either is what an
+    install killed half way leaves (0.1.0's interrupted fix did)."""
+    py = snap.environment.python
+    if py is None or not py.leftovers:
+        return []
+    paths = list(py.leftovers)
+    broken = [p for p in paths if _base(p).endswith(".dist-info") and not _base(p).startswith("~")]
+    windows = snap.host.os == "windows"
+    if windows:
+        remove = "Remove-Item -Recurse -Force -LiteralPath " + ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    else:
+        remove = "rm -rf -- " + " ".join(shlex.quote(p) for p in paths)
+    actions = [Action(SHELL, text=remove)]
+    for path in broken:
+        name, _, version = _base(path)[: -len(".dist-info")].partition("-")
+        name = normalize_name(name)
+        # A half-extracted wheel beside a whole install of the same name: that whole one is what stays.
+        whole = [d.version for d in py.dists if normalize_name(d.name) == name and d.path not in paths
+                 and d.version and os.path.dirname(str(d.path or "").rstrip("/\\")) == os.path.dirname(path)]
+        version = whole[0] if whole else version
+        if name and version:
+            actions.append(Action(REINSTALL, (f"{name}=={version}",), variant_of(version)))
+    folders = sorted({os.path.dirname(p.rstrip("/\\")) for p in paths})
+    return [
+        Finding(
+            "interrupted-install-leftovers",
+            ERROR if broken else WARNING,
+            f"an interrupted install left {len(paths)} item(s) in {', '.join(folders)}",
+            "pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; "
+            + (f"{', '.join(_base(p) for p in broken)} has no RECORD, so pip can neither uninstall nor upgrade "
+               "it (\"RECORD file not found\"); " if broken else "")
+            + "these were left when an install stopped half way. Left there, pip check and imports see a mix "
+            "of two builds.",
+            {"leftovers": paths},
+            Fix(
+                "Remove the leftovers" + (", then reinstall what has no RECORD" if broken else "")
+                + " (a restore file from torchdoctor fix brings back the builds from before).",
+                actions=actions,
+            ),
+        )
+    ]
+
+
+def _base(path: str) -> str:
+    return os.path.basename(path.rstrip("/\\"))
 
 
 # --- interpreter hygiene ------------------------------------------------------------------------
