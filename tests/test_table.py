@@ -41,7 +41,7 @@ def tiny() -> CompatTable:
 
 def test_bundled_table_loads_with_its_versions(table):
     assert table.schema_version == 1
-    assert table.table_version == "2026.12.01"
+    assert table.table_version == "2026.12.02"
     assert table.verified_on == "2026-11-29"
     assert Path(table.path) == default_table_path().resolve()
     assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [f"2.{n}" for n in range(16)]
