@@ -3,6 +3,7 @@ CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when build
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from doctor.model import snapshot as S
@@ -144,9 +145,27 @@ def _check_cuda_home(snap: S.Snapshot) -> list[Finding]:
             f'({mm_text(cuda)}). Please make sure to use the same CUDA versions." (an error when the major '
             "versions differ, a warning otherwise).",
             {"cuda_home": as_plain(home), "torch.cuda": cuda},
-            Fix(
-                f"Before building extensions, point CUDA_HOME at a CUDA {mm_text(cuda)} toolkit.",
-                [f"export CUDA_HOME=/usr/local/cuda-{mm_text(cuda)}"],
-            ),
+            _toolkit_fix(snap, home, cuda),
         )
     ]
+
+
+TOOLKIT_DOWNLOADS = "https://developer.nvidia.com/cuda-toolkit-archive"
+
+
+def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
+    """Point CUDA_HOME at a toolkit of torch's CUDA that is installed here; when none is, say what to install
+    (NVIDIA's ``cuda-toolkit-X-Y`` package, from its CUDA repository) and name no folder that does not exist."""
+    want = mm(cuda)
+    match = [t for t in (home.installed or []) if mm(t.version) == want]
+    windows = snap.host.os == "windows"
+    if match:
+        path = match[-1].path
+        line = f'$env:CUDA_HOME = "{path}"' if windows else f"export CUDA_HOME={shlex.quote(path)}"
+        return Fix(f"Before building extensions, point CUDA_HOME at the CUDA {mm_text(cuda)} toolkit installed in "
+                   f"{path}.", [line])
+    others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
+    major, minor = want if want and want[1] is not None else (mm_text(cuda), 0)
+    return Fix(f"No CUDA {mm_text(cuda)} toolkit is installed here (toolkits found: {others}). Before building "
+               f"extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA repository: "
+               f"{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.", links=[TOOLKIT_DOWNLOADS])
