@@ -19,7 +19,16 @@ from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
 from doctor.compat.drivers import DriverChange, driver_advice, driver_change
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
 from doctor.compat.pins import wanted_torch
-from doctor.compat.wheels import NO_PYTHON, Choice, Fit, choose, in_spec, machine_from_snapshot, public_spec
+from doctor.compat.wheels import (
+    NO_PYTHON,
+    Choice,
+    Fit,
+    choose,
+    in_spec,
+    machine_from_snapshot,
+    public_spec,
+    python_label,
+)
 from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
@@ -172,7 +181,12 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
 
 
 def _asked(run: _Run, reason: str) -> str:
-    return f"{reason} by {run.wanted.source}" if run.wanted is not None and "as asked" in reason else reason
+    """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as pinned
+    by requirements.txt:2"."""
+    if run.wanted is None or ", as asked" not in reason:
+        return reason
+    verb = "asked" if run.wanted.source.startswith(("--", "[tool.torchdoctor]")) else "pinned"
+    return reason.replace(", as asked", f", as {verb} by {run.wanted.source}")
 
 
 def _same_build(run: _Run, fit: Fit) -> bool:
@@ -206,6 +220,11 @@ def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
 
 def _common_notes(run: _Run, plan: Plan, fit: Fit, choice: Choice) -> None:
     snap = run.snap
+    machine = run.machine
+    if machine.free_threaded:
+        tag = python_label(machine).rpartition(", ")[2].rstrip(")")
+        plan.notes.append(f"Python {tag} is a free-threaded build: only releases with {tag} wheels count "
+                          f"(torch {fit.wheel.torch} has them; the table lists each release's free-threaded builds).")
     if "torchaudio" in packages_for(snap) and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")
