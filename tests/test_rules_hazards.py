@@ -467,6 +467,21 @@ def test_nvjitlink_shadowed_by_system_cuda():
     assert finding.evidence["offending"][0]["wheel_source"] == "nvidia-nvjitlink-cu12 12.8.93"
 
 
+def test_the_library_path_fix_keeps_only_folders_that_exist():
+    value = "/usr/local/cuda-12.4/lib64:/opt/gone/lib:/opt/other/lib"
+    snap = snap_with(
+        libraries=libs_section(value, [
+            LibraryDir(path="/usr/local/cuda-12.4/lib64", exists=True, driver_libs=[],
+                       libs=[lib("libnvJitLink.so.12", "nvjitlink", "12", "12.4.127")]),
+            LibraryDir(path="/opt/gone/lib", exists=False, libs=[], driver_libs=[]),
+            LibraryDir(path="/opt/other/lib", exists=True, libs=[], driver_libs=[]),
+        ]),
+        python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
+    )  # fmt: skip
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    assert finding.fix.commands == ["export LD_LIBRARY_PATH=/opt/other/lib"]
+
+
 def test_cudnn_minor_mismatch_quotes_torchs_message_and_unsets():
     snap = snap_with(
         libraries=libs_section("/opt/cudnn/lib", [

@@ -97,7 +97,10 @@ def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
     windows = snap.host.os == "windows" or libs.variable == "PATH"
     variable = libs.variable or ("PATH" if windows else "LD_LIBRARY_PATH")
     bad_dirs = list(dict.fromkeys(o["dir"] for o in offending))
-    keep = [d for d in split_path(libs.value, windows) if not any(same_dir(d, b) for b in bad_dirs)]
+    # What stays: the variable's other folders, less those the probe found missing (a fix names only real paths).
+    missing = [d.path for d in libs.dirs if d.exists is False and d.path]
+    keep = [d for d in split_path(libs.value, windows)
+            if not any(same_dir(d, b) for b in bad_dirs) and not any(same_dir(d, m) for m in missing)]
     symptoms = list(dict.fromkeys(_symptom(o["family"], o["wheel_version"], o["version"]) for o in offending))
     listing = "; ".join(
         f"{o['dir']}/{o['file']} ({mm_text(o['version'])}, torch's wheel has "
