@@ -251,7 +251,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     if not keeps:
         steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), " after the driver update")
         driver_steps += steps
-    driver_way = way("driver", f"Update {advice.summary} and keep torch {keep.wheel.label}",
+    driver_way = way("driver", f"Install {advice.summary} and keep torch {keep.wheel.label}",
                      driver_steps, run.describe(keep), "a driver update and a reboot", advice,
                      run.change.possible, run.change.why)
     today_way, today_steps, today_notes, today_pins = None, [], [], []

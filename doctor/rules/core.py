@@ -219,7 +219,7 @@ def _two_ways(snap: S.Snapshot, table, machine, build, have, have_cuda, verdict)
     other = (f"torch {today.wheel.label} ({change_cost(build.version, today)}) runs on driver {have}" if today
              else f"no torch release runs on driver {have}")
     if change.possible:
-        return Fix(f"Update {advice.summary} and keep torch {keep.wheel.label}; or keep the driver: {other}. "
+        return Fix(f"Install {advice.summary} and keep torch {keep.wheel.label}; or keep the driver: {other}. "
                    "See the fix plan.", links=list(advice.links))
     return Fix(f"The driver cannot be changed here ({change.why}): {other}. Keeping torch {keep.wheel.label} needs "
                f"{advice.summary}, installed by {change.who or 'whoever manages this machine'}. See the fix plan.",
