@@ -258,6 +258,37 @@ def companion_problem(release, patch, name: str, machine: Machine) -> str | None
     return None
 
 
+def packages_for(snap: Snapshot) -> list[str]:
+    """torch, and the companions the environment has (all three when torch is not installed yet)."""
+    inst = snap.install
+    if inst.torch is None:
+        return ["torch", "torchvision", "torchaudio"]
+    return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
+
+
+def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machine: Machine | None = None
+               ) -> tuple[list[str], list[str]]:
+    """(pins, notes): exact local-version pins of ``packages`` (macOS wheels come from PyPI without local tags).
+    A companion whose own Requires-Python excludes this Python is left out, with a note saying why."""
+    w = fit.wheel
+    tagged = snap.host.os != "darwin"
+    versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
+    release = table.release(w.torch) if table is not None else None
+    patch = release.patch(w.torch) if release is not None else None
+    pins, notes = [], []
+    for name in packages:
+        version = versions.get(name)
+        if version is None:
+            continue
+        problem = companion_problem(release, patch, name, machine) if (patch and machine and name != "torch") else None
+        if problem:
+            notes.append(f"{problem}: it is left out of the command. Keep using torch without it, or use a Python "
+                         f"that {name} supports.")
+            continue
+        pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
+    return pins, notes
+
+
 def public_spec(text: str | None):
     """A SpecifierSet of the torch versions asked for, with local labels dropped (``==2.3.1+cu121`` asks for
     2.3.1: the plan picks the variant that fits this machine); None for no or an unreadable specifier."""

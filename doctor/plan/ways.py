@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from doctor.compat.distributions import PYTORCH_CONDA, torch_origin
 from doctor.compat.drivers import DriverAdvice
 from doctor.compat.installs import conda_torch
-from doctor.compat.wheels import Fit, Machine, companion_problem
+from doctor.compat.wheels import Fit, Machine, packages_for, wheel_pins
 from doctor.model.findings import INSTALL, Action
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
@@ -33,37 +33,6 @@ def externally_managed(snap: Snapshot) -> bool:
     """PEP 668: pip refuses to install into this interpreter (a marked system Python, not a venv or conda env)."""
     interp = snap.interpreter
     return bool(interp.externally_managed) and interp.env_kind not in ("venv", "uv-venv", "conda", "conda-base")
-
-
-def packages_for(snap: Snapshot) -> list[str]:
-    """torch, and the companions the environment has (all three when torch is not installed yet)."""
-    inst = snap.install
-    if inst.torch is None:
-        return ["torch", "torchvision", "torchaudio"]
-    return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
-
-
-def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machine: Machine | None = None
-               ) -> tuple[list[str], list[str]]:
-    """(pins, notes): exact local-version pins of ``packages`` (macOS wheels come from PyPI without local tags).
-    A companion whose own Requires-Python excludes this Python is left out, with a note saying why."""
-    w = fit.wheel
-    tagged = snap.host.os != "darwin"
-    versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
-    release = table.release(w.torch) if table is not None else None
-    patch = release.patch(w.torch) if release is not None else None
-    pins, notes = [], []
-    for name in packages:
-        version = versions.get(name)
-        if version is None:
-            continue
-        problem = companion_problem(release, patch, name, machine) if (patch and machine and name != "torch") else None
-        if problem:
-            notes.append(f"{problem}: it is left out of the command. Keep using torch without it, or use a Python "
-                         f"that {name} supports.")
-            continue
-        pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
-    return pins, notes
 
 
 def installed_pins(snap: Snapshot) -> tuple[list[str], str | None]:

@@ -12,7 +12,15 @@ from doctor.compat.builds import torch_build
 from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
 from doctor.compat.pins import wanted_torch
-from doctor.compat.wheels import NO_PYTHON, change_cost, choose, machine_from_snapshot, python_label
+from doctor.compat.wheels import (
+    NO_PYTHON,
+    change_cost,
+    choose,
+    machine_from_snapshot,
+    packages_for,
+    python_label,
+    wheel_pins,
+)
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INSTALL, SHELL, Action, Finding, Fix
 from doctor.rules import Rule
@@ -78,9 +86,10 @@ def _other_python(snap: S.Snapshot, table, machine, asked: str, near) -> tuple[s
     fit = pick.target or pick.needs_driver
     actions = [Action(SHELL, text=make)]
     if fit is not None:
-        pins = [f"torch=={fit.wheel.label}"]
+        pins, _ = wheel_pins(fit, snap, packages_for(snap), table, there)  # the same pins as the plan's way
         python = f"{VENV}\\Scripts\\python.exe" if snap.host.os == "windows" else f"{VENV}/bin/python"
-        actions.append(Action(INSTALL, tuple(pins), fit.wheel.variant, python=python))
+        variant = fit.wheel.variant if snap.host.os != "darwin" else None
+        actions.append(Action(INSTALL, tuple(pins), variant, python=python))
     where = other.path or f"fetched by {other.uv}"
     return f"Make an environment with Python {other.version} ({where}) and install torch {asked} there{ask_nearest}.", \
         actions
