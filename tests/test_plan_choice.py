@@ -307,6 +307,9 @@ def test_device_n_is_checked_against_what_the_machine_has():
     with pytest.raises(DoctorError) as info:
         check_device("1", snap)
     assert "no device 1 (the NVIDIA driver lists 1 GPU(s))" in str(info.value) and info.value.exit_code == 2
+    with pytest.raises(DoctorError) as info:
+        check_device("9" * 5000, snap)  # never handed to int(): Python refuses 5000-digit strings
+    assert "--device 999999999999...: this machine has no device" in str(info.value)
     rocm = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
                          torch=torch_dist("2.7.1+rocm6.3", None, hip="6.3"))
     check_device("0", rocm)  # an AMD GPU the NVIDIA probes cannot see: not judged

@@ -110,7 +110,10 @@ def check_device(device: str, snapshot) -> None:
     from doctor.compat.builds import torch_build
     from doctor.errors import DoctorError
 
-    index, rt, nv = int(device), snapshot.runtime, snapshot.nvidia
+    # No machine has a billion GPUs; a 5000-digit index must not reach int() (Python refuses to convert it).
+    index = int(device) if len(device) <= 9 else 10**9
+    shown = device if len(device) <= 12 else device[:12] + "..."
+    rt, nv = snapshot.runtime, snapshot.nvidia
     visible = snapshot.environment.visible_devices
     renumbered = visible is not None and visible.CUDA_VISIBLE_DEVICES is not None
     build = torch_build(snapshot)
@@ -123,9 +126,9 @@ def check_device(device: str, snapshot) -> None:
     else:
         return
     if index >= count:
-        raise DoctorError(f"--device {device}: this machine has no device {device} ({what}); give an index below "
+        raise DoctorError(f"--device {shown}: this machine has no device {shown} ({what}); give an index below "
                           f"{count} or leave --device out" if count else
-                          f"--device {device}: this machine has no device {device} ({what}); leave --device out")
+                          f"--device {shown}: this machine has no device {shown} ({what}); leave --device out")
 
 
 def _import_judges() -> None:
