@@ -108,6 +108,7 @@ def test_driver_first_keeps_torch_and_names_the_downgrade_beside_it(rtx5090_pypi
                                                       "later branch), then reboot: CUDA 13.0 (torch 2.12.1+cu130)")
     assert plan["driver"]["minimum"] == "580.65.06" and plan["driver"]["branch"] == 580
     assert plan["target"]["label"] == "2.12.1+cu130"
+    assert plan["alternative"]["label"] == "2.11.0+cu128"  # never null where there is a choice
     # JSON carries both ways, the driver one first
     driver, wheel = plan["alternatives"]
     assert (driver["kind"], driver["primary"], driver["available"]) == ("driver", True, True)

@@ -71,7 +71,9 @@ class Plan:
     reason: str = ""
     python: str = ""
     target: dict | None = None
-    alternative: dict | None = None  # the newest release that also fits, when the target is another one
+    # The other wheel: with a driver choice, the other way's (today's nearest release, or torch kept after the
+    # driver update); otherwise the newest release that also fits, when the target is another one.
+    alternative: dict | None = None
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     addresses: list[str] = field(default_factory=list)  # the finding ids this plan resolves
@@ -269,12 +271,14 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         plan.reason = (f"the driver is not changed here ({run.change.why}); torch {today.wheel.torch} is the "
                        f"nearest release that runs on driver {driver_now} ({cost(anchor, today)})")
         plan.target, plan.unverified = run.describe(today), list(today.wheel.unverified)
+        plan.alternative = run.describe(keep)  # the other way's wheel: torch kept, once the driver is newer
         plan.pins, plan.pins_variant = today_pins, today.wheel.variant if snap.host.os != "darwin" else None
         today_way["primary"] = True
         plan.alternatives = [today_way, driver_way]
         plan.notes.append(f"Keeping torch {keep.wheel.label} needs {advice.sentence}.")
         return plan
     plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
+    plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
     plan.reason = _asked(run, choice.reason)
     driver_way["primary"] = run.change.possible
     plan.alternatives = [driver_way] + ([today_way] if today_way else [])
