@@ -315,3 +315,21 @@ def test_device_n_is_checked_against_what_the_machine_has():
     check_device("0", rocm)  # an AMD GPU the NVIDIA probes cannot see: not judged
     unknown = replace(make_snapshot(), nvidia=replace(make_snapshot().nvidia, status="unknown", gpus=[]))
     check_device("3", unknown)  # cannot tell: not judged
+
+
+def test_a_distributions_own_torch_gets_no_pip_reinstall_from_any_finding(table):
+    # conda-forge's torch, healthy for the plan, with a hazard that would reinstall torch: no pip command for it
+    from doctor.model.environment import Conda, CondaRecord, PythonFacts
+    from doctor.plan.plan import build_plan
+
+    snap = make_snapshot(torch=torch_dist("2.5.1", "12.6", metadata_version="2.5.1"), torchvision=None,
+                         torchaudio=None)
+    snap.interpreter.env_kind, snap.interpreter.prefix = "conda", "/opt/conda/envs/ml"
+    snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(
+        "pytorch", "2.5.1", "cuda126_mkl_py312_h8b1a2c3_303", "https://conda.anaconda.org/conda-forge/linux-64")]))
+    plan = build_plan(snap, table, [])
+    assert plan.status == "healthy" and plan.pins == []
+    fix = Fix("again", actions=[Action(REINSTALL, ("torch",), plan=True)])
+    Commands(python="/opt/conda/envs/ml/bin/python").fill([Finding("x", "warning", "t", fix=fix)],
+                                                         (tuple(plan.pins), plan.pins_variant))
+    assert fix.commands == []

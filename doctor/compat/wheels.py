@@ -332,7 +332,6 @@ NO_SUCH_VERSION = "no-such-version"  # no release in the table matches the speci
 NO_PLATFORM = "platform"  # it publishes no wheel for this OS and architecture
 NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
-NO_DRIVER = "driver"  # only a newer driver runs it, and the driver cannot be changed here (decided by the plan)
 
 
 @dataclass
@@ -350,7 +349,7 @@ class Choice:
     asked: str | None = None  # the release patch the specifier names first ("2.9.1")
 
 
-def _nearest(fitting: list, anchor: str | None, table) -> Fit | None:
+def _nearest(fitting: list, anchor: str | None) -> Fit | None:
     """The fitting release closest to ``anchor``: the nearest above it, else the newest below it."""
     if not fitting:
         return None
@@ -404,7 +403,7 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
                 # release that runs on today's driver is the other.
                 kept = _keep_installed(table, same, patch, machine, ccs, later)
                 return Choice(None, None, kept, f"keeps torch {patch.torch}; only the driver is too old",
-                              today=_nearest(fitting, base, table))
+                              today=_nearest(fitting, base))
         if fitting:
             inst = version_tuple(base)
             above = [(r, f) for r, f in fitting if inst is None or version_tuple(f.wheel.torch) > inst]
@@ -458,7 +457,7 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     first = asked[0][1].torch
     if not here:
         return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
-                      unavailable=NO_PLATFORM, nearest=_nearest(fitting, first, table), asked=first)
+                      unavailable=NO_PLATFORM, nearest=_nearest(fitting, first), asked=first)
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
     if not usable:
         release, patch = here[0]
@@ -483,10 +482,10 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
         later = best_in_release(table, release, patch, machine, ccs, need_driver=False)
         if later is not None and (later.driver.level != TOO_OLD or driver_reachable(table, machine, later)):
             return Choice(None, None, later, f"torch{label}, as asked; only the driver is too old",
-                          today=_nearest(fitting, patch.torch, table), asked=patch.torch)
+                          today=_nearest(fitting, patch.torch), asked=patch.torch)
     release, patch = usable[0]
     return Choice(None, None, None, f"no variant of torch {patch.torch} has kernels for every GPU of this machine",
-                  unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch, table), asked=patch.torch)
+                  unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch), asked=patch.torch)
 
 
 def _py_tag(machine: Machine) -> str:

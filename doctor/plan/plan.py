@@ -35,7 +35,7 @@ from doctor.model.findings import Action, Finding
 from doctor.model.snapshot import Snapshot, TorchPin
 from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, render_argv
-from doctor.plan.distributions import advise, cuda_range_for
+from doctor.plan.distributions import advise, cuda_range_for, own_build
 from doctor.plan.ways import (
     VENV_FOLDER,
     Step,
@@ -133,7 +133,10 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     plan = Plan("", python=commands.python, driver_change={"possible": run.change.possible, "why": run.change.why})
     if run.wanted is not None:
         plan.wanted = {"spec": run.wanted.spec, "source": run.wanted.source}
-    plan.pins, plan.pins_variant = installed_pins(snap)
+    # What a finding that reinstalls torch installs when the plan installs nothing else: the installed builds,
+    # exactly; never for a distribution's own torch (conda-forge, NGC, Jetson, a source build), which pip must not
+    # replace behind the user's back.
+    plan.pins, plan.pins_variant = ([], None) if own_build(snap, table) is not None else installed_pins(snap)
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
         errors = [f for f in findings if f.severity == "error"]

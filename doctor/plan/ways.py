@@ -39,11 +39,12 @@ def installed_pins(snap: Snapshot) -> tuple[list[str], str | None]:
     """The installed torch and companions pinned exactly as their metadata names them, from where they came: a
     local tag names the wheel index (``torch==2.7.1+cu128`` from cu128), an untagged version the installer's
     default index (PyPI). What a finding that reinstalls torch installs when the plan installs nothing else.
-    Empty when torch is not installed or is not a PyPI/PyTorch wheel (a ``+git`` source build, a conda build)."""
+    Empty when torch is not installed or its local tag names no index (a ``+git`` source build); the plan asks
+    for none for a distribution's own torch either (doctor/plan/distributions.py own_build)."""
     dist = snap.install.torch
     if dist is None or not dist.version:
         return [], None
-    public, local = split_local(dist.version)
+    local = split_local(dist.version)[1]
     variant = variant_of(dist.version)
     if local and not variant:
         return [], None  # a local tag that names no index: nothing can reinstall it from anywhere
