@@ -40,7 +40,8 @@ QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="No progress and n
 TableOpt = Annotated[Path | None, typer.Option("--table", help="Use this compatibility table instead of the bundled one.")]
 VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Show details, evidence and every check's state.")]
 SmokeTimeoutOpt = Annotated[float, typer.Option("--smoke-timeout", help="Time limit for the smoke test, seconds.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index, or all.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index, or all; a device "
+                                       "this machine does not have is a usage error.")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Ignore this finding id (repeatable; "
                                                      "`torchdoctor rules` lists them).")]
@@ -48,6 +49,16 @@ OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write th
                                                 "(redacted unless --no-redact).")]
 NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep user/host names, home paths, GPU UUIDs, "
                                            "IPs and every environment variable in shared output.")]
+TorchOpt = Annotated[str | None, typer.Option(
+    "--torch", help='The torch to end with, a PEP 440 specifier ("==2.3.1", ">=2.5,<2.8"): the plan installs the '
+    "variant of it that fits this machine (default: the project's pins, else the installed version). check: the "
+    "installed torch must match it too (exit 4).")]
+NoDriverChangeOpt = Annotated[bool, typer.Option(
+    "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
+    "(automatic in a container or a cluster job).")]
+IndexUrlBaseOpt = Annotated[str | None, typer.Option(
+    "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
+    help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
 
 
 class Installer(str, Enum):
@@ -140,13 +151,14 @@ def check(
         "--min-compute-capability", help="CI: GPUs of at least this compute capability, e.g. 8.0.")] = None,
     min_gpu_memory: Annotated[str | None, typer.Option(
         "--min-gpu-memory", help="CI: GPUs with at least this much memory, e.g. 40GB.")] = None,
-    torch_spec: Annotated[str | None, typer.Option(
-        "--torch", help='CI: the installed torch must match this PEP 440 specifier, e.g. ">=2.5,<2.8".')] = None,
+    torch_spec: TorchOpt = None,
     cuda: Annotated[str | None, typer.Option("--cuda", help="CI: the torch build's CUDA version, e.g. 12.4 "
                                              "or 12.x.")] = None,
     config: Annotated[Path | None, typer.Option(
         "--config", help="pyproject.toml with [tool.torchdoctor] requirements (without it: ./pyproject.toml, "
         "when it has that table).")] = None,
+    no_driver_change: NoDriverChangeOpt = False,
+    index_url_base: IndexUrlBaseOpt = None,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix.
@@ -167,7 +179,7 @@ def check(
         inputs=list(from_ or []), format=output_format.value if output_format else None, output=output,
         redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
-        cuda=cuda, config=config, quiet=quiet,
+        cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
     )))
 
 
@@ -183,6 +195,9 @@ def report(
     no_smoke: NoSmokeOpt = False,
     table: TableOpt = None,
     smoke_timeout: SmokeTimeoutOpt = 60.0,
+    torch_spec: TorchOpt = None,
+    no_driver_change: NoDriverChangeOpt = False,
+    index_url_base: IndexUrlBaseOpt = None,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found.
@@ -198,6 +213,7 @@ def report(
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
+        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base,
     )))
 
 
@@ -218,9 +234,7 @@ def fix(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Carry out the plan without asking (CI).")] = False,
     installer: Annotated[Installer, typer.Option("--installer", help="pip, uv, or auto: uv for environments "
                                                  "uv made, else pip.")] = Installer.auto,
-    index_url_base: Annotated[str | None, typer.Option(
-        "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
-        help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")] = None,
+    index_url_base: IndexUrlBaseOpt = None,
     find_links: Annotated[str | None, typer.Option(
         "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
@@ -229,6 +243,8 @@ def fix(
     restore_file: Annotated[Path | None, typer.Option(
         "--restore-file", help="Where to record the builds before the fix; never over an existing file "
         "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
+    torch_spec: TorchOpt = None,
+    no_driver_change: NoDriverChangeOpt = False,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -243,7 +259,8 @@ def fix(
 
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
-        verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet,
+        verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
+        no_driver_change=no_driver_change,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,

@@ -151,12 +151,31 @@ def build_schema() -> dict[str, Any]:
             "findings": {"type": "array", "items": finding_ref},
             "plan": {
                 "type": "object",
-                "description": "The fix plan; free-form beyond these keys (doctor/plan.py).",
+                "description": "The fix plan; free-form beyond these keys (doctor/plan/plan.py, docs/plan.md).",
                 "properties": {
                     "status": {"type": "string"},
                     "steps": {"type": "array", "items": {"$ref": "#/$defs/PlanStep"}},
                     "target": {"type": ["object", "null"]},
                     "notes": {"type": "array", "items": {"type": "string"}},
+                    "wanted": {"type": ["object", "null"]},
+                    "driver": {"type": ["object", "null"]},
+                    "driver_change": {"type": "object"},
+                    "alternatives": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "kind": {"type": "string"},
+                                "primary": {"type": "boolean"},
+                                "summary": {"type": "string"},
+                                "cost": {"type": "string"},
+                                "available": {"type": "boolean"},
+                                "steps": {"type": "array", "items": {"$ref": "#/$defs/PlanStep"}},
+                            },
+                            "additionalProperties": True,
+                        },
+                    },
+                    "pins": {"type": "array", "items": {"type": "string"}},
                 },
                 "additionalProperties": True,
             },

@@ -66,9 +66,11 @@ def make_snapshot(
     )
 
 
-def written(findings: list, snap: Snapshot) -> list:
-    """Findings with their actions written out as the product does (pip, the PyTorch index, this OS)."""
+def written(findings: list, snap: Snapshot, pins: tuple | None = None) -> list:
+    """Findings with their actions written out as the product does (pip, the PyTorch index, this OS). ``pins``:
+    the plan's (pins, variant); default: what a plan that installs nothing pins, the installed builds exactly."""
     from doctor.plan.plan import commands_for
+    from doctor.plan.ways import installed_pins
 
-    commands_for(snap).fill(findings)
+    commands_for(snap).fill(findings, pins if pins is not None else installed_pins(snap))
     return findings

@@ -216,3 +216,52 @@ def find_python(version: str) -> str | None:
             if exe.exists():
                 return str(exe)
     return shutil.which(f"python{version}")
+
+
+# --- a "system" interpreter: a real one under a prefix of our own --------------------------------------
+
+
+def make_system_python(
+    root: Path,
+    python: str,
+    externally_managed: str | None = None,
+    free_threaded: bool = False,
+) -> Path:
+    """A real interpreter that is not a venv, under ``root`` (``root/bin/python3.X``), whose standard library
+    is the real one linked in file by file, with an empty site-packages of its own. Python finds its prefix
+    from the executable's location, so this copy is a system Python of its own: what a distribution's
+    ``/usr/bin/python3`` is, without touching the real one.
+
+    ``externally_managed``: the text of a PEP 668 ``EXTERNALLY-MANAGED`` file in its stdlib (pip refuses to
+    install there). ``free_threaded``: its build configuration says ``Py_GIL_DISABLED = 1`` (the variable the
+    inspector reads, as a free-threaded 3.13t build has it); the interpreter itself keeps its GIL.
+    Needs an interpreter whose binary finds libpython by an absolute RUNPATH or links it statically (pyenv's
+    and distributions' do)."""
+    import os
+    import shutil
+
+    info = subprocess.run(
+        [python, "-c", "import sys, sysconfig; print(sys.executable); print(sysconfig.get_path('stdlib')); "
+         "print('%d.%d' % sys.version_info[:2])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.split("\n")
+    executable, stdlib, version = Path(os.path.realpath(info[0])), Path(info[1]), info[2]
+    root = Path(root)
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    exe = root / "bin" / f"python{version}"
+    shutil.copy2(executable, exe)
+    lib = root / "lib" / f"python{version}"
+    lib.mkdir(parents=True, exist_ok=True)
+    for entry in stdlib.iterdir():
+        if entry.name == "site-packages" or entry.name.startswith("_sysconfigdata"):
+            continue
+        (lib / entry.name).symlink_to(entry)
+    for data in stdlib.glob("_sysconfigdata*.py"):
+        text = data.read_text()
+        if free_threaded:
+            text = text.replace("'Py_GIL_DISABLED': 0", "'Py_GIL_DISABLED': 1")
+        (lib / data.name).write_text(text)
+    (lib / "site-packages").mkdir(exist_ok=True)
+    if externally_managed is not None:
+        (lib / "EXTERNALLY-MANAGED").write_text(externally_managed)
+    return exe

@@ -216,7 +216,10 @@ def test_pep668_and_conda_base_are_refused_unless_forced(table, tmp_path, interp
     assert fake.steps == 0
     fake = FakeInstaller()
     machine = fake_machine(fake, [cpu_snapshot(**interp), make_snapshot()], table, tmp_path)
-    assert run_fix(opts(), FixOptions(yes=True, force=True), machine) == exitcodes.OK and fake.steps == 1
+    assert run_fix(opts(), FixOptions(yes=True, force=True), machine) == exitcodes.OK
+    # PEP 668: the plan makes a virtual environment and installs there (never --break-system-packages)
+    assert fake.steps == (2 if interp.get("externally_managed") else 1)
+    assert not any("--break-system-packages" in " ".join(c) for c in fake.calls)
 
 
 def test_a_step_failing_midway_is_rolled_back(table, tmp_path, capsys):

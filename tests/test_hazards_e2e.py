@@ -151,7 +151,8 @@ def test_pip_torch_over_conda_pytorch(tmp_path, cuda_env):
     assert mixed["fix"]["commands"] == [
         f"conda remove -p {prefix} pytorch pytorch-cuda",
         f"{python} -m pip uninstall -y torch torchvision torchaudio",
-        f"{python} -m pip install torch torchvision torchaudio --index-url https://download.pytorch.org/whl/cu126",
+        # the plan's exact builds (here the installed torch 2.6.0+cu126, the only one of the three)
+        f'{python} -m pip install "torch==2.6.0+cu126" --index-url https://download.pytorch.org/whl/cu126',
     ]
     mismatch = finding(report, "conda-cuda-mismatch")
     assert mismatch["fix"]["commands"] == [f"conda remove -p {prefix} pytorch-cuda"]

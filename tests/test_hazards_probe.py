@@ -318,7 +318,18 @@ def test_cuda_home_version_json(tmp_path):
         "path": "/opt/cuda-12.4",
         "version": "12.4.1",
         "version_source": "/opt/cuda-12.4/version.json",
+        "installed": [],  # nothing in /usr/local/cuda-X.Y
     }
+
+
+def test_installed_toolkits_are_listed_with_their_versions(tmp_path):
+    put(tmp_path, "/usr/local/cuda-12.4/version.json", fixture("cuda-12.4-version.json"))
+    put(tmp_path, "/usr/local/cuda-10.2/version.txt", fixture("cuda-10.2-version.txt"))
+    (tmp_path / "usr/local/cuda-13.0/bin").mkdir(parents=True)  # pip-assembled: no version file
+    (tmp_path / "usr/local/cuda-notes").mkdir()
+    facts = libraries.probe_cuda_home(str(tmp_path), {"CUDA_HOME": "/usr/local/cuda-12.4"})
+    assert [(t.path, t.version) for t in facts.installed] == [
+        ("/usr/local/cuda-10.2", "10.2.89"), ("/usr/local/cuda-12.4", "12.4.1"), ("/usr/local/cuda-13.0", "13.0")]
 
 
 def test_cuda_path_version_txt(tmp_path):

@@ -154,7 +154,7 @@ def test_driver_too_old_with_no_wheel_for_it_says_which_driver_first(table):
     diag = diagnose(snap, table)
     assert diag.plan.status == "driver-first"
     driver_step, install = diag.plan.steps
-    assert driver_step.kind == "driver" and "or later" in driver_step.description
+    assert driver_step.kind == "driver" and "580.65.06 or newer" in driver_step.description
     assert install.kind == "install" and "+cu12" in install.command or "+cu13" in install.command
 
 

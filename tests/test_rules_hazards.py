@@ -15,6 +15,7 @@ from doctor.model.environment import (
     Cpu,
     CudaHome,
     CudaLib,
+    CudaToolkitDir,
     DistRecord,
     LdSoConf,
     Libraries,
@@ -466,6 +467,21 @@ def test_nvjitlink_shadowed_by_system_cuda():
     assert finding.evidence["offending"][0]["wheel_source"] == "nvidia-nvjitlink-cu12 12.8.93"
 
 
+def test_the_library_path_fix_keeps_only_folders_that_exist():
+    value = "/usr/local/cuda-12.4/lib64:/opt/gone/lib:/opt/other/lib"
+    snap = snap_with(
+        libraries=libs_section(value, [
+            LibraryDir(path="/usr/local/cuda-12.4/lib64", exists=True, driver_libs=[],
+                       libs=[lib("libnvJitLink.so.12", "nvjitlink", "12", "12.4.127")]),
+            LibraryDir(path="/opt/gone/lib", exists=False, libs=[], driver_libs=[]),
+            LibraryDir(path="/opt/other/lib", exists=True, libs=[], driver_libs=[]),
+        ]),
+        python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
+    )  # fmt: skip
+    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    assert finding.fix.commands == ["export LD_LIBRARY_PATH=/opt/other/lib"]
+
+
 def test_cudnn_minor_mismatch_quotes_torchs_message_and_unsets():
     snap = snap_with(
         libraries=libs_section("/opt/cudnn/lib", [
@@ -535,7 +551,25 @@ def test_cuda_home_other_version_is_info():
         "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.8)"
         in (finding.detail)
     )
+    # only 11.8 is installed: the fix says what to install and names no folder that does not exist
+    assert finding.fix.commands == [] and "cuda-toolkit-12-8" in finding.fix.summary
+
+
+def test_cuda_home_fix_points_at_a_toolkit_that_exists():
+    installed = [CudaToolkitDir("/usr/local/cuda-11.8", "11.8.89"), CudaToolkitDir("/usr/local/cuda-12.8", "12.8.1")]
+    snap = snap_with(cuda_home=CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8.89",
+                                        installed=installed))
+    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
     assert finding.fix.commands == ["export CUDA_HOME=/usr/local/cuda-12.8"]
+
+
+def test_cuda_home_fix_never_invents_a_folder():
+    # torch 2.7.1+cu128, and only cuda-13.0 on the machine (the case of issue 13 with cuda-12.6)
+    snap = snap_with(cuda_home=CudaHome(path="/usr/local/cuda", version="13.0.1",
+                                        installed=[CudaToolkitDir("/usr/local/cuda-13.0", "13.0.1")]))
+    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
+    assert finding.fix.commands == []
+    assert "/usr/local/cuda-13.0 (CUDA 13.0)" in finding.fix.summary and "cuda-toolkit-12-8" in finding.fix.summary
 
 
 def test_cuda_home_same_minor_is_fine():
@@ -564,8 +598,8 @@ def test_conda_and_pip_torch_mixed():
     assert mixed.fix.commands == [
         "conda remove -p /opt/conda/envs/ml pytorch pytorch-cuda",
         f"{prefix}/bin/python -m pip uninstall -y torch torchvision torchaudio",
-        f"{prefix}/bin/python -m pip install torch torchvision torchaudio "
-        "--index-url https://download.pytorch.org/whl/cu128",
+        f'{prefix}/bin/python -m pip install "torch==2.7.1+cu128" "torchvision==0.22.1+cu128" '
+        '"torchaudio==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128',
     ]
     cuda = one(findings, "conda-cuda-mismatch")
     assert cuda.fix.commands == ["conda remove -p /opt/conda/envs/ml pytorch-cuda"]
@@ -628,8 +662,8 @@ def test_externally_managed_system_python():
     snap.environment.python = py_facts(externally_managed_text=text)
     finding = one(written(installs.check_interpreter_hygiene(snap, None), snap), "externally-managed-python")
     assert finding.fix.commands == [
-        "/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install torch torchvision torchaudio "
-        "--index-url https://download.pytorch.org/whl/cu128"
+        '/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install "torch==2.7.1+cu128" '
+        '"torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128'
     ]
 
 

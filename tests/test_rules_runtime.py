@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from factory import make_snapshot, torch_dist, written
+from factory import gpu, make_snapshot, torch_dist, written
 from standins import messages as M
 
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
@@ -244,10 +244,11 @@ def test_import_error_undefined_symbol_points_at_ld_library_path():
 @pytest.mark.parametrize(
     "dist, command",
     [
+        # torch and its companions move together, each pinned exactly, from the index the local tag names
         (
             torch_dist("2.7.1+cu128"),
             '/home/u/venv/bin/python -m pip install --force-reinstall "torch==2.7.1+cu128" '
-            "--index-url https://download.pytorch.org/whl/cu128",
+            '"torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128',
         ),
         # PyPI's builds have no local tag in METADATA and PyPI has no "+cu130" files: no tag, no index.
         (
@@ -259,8 +260,26 @@ def test_import_error_undefined_symbol_points_at_ld_library_path():
 def test_missing_shared_library_reinstalls_the_same_build(dist, command):
     text = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
     rt = TorchRuntime(status="import-error", steps=[failed("import", text)])
-    [f] = check(snap_with(rt, torch=dist))
+    companions = {} if dist.version.startswith("2.7.1") else {"torchvision": None, "torchaudio": None}
+    [f] = check(snap_with(rt, torch=dist, **companions))
     assert f.fix.commands == [command]
+
+
+def test_import_error_reinstalls_what_the_plan_installs():
+    # The plan moves this RTX 5090 to 2.7.1+cu128; the import error's reinstall names that build, not 2.6.0+cu126.
+    from doctor.app.diagnose import diagnose
+    from doctor.table.load import load_table
+
+    text = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
+    rt = TorchRuntime(status="import-error", steps=[failed("import", text)])
+    snap = snap_with(rt, gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=torch_dist("2.6.0+cu126", "12.6"),
+                     torchvision=None, torchaudio=None)
+    diag = diagnose(snap, load_table())
+    [install] = [s for s in diag.plan.steps if s.kind == "install"]
+    assert '"torch==2.7.1+cu128"' in install.command
+    f = next(f for f in diag.findings if f.id == "torch-import-error")
+    assert f.fix.commands == ['/home/u/venv/bin/python -m pip install --force-reinstall "torch==2.7.1+cu128" '
+                              "--index-url https://download.pytorch.org/whl/cu128"]
 
 
 def test_torch_not_installed_is_left_to_the_install_rule():

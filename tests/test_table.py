@@ -41,7 +41,7 @@ def tiny() -> CompatTable:
 
 def test_bundled_table_loads_with_its_versions(table):
     assert table.schema_version == 1
-    assert table.table_version == "2026.12.01"
+    assert table.table_version == "2026.12.02"
     assert table.verified_on == "2026-11-29"
     assert Path(table.path) == default_table_path().resolve()
     assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [f"2.{n}" for n in range(16)]
@@ -509,6 +509,13 @@ BROKEN = {
     "gpu duplicate": (_set("gpus.1.name", "NVIDIA GeForce RTX 4090"), "gpus[1]: duplicate GPU name"),
     "gpu alias not string": (_set("gpus.0.aliases", [1]), "gpus[0].aliases[0]: expected a string, got an integer"),
     "gpus missing": (_set("gpus", DELETE), "gpus: missing"),
+    "gpu segment": (_set("gpus.0.segment", "server"), "gpus[0].segment: 'server' is not one of data-center"),
+    "support range": (_set("driver_support", [{"min_compute_capability": "7.2", "max_compute_capability": "5.0",
+                                               "last_branch": 580, "source": "s", "confidence": "inferred"}]),
+                      "driver_support[0].min_compute_capability: '7.2' is above max_compute_capability '5.0'"),
+    "support branch": (_set("driver_support", [{"min_compute_capability": "5.0", "max_compute_capability": "7.2",
+                                                "last_branch": "580", "source": "s", "confidence": "inferred"}]),
+                       "driver_support[0].last_branch: expected an integer, got a string"),
 }  # fmt: skip
 
 
@@ -758,3 +765,11 @@ def test_broken_new_sections_name_file_and_field(tmp_path, case):
     assert message.startswith(f"compat table {path.resolve()}: "), message
     assert expected in message
     assert "\n" not in message
+
+
+def test_driver_support_and_segments(table):
+    assert table.last_driver_branch((3, 7)) == 470 and table.last_driver_branch("6.1") == 580
+    assert table.last_driver_branch((7, 0)) == 580 and table.last_driver_branch((7, 5)) is None
+    assert table.gpu("NVIDIA H100 80GB HBM3").segment == "data-center" and table.gpu("Tesla T4").segment == "data-center"
+    assert table.gpu("NVIDIA GeForce RTX 4090").segment is None and table.gpu("NVIDIA RTX A6000").segment is None
+    assert all(row.source and row.confidence in ("verified", "inferred") for row in table.driver_support)

@@ -15,7 +15,9 @@ from doctor.app.run import (
     judge,
     make_report,
     report_crashes,
+    requested_for,
     requirements_for,
+    writer_for,
 )
 from doctor.errors import DoctorError, ReportError
 from doctor.model.findings import ERROR
@@ -39,7 +41,7 @@ def run_report(opts: CheckOptions) -> int:
     """`torchdoctor report`: the JSON (or Markdown) report, redacted by default; 0 once written (3 when a
     rule crashed: the report is then incomplete)."""
     opts.shared = True
-    table, diag = diagnose_machine(opts)
+    table, diag = diagnose_machine(opts, requirements=torch_requirement(opts))
     code = exit_code_for(diag.findings)
     emit(make_report(table, diag, code), opts)
     report_crashes(diag.findings)
@@ -58,18 +60,34 @@ def _expand_inputs(paths: list[Path]) -> list[Path]:
     return files
 
 
-def rediagnose(path: Path, table, req):
-    """A report or collect_env text read back and diagnosed with the current rules and table."""
+def torch_requirement(opts: CheckOptions):
+    """``--torch`` outside `check` (report, fix): the torch the run must end with, as the requirement the plan
+    answers (None without it). `check` reads the whole of its requirements with requirements_for."""
+    if not opts.torch:
+        return None
+    from doctor.model.requirements import Requirements, validate_requirements
+
+    req = Requirements(torch=opts.torch)
+    validate_requirements(req, "command line")
+    return req
+
+
+def rediagnose(path: Path, table, req, opts: CheckOptions | None = None):
+    """A report or collect_env text read back and diagnosed with the current rules and table (and this run's
+    options: --torch, --no-driver-change, the mirror)."""
     from doctor.inputs.reports import read_input_file, read_report
 
     snapshot, _meta = read_report(read_input_file(str(path)), str(path))
-    return judge(snapshot, table, req)
+    if opts is None:
+        return judge(snapshot, table, req)
+    writer = writer_for(opts)
+    return judge(snapshot, table, req, writer(snapshot) if writer else None, requested_for(opts, req))
 
 
 def _run_from(opts: CheckOptions, table, req) -> int:
     files = _expand_inputs(opts.inputs)
     if len(files) == 1:
-        diag = rediagnose(files[0], table, req)
+        diag = rediagnose(files[0], table, req, opts)
         code = exit_code_for(diag.findings, diag.strict)
         emit(make_report(table, diag, code), opts)
         report_crashes(diag.findings)
@@ -81,7 +99,7 @@ def _run_from(opts: CheckOptions, table, req) -> int:
     worst, lines = exitcodes.OK, []
     for path in files:
         try:
-            diag = rediagnose(path, table, req)
+            diag = rediagnose(path, table, req, opts)
         except ReportError as exc:  # its message already names the file
             lines.append(json.dumps({"source": str(path), "error": str(exc)}) if opts.output_format == "json"
                          else f"unreadable: {exc}")

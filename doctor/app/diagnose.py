@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from doctor.model.findings import CheckResult, Finding
 from doctor.model.requirements import Requirements
-from doctor.model.snapshot import Fact, Snapshot
+from doctor.model.snapshot import Fact, Requested, Snapshot
 from doctor.plan.commands import Commands
 from doctor.plan.plan import Plan, attach_commands, build_plan, commands_for
 
@@ -44,11 +44,16 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None,
-             requirements: Requirements | None = None) -> Diagnosis:
+             requirements: Requirements | None = None, requested: Requested | None = None) -> Diagnosis:
     """``commands``: how this run writes commands (installer, mirror, shell); default pip from the PyTorch
     index. ``requirements``: checked by the requirements rule when they state anything; their ``ignore``
-    ids are dropped before the plan is made, so an ignored finding asks for no change."""
+    ids are dropped before the plan is made, so an ignored finding asks for no change. ``requested``: what the
+    user asked of this run (the torch to end with, whether the driver may change); it replaces what a report
+    read back recorded."""
     from doctor.rules import all_rules, run_rules
+
+    if requested is not None:
+        snap.requested = requested
 
     rules = list(all_rules() if rules is None else rules)
     if requirements is not None and not requirements.empty:
@@ -64,7 +69,8 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
     if requirements is not None and requirements.ignore:
         findings = [f for f in findings if f.id not in set(requirements.ignore)]
     commands = commands or commands_for(snap)
-    commands.fill(findings)
     plan = build_plan(snap, table, findings, commands)
+    # Findings are written after the plan: a finding that reinstalls torch names the plan's exact builds.
+    commands.fill(findings, (tuple(plan.pins), plan.pins_variant))
     attach_commands(findings, plan)
     return Diagnosis(snap, findings, checks, plan, commands, bool(requirements and requirements.strict))

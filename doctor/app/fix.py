@@ -3,6 +3,7 @@ out and checks again."""
 
 from __future__ import annotations
 
+from doctor.app.check import torch_requirement
 from doctor.app.options import CheckOptions, source_from_options, validate
 from doctor.app.output import emit
 from doctor.app.run import diagnose_machine, exit_code_for, make_report
@@ -23,5 +24,9 @@ def run_fix(opts: CheckOptions, fix) -> int:
     fix.source = source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
     if not fix.dry_run:
         refuse_existing(fix.restore_file)  # never written over, never through a symlink: said before probing
-    return carry_out(opts, fix, Machine(diagnose=diagnose_machine, report=make_report, emit=emit,
-                                        exit_code=exit_code_for))
+    req = torch_requirement(opts)  # --torch: the torch the fix must end with (the plan answers it)
+
+    def diagnose(options, commands=None):
+        return diagnose_machine(options, commands=commands, requirements=req)
+
+    return carry_out(opts, fix, Machine(diagnose=diagnose, report=make_report, emit=emit, exit_code=exit_code_for))

@@ -32,11 +32,13 @@ class CheckOptions:
     min_gpus: int | None = None
     min_compute_capability: str | None = None
     min_gpu_memory: str | None = None
-    torch: str | None = None
+    torch: str | None = None  # the torch to end with: a CI requirement (check) and the plan's choice (every command)
     cuda: str | None = None
     config: Path | None = None
     quiet: bool = False  # -q: no progress, no machine summary; only what needs doing (nothing when healthy)
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
+    no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
+    index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
 
     @property
     def output_format(self) -> str:

@@ -49,23 +49,51 @@ def requirements_for(opts: CheckOptions):
     return merge(cli, from_file)
 
 
-def judge(snapshot, table, requirements=None, commands=None):
+def requested_for(opts: CheckOptions, requirements=None):
+    """What the user asked of this run: the torch to end with (``--torch``, else ``[tool.torchdoctor] torch``)
+    and whether the driver may change (``--no-driver-change``). The plan and the rules follow it."""
+    from doctor.model.snapshot import Requested, TorchPin
+
+    torch = None
+    if opts.torch:
+        torch = TorchPin(opts.torch.strip(), "--torch")
+    elif requirements is not None and requirements.torch:
+        torch = TorchPin(requirements.torch.strip(), "[tool.torchdoctor] torch")
+    return Requested(torch=torch, no_driver_change=opts.no_driver_change)
+
+
+def writer_for(opts: CheckOptions):
+    """(snapshot) -> Commands: how check and report write every command (pip, the PyTorch index or the mirror
+    of ``--index-url-base`` / TORCHDOCTOR_INDEX_URL_BASE, this shell). None: the default."""
+    if not opts.index_url_base:
+        return None
+    from doctor.app.options import source_from_options
+    from doctor.plan.plan import commands_for
+
+    source = source_from_options(opts.index_url_base, None, False)
+    return lambda snapshot: commands_for(snapshot, source=source)
+
+
+def judge(snapshot, table, requirements=None, commands=None, requested=None):
     """The diagnosis of a snapshot: rules (and the requirements rule when requirements are stated), the
-    ignored ids dropped, then the plan. ``commands``: the Commands every command is written with."""
+    ignored ids dropped, then the plan. ``commands``: the Commands every command is written with;
+    ``requested``: what the user asked of this run (requested_for)."""
     from doctor.app.diagnose import diagnose
 
-    return diagnose(snapshot, table, commands=commands, requirements=requirements)
+    return diagnose(snapshot, table, commands=commands, requirements=requirements, requested=requested)
 
 
 def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
-    how this run writes its commands once the facts are in (fix: its installer and source); default pip
-    from the PyTorch index. ``requirements``: what the run must check besides the rules."""
+    how this run writes its commands once the facts are in (fix: its installer and source); default: the
+    mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index. ``requirements``: what the
+    run must check besides the rules."""
     from doctor.app.progress import progress, wanted
     from doctor.probes.collect import ProbeOptions, collect
     from doctor.table.load import load_table
 
     validate(opts)
+    commands = commands or writer_for(opts)
     table = load_table(opts.table)
     interpreter = choose_interpreter(opts.python)
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
@@ -74,8 +102,41 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
         snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                         device=opts.device, progress=tell), meanwhile=_import_judges)
     unusable(opts, snapshot)
+    check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
-    return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None)
+    return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None,
+                        requested_for(opts, requirements))
+
+
+def check_device(device: str, snapshot) -> None:
+    """``--device N`` on a machine without device N is a usage error (exit 2), never a verdict about the build.
+    The count is torch's own when the smoke test saw devices, else the NVIDIA GPUs the driver lists (unless
+    CUDA_VISIBLE_DEVICES renumbers them), else none when no NVIDIA GPU is there and torch is no ROCm/XPU build
+    (those serve GPUs the NVIDIA probes cannot see); otherwise it is not judged."""
+    if device in ("", "all") or not device.isdigit():
+        return
+    from doctor.compat.builds import torch_build
+    from doctor.errors import DoctorError
+
+    # No machine has a billion GPUs; a 5000-digit index must not reach int() (Python refuses to convert it).
+    index = int(device) if len(device) <= 9 else 10**9
+    shown = device if len(device) <= 12 else device[:12] + "..."
+    rt, nv = snapshot.runtime, snapshot.nvidia
+    visible = snapshot.environment.visible_devices
+    renumbered = visible is not None and visible.CUDA_VISIBLE_DEVICES is not None
+    build = torch_build(snapshot)
+    if rt.device_count is not None and rt.device_count > 0:
+        count, what = rt.device_count, f"torch sees {rt.device_count} device(s)"
+    elif nv.status == "ok" and not renumbered:
+        count, what = len(nv.gpus), f"the NVIDIA driver lists {len(nv.gpus)} GPU(s)"
+    elif nv.status == "no-gpu" and not (build is not None and build.kind in ("rocm", "xpu")):
+        count, what = 0, "no NVIDIA GPU was found" + (f": {nv.detail}" if nv.detail else "")
+    else:
+        return
+    if index >= count:
+        raise DoctorError(f"--device {shown}: this machine has no device {shown} ({what}); give an index below "
+                          f"{count} or leave --device out" if count else
+                          f"--device {shown}: this machine has no device {shown} ({what}); leave --device out")
 
 
 def unusable(opts: CheckOptions, snapshot) -> None:

@@ -15,7 +15,7 @@ from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.snapshot import Snapshot
-from doctor.model.versions import parse_cc, variant_to_cuda, version_tuple
+from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's
@@ -37,6 +37,7 @@ class Machine:
     driver_version: str | None
     driver_max_cuda: str | None
     installed_variant: str | None = None  # "cu126", "rocm6.3", "cpu": kept when it still fits
+    free_threaded: bool = False  # a free-threaded build (Py_GIL_DISABLED): only "3.13t"-style wheels install
 
 
 def machine_from_snapshot(snap: Snapshot) -> Machine:
@@ -53,6 +54,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         driver_version=snap.nvidia.driver_version.value,
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
         installed_variant=build.variant if (build := torch_build(snap)) else None,
+        free_threaded=bool(snap.interpreter.free_threaded),
     )
 
 
@@ -197,8 +199,139 @@ def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driv
     return ranked[0] if ranked else None
 
 
-def python_ok(release, machine: Machine) -> bool:
-    return machine.python is None or release.supports_python(machine.python)
+def change_cost(anchor: str | None, f: Fit) -> str:
+    """What taking ``f`` instead of torch ``anchor`` costs: "a downgrade from torch 2.12.1 to 2.11.0"."""
+    if not anchor:
+        return ""
+    public = split_local(anchor)[0]
+    have, want = version_tuple(public), version_tuple(f.wheel.torch)
+    if not have or not want or have == want:
+        return f"another build of torch {f.wheel.torch} ({f.wheel.variant})"
+    return f"{'a downgrade' if want < have else 'an upgrade'} from torch {public} to {f.wheel.torch}"
+
+
+def python_label(machine: Machine) -> str:
+    """ "3.13.1" or, for a free-threaded build, "3.13.1 (free-threaded, 3.13t)"."""
+    if not machine.python:
+        return "?"
+    mm = major_minor(machine.python)
+    return f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)" if machine.free_threaded and mm else machine.python
+
+
+def python_problem(release, machine: Machine, patch=None) -> str | None:
+    """Why ``patch`` (default: the latest) of ``release`` publishes no torch wheel for this Python, or None.
+
+    The minor range of the release; for a free-threaded interpreter, the free-threaded builds of that patch
+    (2.12.1 dropped cp313t); the exact ``Requires-Python`` recorded for the latest patch (patch-level
+    exclusions such as ``!=3.14.1``)."""
+    py = machine.python
+    if py is None:
+        return None
+    patch = patch or release.latest
+    if not release.supports_python(py):
+        return f"torch {release.minor} has wheels for Python {release.python_min} to {release.python_max}"
+    mm = major_minor(py)
+    if machine.free_threaded and mm:
+        tag = f"{mm[0]}.{mm[1]}t"
+        builds = release.free_threaded_for(patch.torch)
+        if tag not in builds:
+            return (f"torch {patch.torch} has no free-threaded wheel for Python {tag} ("
+                    + (f"free-threaded builds: {', '.join(builds)}" if builds else "no free-threaded builds") + ")")
+    if patch == release.latest and release.requires_python_ok("torch", py) is False:
+        return f"torch {patch.torch} declares Requires-Python {release.requires_python['torch']}, which excludes {py}"
+    return None
+
+
+def python_ok(release, machine: Machine, patch=None) -> bool:
+    return python_problem(release, machine, patch) is None
+
+
+def companion_problem(release, patch, name: str, machine: Machine) -> str | None:
+    """Why the companion ``name`` of ``patch`` cannot be installed on this Python, or None (also when not known):
+    its own ``Requires-Python`` (torchvision 0.26 to 0.29.2 declare ``!=3.14.1``), recorded for the latest patch."""
+    version = getattr(patch, name, None)
+    if not version or machine.python is None or patch != release.latest:
+        return None
+    if release.requires_python_ok(name, machine.python) is False:
+        return (f"{name} {version} declares Requires-Python {release.requires_python[name]}, which excludes "
+                f"Python {machine.python}")
+    return None
+
+
+def packages_for(snap: Snapshot) -> list[str]:
+    """torch, and the companions the environment has (all three when torch is not installed yet)."""
+    inst = snap.install
+    if inst.torch is None:
+        return ["torch", "torchvision", "torchaudio"]
+    return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
+
+
+def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machine: Machine | None = None
+               ) -> tuple[list[str], list[str]]:
+    """(pins, notes): exact local-version pins of ``packages`` (macOS wheels come from PyPI without local tags).
+    A companion whose own Requires-Python excludes this Python is left out, with a note saying why."""
+    w = fit.wheel
+    tagged = snap.host.os != "darwin"
+    versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
+    release = table.release(w.torch) if table is not None else None
+    patch = release.patch(w.torch) if release is not None else None
+    pins, notes = [], []
+    for name in packages:
+        version = versions.get(name)
+        if version is None:
+            continue
+        problem = companion_problem(release, patch, name, machine) if (patch and machine and name != "torch") else None
+        if problem:
+            notes.append(f"{problem}: it is left out of the command. Keep using torch without it, or use a Python "
+                         f"that {name} supports.")
+            continue
+        pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
+    return pins, notes
+
+
+def public_spec(text: str | None):
+    """A SpecifierSet of the torch versions asked for, with local labels dropped (``==2.3.1+cu121`` asks for
+    2.3.1: the plan picks the variant that fits this machine); None for no or an unreadable specifier."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not text or not text.strip():
+        return None
+    parts = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.startswith("==") and "+" in part:
+            part = "==" + split_local(part[2:])[0]
+        parts.append(part)
+    try:
+        return SpecifierSet(",".join(p for p in parts if p))
+    except InvalidSpecifier:
+        return None
+
+
+def in_spec(spec, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    if spec is None:
+        return True
+    try:
+        return spec.contains(Version(split_local(version)[0]), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def usable_patch(release, machine: Machine, spec=None):
+    """The newest patch of ``release`` that the specifier allows and that has a wheel for this Python."""
+    for patch in reversed(release.patches):
+        if in_spec(spec, patch.torch) and python_ok(release, machine, patch):
+            return patch
+    return None
+
+
+# Why a version that was asked for cannot be installed here (Choice.unavailable)
+NO_SUCH_VERSION = "no-such-version"  # no release in the table matches the specifier
+NO_PLATFORM = "platform"  # it publishes no wheel for this OS and architecture
+NO_PYTHON = "python"  # it publishes no wheel for this Python
+NO_GPU = "gpu"  # no variant has kernels for every GPU
 
 
 @dataclass
@@ -207,55 +340,177 @@ class Choice:
     alternative: Fit | None  # the newest release that fits, when different
     needs_driver: Fit | None  # when nothing fits the current driver: the wheel to install after a driver update
     reason: str
+    # With needs_driver: the nearest release that runs on today's driver, the other way out (a downgrade, usually).
+    today: Fit | None = None
+    # A version was asked for (--torch, a project pin) and cannot be had here: why (NO_PYTHON, ...) and the nearest
+    # workable choice.
+    unavailable: str | None = None
+    nearest: Fit | None = None
+    asked: str | None = None  # the release patch the specifier names first ("2.9.1")
+
+
+def _nearest(fitting: list, anchor: str | None) -> Fit | None:
+    """The fitting release closest to ``anchor``: the nearest above it, else the newest below it."""
+    if not fitting:
+        return None
+    have = version_tuple(anchor) if anchor else None
+    above = [f for _, f in fitting if have is None or version_tuple(f.wheel.torch) > have]
+    if above and have is not None:
+        return above[0]
+    return fitting[-1][1]
+
+
+def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) -> Fit:
+    """After a driver update, the installed build itself when it has kernels for every GPU (nothing to reinstall)."""
+    variant = machine.installed_variant
+    if variant and variant in release.recommendable_variants(machine.platform) and variant != later.wheel.variant:
+        own = fit(table, release, patch, variant, machine, ccs)
+        if own.gpus_ok and own.driver.level != UNKNOWN:
+            return own
+    return later
 
 
 @functools.lru_cache(maxsize=512)  # pure: the rules and the plan ask it the same questions, and so do fleets
-def choose(table, machine: Machine, installed_version: str | None, ccs=None) -> Choice:
-    releases = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
-    if not releases:
+def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
+    """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
+    the installed version when that one does not match it."""
+    spec = public_spec(wanted)
+    base = split_local(installed_version)[0] if installed_version else None
+    if spec is not None and (base is None or not in_spec(spec, base)):
+        return _choose_wanted(table, machine, spec, ccs)
+    on_platform = [r for r in table.releases if r.variants_for(machine.platform)]
+    usable = [(r, p) for r in on_platform if (p := usable_patch(r, machine, spec)) is not None]
+    if not usable:
         return Choice(None, None, None, f"no torch release in the table has wheels for Python "
-                      f"{machine.python} on {machine.platform}")
+                      f"{python_label(machine)} on {machine.platform}")
     fitting = []  # (release, Fit) with the current driver
-    for release in releases:
-        f = best_in_release(table, release, release.latest, machine, ccs)
+    for release, patch in usable:
+        f = best_in_release(table, release, patch, machine, ccs)
         if f:
             fitting.append((release, f))
     newest = fitting[-1][1] if fitting else None
-    base = installed_version.split("+")[0] if installed_version else None
-    if fitting and base:
-        inst = version_tuple(base)
+    if base:
         same = table.release(base)
-        if same is not None and python_ok(same, machine):
-            patch = same.patch(base) or same.latest
+        patch = (same.patch(base) or same.latest) if same is not None else None
+        if patch is not None and python_ok(same, machine, patch):
             f = best_in_release(table, same, patch, machine, ccs)
             if f:
                 return Choice(f, newest if newest and newest.wheel.minor != f.wheel.minor else None, None,
                               f"keeps torch {patch.torch}")
-        above = [(r, f) for r, f in fitting if inst is None or version_tuple(r.latest.torch) > inst]
-        if above:
-            target = above[0][1]
-            return Choice(target, newest if newest is not target else None, None,
-                          f"torch {base} has no wheel that fits; {target.wheel.torch} is the nearest release that does")
-        return Choice(newest, None, None, "the newest release that fits")
+            later = best_in_release(table, same, patch, machine, ccs, need_driver=False)
+            if later is not None and later.driver.level == TOO_OLD and driver_reachable(table, machine, later):
+                # The installed torch runs once the driver is newer: that is the first way out; the nearest
+                # release that runs on today's driver is the other.
+                kept = _keep_installed(table, same, patch, machine, ccs, later)
+                return Choice(None, None, kept, f"keeps torch {patch.torch}; only the driver is too old",
+                              today=_nearest(fitting, base))
+        if fitting:
+            inst = version_tuple(base)
+            above = [(r, f) for r, f in fitting if inst is None or version_tuple(f.wheel.torch) > inst]
+            if above:
+                target = above[0][1]
+                return Choice(target, newest if newest is not target else None, None,
+                              f"torch {base} has no wheel that fits; {target.wheel.torch} is the nearest release "
+                              "that does")
+            return Choice(newest, None, None, "the newest release that fits")
     if fitting:
         return Choice(newest, None, None, "the newest release that fits this machine")
     # Nothing runs on this driver. Best: the installed build itself, once the driver is updated.
     if base:
         same = table.release(base)
-        patch = same.patch(base) if same is not None and python_ok(same, machine) else None
-        f = best_in_release(table, same, patch, machine, ccs, need_driver=False) if patch else None
+        patch = same.patch(base) if same is not None else None
+        f = best_in_release(table, same, patch, machine, ccs, need_driver=False) \
+            if patch and python_ok(same, machine, patch) else None
         if f:
-            return Choice(None, None, f, f"keeps torch {patch.torch}; only the driver is too old")
+            return Choice(None, None, _keep_installed(table, same, patch, machine, ccs, f),
+                          f"keeps torch {patch.torch}; only the driver is too old")
     # Else the newest wheel that would run after a driver update.
-    for release in reversed(releases):
-        f = best_in_release(table, release, release.latest, machine, ccs, need_driver=False)
-        if f:
+    for release, patch in reversed(usable):
+        f = best_in_release(table, release, patch, machine, ccs, need_driver=False)
+        if f and driver_reachable(table, machine, f):
             return Choice(None, None, f, "no wheel runs on the installed driver")
     if machine.python is not None:
-        relaxed = choose(table, replace(machine, python=None), None, ccs)
+        relaxed = choose(table, replace(machine, python=None, free_threaded=False), None, ccs)
         fit_any = relaxed.target or relaxed.needs_driver
         if fit_any is not None:
             release = table.release(fit_any.wheel.torch)
             return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
-                          f"for Python {machine.python} (it supports {release.python_min} to {release.python_max})")
+                          f"for Python {python_label(machine)} ({python_problem(release, machine)})")
     return Choice(None, None, None, "no published wheel has kernels for every GPU of this machine")
+
+
+def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
+    """The wheel of a version that was asked for (and is not the installed one): the newest patch the specifier
+    allows that fits; else that one after a driver update (today's nearest release beside it); else why none can
+    be had here, with the nearest workable choice."""
+    label = str(spec)
+    on_platform = [r for r in table.releases if r.variants_for(machine.platform)]
+    asked = sorted(((r, p) for r in table.releases for p in r.patches if in_spec(spec, p.torch)),
+                   key=lambda rp: version_tuple(rp[1].torch) or (0,), reverse=True)
+    here = [(r, p) for r, p in asked if r in on_platform]
+    every = [(r, p) for r in on_platform if (p := usable_patch(r, machine)) is not None]
+    fitting = [(r, f) for r, p in every if (f := best_in_release(table, r, p, machine, ccs))]
+    if not asked:
+        return Choice(None, None, None, f"no torch release matches torch{label} (the table knows "
+                      f"{table.releases[0].minor} to {table.releases[-1].minor})", unavailable=NO_SUCH_VERSION,
+                      nearest=fitting[-1][1] if fitting else None)
+    first = asked[0][1].torch
+    if not here:
+        return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
+                      unavailable=NO_PLATFORM, nearest=_nearest(fitting, first), asked=first)
+    usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
+    if not usable:
+        release, patch = here[0]
+        why = python_problem(release, machine, patch)
+        nearest = _nearest_for_python(table, machine, release, every)
+        reason = f"no torch {patch.torch} wheel for Python {python_label(machine)}: {why}"
+        if nearest is not None:
+            r, p = nearest
+            older = version_tuple(p.torch) < version_tuple(patch.torch)
+            reason += (f"; torch {p.torch} is the {'last' if older else 'first'} release with wheels for Python "
+                       f"{_py_tag(machine)}")
+        near_fit = None
+        if nearest is not None:
+            near_fit = best_in_release(table, nearest[0], nearest[1], machine, ccs) or \
+                best_in_release(table, nearest[0], nearest[1], machine, ccs, need_driver=False)
+        return Choice(None, None, None, reason, unavailable=NO_PYTHON, nearest=near_fit, asked=patch.torch)
+    for release, patch in usable:
+        f = best_in_release(table, release, patch, machine, ccs)
+        if f:
+            return Choice(f, None, None, f"torch{label}, as asked", asked=patch.torch)
+    for release, patch in usable:
+        later = best_in_release(table, release, patch, machine, ccs, need_driver=False)
+        if later is not None and (later.driver.level != TOO_OLD or driver_reachable(table, machine, later)):
+            return Choice(None, None, later, f"torch{label}, as asked; only the driver is too old",
+                          today=_nearest(fitting, patch.torch), asked=patch.torch)
+    release, patch = usable[0]
+    return Choice(None, None, None, f"no variant of torch {patch.torch} has kernels for every GPU of this machine",
+                  unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch), asked=patch.torch)
+
+
+def _py_tag(machine: Machine) -> str:
+    mm = major_minor(machine.python or "")
+    return f"{mm[0]}.{mm[1]}{'t' if machine.free_threaded else ''}" if mm else "?"
+
+
+def _nearest_for_python(table, machine: Machine, release, every: list):
+    """The release nearest to ``release`` that has wheels for this Python: (release, patch), or None."""
+    if not every:
+        return None
+    order = {r.minor: i for i, r in enumerate(table.releases)}
+    at = order.get(release.minor, 0)
+    return min(every, key=lambda rp: (abs(order[rp[0].minor] - at), order[rp[0].minor] > at))
+
+
+def driver_reachable(table, machine: Machine, f: Fit) -> bool:
+    """Whether a driver that runs ``f`` exists for every GPU of this machine: old GPUs stop at a last driver
+    branch (Kepler R470; Maxwell, Pascal and Volta R580), so a build that needs a newer driver never runs there."""
+    needed = f.driver.needed or f.driver.floor
+    branch = version_tuple(needed)[0] if version_tuple(needed) else None
+    if branch is None:
+        return True
+    for cc in machine.gpu_ccs:
+        last = table.last_driver_branch(cc)
+        if last is not None and branch > last:
+            return False
+    return True

@@ -17,6 +17,7 @@ from typing import Any
 
 from doctor import exitcodes
 from doctor.distributed.failures import HINTS, classify_failure, first_lines, ranks_text
+from doctor.distributed.fixes import commands_from_env
 from doctor.distributed.launch import DEFAULT_TIMEOUT_S
 from doctor.distributed.report import build_report, missing_entry
 from doctor.render.distributed import render_text
@@ -179,6 +180,7 @@ def run_rank(
         args.timeout,
         seams,
         note="; ".join(step["message"] for step in state.steps if step.get("status") == "fallback"),
+        commands=commands_from_env(os.environ),
     )
     _write(report, args)
     if not state.error:
@@ -260,6 +262,7 @@ def _give_up(state: Any, args: argparse.Namespace, seams: dict, reason: str) -> 
         args.timeout,
         seams,
         note=reason,
+        commands=commands_from_env(os.environ),
     )
     _write(report, args)
 

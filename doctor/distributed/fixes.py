@@ -10,7 +10,7 @@ from __future__ import annotations
 from doctor.distributed.failures import NCCL_CUDA, NCCL_NETWORK, NCCL_TIMEOUT
 from doctor.model.findings import INSTALL, Action, Fix
 from doctor.model.versions import split_local, variant_of
-from doctor.plan.commands import Commands
+from doctor.plan.commands import Commands, InstallSource
 
 NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 TORCH_DIST_DOCS = "https://pytorch.org/docs/stable/distributed.html"
@@ -19,6 +19,16 @@ PREVIOUS_VERSIONS = "https://pytorch.org/get-started/previous-versions/"
 
 # The hint's interpreter is whichever `python` runs on the odd node: rank 0 cannot know its path there.
 DEFAULT_COMMANDS = Commands(python="python")
+
+
+def commands_from_env(env) -> Commands:
+    """How rank 0 writes its install hints: ``python`` (every node has its own path) and the PyTorch index, or
+    the mirror TORCHDOCTOR_INDEX_URL_BASE names (the same variable `check`, `report` and `fix` read), so the
+    hints point where the plan's commands do."""
+    base = (env.get("TORCHDOCTOR_INDEX_URL_BASE") or "").strip().rstrip("/")
+    if not base or "://" not in base:
+        return DEFAULT_COMMANDS
+    return Commands(python="python", source=InstallSource(base, base_given=True))
 
 
 def nccl_fix(kind: str) -> Fix:

@@ -142,6 +142,14 @@ class Libraries:
 
 
 @dataclass
+class CudaToolkitDir:
+    """A CUDA toolkit folder that exists on this machine (/usr/local/cuda-12.6), with its version."""
+
+    path: str = ""
+    version: str | None = None  # from version.json / version.txt, else the folder name ("12.6")
+
+
+@dataclass
 class CudaHome:
     """The CUDA toolkit that extensions would build against (CUDA_HOME, CUDA_PATH, /usr/local/cuda)."""
 
@@ -150,6 +158,8 @@ class CudaHome:
     version: str | None = None  # "12.4.1"; None when no version could be read
     version_source: str | None = stated()  # version.json, version.txt or "directory name of <path>"
     why: str | None = reason()
+    # The toolkits installed side by side (/usr/local/cuda-X.Y): the only folders a fix may point CUDA_HOME at.
+    installed: list[CudaToolkitDir] | None = stated()
 
 
 # --- WSL2 ---------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ REINSTALL = "reinstall"  # the same, forced over what is there
 UNINSTALL = "uninstall"  # remove these packages
 VENV = "venv"  # make a virtual environment at ``text``, then install the pins into it
 SHELL = "shell"  # a command line that is not a package manager's (``text``), kept in its place
-ACTION_KINDS = (INSTALL, REINSTALL, UNINSTALL, VENV, SHELL)
+CONDA_REMOVE = "conda-remove"  # remove these conda packages from the environment at ``text`` (its prefix)
+ACTION_KINDS = (INSTALL, REINSTALL, UNINSTALL, VENV, SHELL, CONDA_REMOVE)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class Action:
     variant: str | None = None  # the wheel index the pins come from ("cu128"); None: the default index
     python: str | None = None  # the interpreter to act on; None: the target interpreter
     text: str = ""  # SHELL: the line itself; VENV: the folder of the new environment
+    # The pins are the plan's: the exact torch (and companions) the environment ends with, from the plan's
+    # index. ``packages`` and ``variant`` are then only the fallback when the plan names none. So a finding
+    # that reinstalls torch can never name another build than the plan beside it.
+    plan: bool = False
 
 
 @dataclass

@@ -48,6 +48,13 @@ class Host:
     libc: str = ""  # "glibc 2.36", "musl", "" when not Linux
     wsl: bool = False
     container: str | None = None  # "docker", "podman", "kubernetes", "containerd", None
+    # A job of a cluster's scheduler ("slurm", "pbs", "lsf", "sge"), from its job variables: the driver
+    # there belongs to the cluster's administrators, not to the user (doctor/compat/drivers.py).
+    scheduler: str | None = None
+    # Interpreters on PATH by version ("3.12" -> "/usr/bin/python3.12") and uv, which can fetch any
+    # Python: what a fix that needs another Python may name (never one that is not here).
+    pythons: dict[str, str] = field(default_factory=dict)
+    uv: str | None = None
 
     @property
     def platform(self) -> str:
@@ -215,6 +222,36 @@ class TorchRuntime:
 
 
 @dataclass
+class TorchPin:
+    """A torch version the user or the project asks for: a PEP 440 specifier and where it was stated."""
+
+    spec: str = ""  # "==2.3.1", ">=2.5,<2.8" ("" for a requirement without a version, e.g. a URL)
+    source: str = ""  # "--torch", "requirements.txt:3", "pyproject.toml [project.dependencies]", "uv.lock"
+    marker: str | None = None  # the requirement's environment marker, evaluated against the target
+
+
+@dataclass
+class Project:
+    """The target project's own word on torch (doctor/probes/project.py): its pins, read from
+    requirements*.txt, pyproject.toml and uv.lock / poetry.lock without executing anything."""
+
+    folder: str | None = None  # the project folder read; None when none was found
+    files: list[str] = field(default_factory=list)  # the files read (names inside ``folder``)
+    pins: list[TorchPin] = field(default_factory=list)  # every statement about torch, in file order
+    problems: list[str] = field(default_factory=list)  # what could not be read, and why
+    why: str | None = None  # no project was read: why
+
+
+@dataclass
+class Requested:
+    """What the user asked of this run (set by the run, not probed): the torch it must end with and whether
+    the driver may be changed. Kept in the report, so a reader sees what the plan followed."""
+
+    torch: TorchPin | None = None  # --torch, or [tool.torchdoctor] torch
+    no_driver_change: bool = False  # --no-driver-change: the plan keeps today's driver
+
+
+@dataclass
 class Snapshot:
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
     tool_version: str = ""
@@ -230,6 +267,8 @@ class Snapshot:
     # What says a GPU is wanted here: "--require cuda", "[tool.torchdoctor] require", "--device 0". Set by the run
     # from what the user stated; the container rule reads it (with the NVIDIA container variables) for its severity.
     gpu_wanted: list[str] = field(default_factory=list)
+    project: Project | None = None  # the target project's pins (None: not probed)
+    requested: Requested = field(default_factory=Requested)
     unknowns: list[str] = field(default_factory=list)  # what this snapshot cannot know (re-diagnosis)
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from doctor.model.findings import INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
+from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"
@@ -187,7 +187,7 @@ class Commands:
     python: str = "python3"  # the target interpreter
     installer: str = PIP
     source: InstallSource = field(default_factory=InstallSource)
-    os: str = "linux"  # "windows": PowerShell quoting, `py -m venv`, Scripts\\python.exe
+    os: str = "linux"  # "windows": PowerShell quoting, Scripts\\python.exe
     uv: str = "uv"
     conda: str = "conda"  # for the removal steps where conda owns torch (fix: $CONDA_EXE)
 
@@ -206,18 +206,35 @@ class Commands:
         """The command line a user copies."""
         if action.kind == SHELL:
             return action.text
+        if action.kind == CONDA_REMOVE:
+            return render_argv([self.conda, "remove", "-p", action.text, *action.packages], self.os)
         command = render_argv(self.argv(action), self.os)
         if action.kind == VENV:
-            make = "py -m venv" if self.os == "windows" else f"{render_argv([self.python], self.os)} -m venv"
-            return f"{make} {render_argv([action.text], self.os)} && {command}"
+            return f"{render_argv(self.venv_argv(action.text), self.os)} && {command}"
         return command
 
     def venv_python(self, folder: str) -> str:
         return f"{folder}\\Scripts\\python.exe" if self.os == "windows" else f"{folder}/bin/python"
 
-    def fill(self, findings) -> None:
-        """Write out the actions of every finding's fix into its ``commands``."""
+    def venv_argv(self, folder: str) -> list[str]:
+        """Make a virtual environment with the target interpreter (uv: ``uv venv --python <python>``)."""
+        if self.installer == UV:
+            return [self.uv, "venv", "--python", self.python, folder]
+        return [self.python, "-m", "venv", folder]
+
+    def fill(self, findings, pins: tuple[tuple[str, ...], str | None] | None = None) -> None:
+        """Write out the actions of every finding's fix into its ``commands``. ``pins``: (the plan's pins, their
+        index variant), what an action marked ``plan`` installs; with none, such an action writes no command
+        (never an unpinned install from whatever index is the default)."""
         for finding in findings:
             fix = finding.fix
-            if fix is not None and fix.actions:
-                fix.commands = [self.line(a) for a in fix.actions]
+            if fix is None or not fix.actions:
+                continue
+            lines = []
+            for action in fix.actions:
+                if action.plan:
+                    if not pins or not pins[0]:
+                        continue
+                    action = Action(action.kind, tuple(pins[0]), pins[1], action.python, action.text)
+                lines.append(self.line(action))
+            fix.commands = lines

@@ -1,45 +1,68 @@
-"""The fix plan: from the findings, one ordered list of exact commands (pure).
+"""The fix plan: from the findings, one ordered list of exact commands (pure). docs/plan.md describes it.
 
-Driver steps come before wheel steps. Wheel pins carry the local version tag
-(``torch==2.7.1+cu128``) so that pip cannot answer "Requirement already satisfied" when only
-the build changes; torch, torchvision and torchaudio always move together.
+The torch the user has, or asks for (``--torch``, the project's pins), wins. When it runs on this GPU once the
+driver is newer, the first way out is the driver, with torch kept; the other way, the nearest release that runs
+on today's driver, is named beside it with what it costs. Where the driver cannot be changed (``--no-driver-change``,
+a container, a cluster job) the other way comes first. Both are in ``alternatives`` as data.
+
+Driver steps come before wheel steps. Wheel pins carry the local version tag (``torch==2.7.1+cu128``) so that pip
+cannot answer "Requirement already satisfied" when only the build changes; torch, torchvision and torchaudio
+always move together. An externally managed Python (PEP 668) gets a virtual environment to install into.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from doctor.compat.builds import torch_build
-from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, SOURCE, torch_origin
-from doctor.compat.installs import conda_torch
-from doctor.compat.wheels import Fit, choose, machine_from_snapshot
+from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
+from doctor.compat.drivers import DriverChange, driver_advice, driver_change
+from doctor.compat.interpreters import install_hint, python_in_range, venv_line
+from doctor.compat.pins import wanted_torch
+from doctor.compat.wheels import (
+    NO_PYTHON,
+    Choice,
+    Fit,
+    choose,
+    in_spec,
+    machine_from_snapshot,
+    public_spec,
+    python_label,
+)
+from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
-from doctor.model.snapshot import Snapshot
+from doctor.model.snapshot import Snapshot, TorchPin
 from doctor.model.versions import minor_key
-from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
-from doctor.plan.distributions import advise, cuda_range_for
+from doctor.plan.commands import Commands, render_argv
+from doctor.plan.distributions import advise, cuda_range_for, own_build
+from doctor.plan.ways import (
+    VENV_FOLDER,
+    Step,
+    describe,
+    driver_step,
+    install_steps,
+    installed_pins,
+    packages_for,
+    way,
+    wheel_pins,
+)
+
+__all__ = ["DRIVER_FIRST", "HEALTHY", "INSTALL", "MANUAL", "NONE", "Plan", "Step", "WHEEL_FINDINGS",
+           "attach_commands", "build_plan", "commands_for", "wheel_pins"]
 
 # Findings whose remedy is a different torch wheel.
 WHEEL_FINDINGS = {
     "torch-not-installed", "torch-cpu-build", "torch-wrong-vendor-build", "driver-too-old",
     "gpu-arch-unsupported", "gpus-need-different-wheels", "torchvision-mismatch", "torchaudio-mismatch",
-    "gpu-arch-needs-ptx", "cudnn-unsupported-gpu",
+    "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "requirement-torch", "torch-version-unavailable",
 }
 
 HEALTHY = "healthy"  # nothing to change
 INSTALL = "install"  # run the wheel command
-DRIVER_FIRST = "driver-first"  # update the driver, then run the wheel command
+DRIVER_FIRST = "driver-first"  # update the driver, then run the wheel command (if any)
 MANUAL = "manual"  # no command can fix it (e.g. no wheel for this Python): see the findings
 NONE = "none"  # problems exist but none is fixed by changing wheels
-
-
-@dataclass
-class Step:
-    kind: str  # "driver", "install", "note"
-    description: str
-    command: str | None = None
-    argv: list[str] | None = None
 
 
 @dataclass
@@ -48,11 +71,21 @@ class Plan:
     reason: str = ""
     python: str = ""
     target: dict | None = None
+    # The other wheel: with a driver choice, the other way's (today's nearest release, or torch kept after the
+    # driver update); otherwise the newest release that also fits, when the target is another one.
     alternative: dict | None = None
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     addresses: list[str] = field(default_factory=list)  # the finding ids this plan resolves
     unverified: list[str] = field(default_factory=list)
+    wanted: dict | None = None  # the torch asked for: {"spec": "==2.3.1", "source": "--torch"}
+    driver_change: dict = field(default_factory=lambda: {"possible": True, "why": ""})
+    driver: dict | None = None  # the driver the first way needs (minimum, branch, commands, source)
+    # The ways out when there is a choice (driver or another torch; another Python): each as data (plan/ways.py
+    # way()), the one the steps take marked "primary".
+    alternatives: list[dict] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)  # the exact builds the environment ends with
+    pins_variant: str | None = None  # the index they come from ("cu128"; None: the installer's default)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,41 +95,32 @@ class Plan:
         return [s.command for s in self.steps if s.command]
 
 
-def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str]) -> list[str]:
-    w = fit.wheel
-    tagged = snap.host.os != "darwin"  # macOS wheels come from PyPI without local tags
-    versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
-    pins = []
-    for name in packages:
-        version = versions.get(name)
-        if version is None:
-            continue
-        pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
-    return pins
-
-
-
-def _packages(snap: Snapshot) -> list[str]:
-    inst = snap.install
-    if inst.torch is None:
-        return ["torch", "torchvision", "torchaudio"]
-    return ["torch"] + [n for n in ("torchvision", "torchaudio") if getattr(inst, n) is not None]
-
-
 def commands_for(snap: Snapshot, **options) -> Commands:
     """The command builder for this snapshot's interpreter and OS (options: installer, source, uv)."""
     return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
 
 
-def _describe(fit: Fit | None, snap: Snapshot, index_base: str) -> dict | None:
-    if fit is None:
-        return None
-    w = fit.wheel
-    return {
-        "torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio, "variant": w.variant,
-        "cuda": w.cuda, "index_url": index_url(w.variant, index_base) if snap.host.os != "darwin" else None,
-        "driver": fit.driver.level, "label": w.label,
-    }
+@dataclass
+class _Run:
+    """What every part of one plan shares."""
+
+    snap: Snapshot
+    table: object
+    commands: Commands
+    findings: list[Finding]
+    wanted: TorchPin | None
+    change: DriverChange
+    conda: str | None
+
+    @property
+    def machine(self):
+        return machine_from_snapshot(self.snap)
+
+    def steps_for(self, fit: Fit, reason: str, after: str = "") -> tuple[list[Step], list[str], list[str]]:
+        return install_steps(fit, self.snap, self.commands, self.table, self.machine, reason, after, self.conda)
+
+    def describe(self, fit: Fit | None) -> dict | None:
+        return describe(fit, self.snap, self.commands.source.index_base)
 
 
 def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Commands | None = None,
@@ -105,115 +129,247 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     download.pytorch.org) only changes how the commands are written; ``conda``: the conda executable
     for the removal steps when conda owns torch (default: the one ``commands`` names)."""
     commands = commands or commands_for(snap)
-    index_base = commands.source.index_base
-    python = commands.python
+    run = _Run(snap, table, commands, findings, wanted_torch(snap), driver_change(snap), conda)
+    plan = Plan("", python=commands.python, driver_change={"possible": run.change.possible, "why": run.change.why})
+    if run.wanted is not None:
+        plan.wanted = {"spec": run.wanted.spec, "source": run.wanted.source}
+    # What a finding that reinstalls torch installs when the plan installs nothing else: the installed builds,
+    # exactly; never for a distribution's own torch (conda-forge, NGC, Jetson, a source build), which pip must not
+    # replace behind the user's back.
+    plan.pins, plan.pins_variant = ([], None) if own_build(snap, table) is not None else installed_pins(snap)
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
         errors = [f for f in findings if f.severity == "error"]
         if errors:
-            return Plan(NONE, "the problems found are not fixed by a different torch wheel; see each finding's fix",
-                        python)
-        return Plan(HEALTHY, "nothing to change", python)
-
+            plan.status, plan.reason = NONE, "the problems found are not fixed by a different torch wheel; see each " \
+                "finding's fix"
+        else:
+            plan.status, plan.reason = HEALTHY, "nothing to change"
+        return plan
+    plan.addresses = wheel_ids
     own = advise(snap, table, findings, commands)
     if own is not None:
         # A distribution's own torch (conda-forge, NGC, Jetson, a source build, another conda channel) is never
         # replaced with pip wheels here: the plan says what fits that distribution, or stops at the diagnosis.
-        plan = Plan(MANUAL, own.reason, python, notes=list(own.notes), addresses=wheel_ids)
+        plan.status, plan.reason, plan.notes = MANUAL, own.reason, list(own.notes)
+        plan.pins, plan.pins_variant = [], None
         if own.origin.kind == SOURCE:
-            alternative = _wheel_alternative(snap, table, commands)
+            alternative = _wheel_alternative(run)
             if alternative:
                 plan.notes.append(alternative)
         return plan
     if any(f.id == "gpus-need-different-wheels" for f in findings):
         # No wheel serves every GPU: one environment per group, spelled out in that finding's fix.
-        return Plan(MANUAL, "no single wheel serves every GPU", python,
-                    notes=["Use one environment per GPU group: see the commands under gpus-need-different-wheels."])
-    machine = machine_from_snapshot(snap)
+        plan.status, plan.reason = MANUAL, "no single wheel serves every GPU"
+        plan.notes = ["Use one environment per GPU group: see the commands under gpus-need-different-wheels."]
+        plan.addresses = []  # that finding's own commands are the fix: shown with it
+        return plan
     build = torch_build(snap)
-    installed = build.version if build else None
-    choice = choose(table, machine, installed)
-    packages = _packages(snap)
-    plan = Plan(INSTALL, choice.reason, python, addresses=wheel_ids)
+    choice = choose(table, run.machine, build.version if build else None, wanted=run.wanted.spec if run.wanted else None)
+    if choice.unavailable:
+        return _unavailable(run, plan, choice)
+    if choice.target is not None:
+        return _install(run, plan, choice)
+    if choice.needs_driver is not None:
+        return _driver_or_today(run, plan, choice)
+    plan.status, plan.reason = MANUAL, choice.reason
+    plan.notes.append(choice.reason)
+    machine = run.machine
+    reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
+    if "kernels for every GPU" in choice.reason and reach:
+        plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
+                          "with one of them for exactly these architectures (a source build with "
+                          "TORCH_CUDA_ARCH_LIST) would run.")
+    elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
+        plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
+    return plan
 
-    fit = choice.target
-    if fit is None and choice.needs_driver is not None:
-        fit = choice.needs_driver
-        needed = fit.driver.needed or fit.driver.floor
-        plan.status = DRIVER_FIRST
-        plan.steps.append(Step(
-            "driver",
-            f"Install NVIDIA driver {needed or 'a newer release'} or later (supports CUDA {fit.wheel.cuda}); "
-            "no published torch wheel runs on the installed driver. Reboot afterwards.",
-        ))
-    if fit is None:
-        plan.status = MANUAL
-        plan.notes.append(choice.reason)
-        reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
-        if "kernels for every GPU" in choice.reason and reach:
-            plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
-                              "with one of them for exactly these architectures (a source build with "
-                              "TORCH_CUDA_ARCH_LIST) would run.")
-        elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
-            plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
-        return plan
 
-    plan.target = _describe(fit, snap, index_base)
-    plan.alternative = _describe(choice.alternative, snap, index_base)
+def _asked(run: _Run, reason: str) -> str:
+    """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as pinned
+    by requirements.txt:2"."""
+    if run.wanted is None or ", as asked" not in reason:
+        return reason
+    verb = "asked" if run.wanted.source.startswith(("--", "[tool.torchdoctor]")) else "pinned"
+    return reason.replace(", as asked", f", as {verb} by {run.wanted.source}")
+
+
+def _same_build(run: _Run, fit: Fit) -> bool:
+    build = torch_build(run.snap)
+    return (build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch
+            and not _companions_wrong(run.findings))
+
+
+def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
+    snap, fit = run.snap, choice.target
+    build = torch_build(snap)
+    plan.target, plan.alternative = run.describe(fit), run.describe(choice.alternative)
     plan.unverified = list(fit.wheel.unverified)
-    pins = wheel_pins(fit, snap, packages)
-    owned = conda_torch(snap).remove_before_pip
-    if owned and snap.interpreter.prefix:
-        # pip over conda's torch leaves two owners of the same files: conda's must go first. (Only the pytorch
-        # channel's builds get here: conda-forge's and other channels' are never replaced, see advise().)
-        names = [r.name for r in owned]
-        argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
-        plan.steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
-                               "from this environment; pip installs the wheels next.",
-                               render_argv(argv, commands.os), argv))
-        origin = torch_origin(snap)
-        replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last release was "
-                    "2.5)") if origin.kind == PYTORCH_CONDA else "conda's build of torch with PyTorch's pip wheels"
-        plan.notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
-                          f"packages are removed (conda will not know about them). This replaces {replaced}.")
-    origin = torch_origin(snap)
-    if origin.kind == NIGHTLY and build is not None:
-        plan.notes.append(f"This replaces the nightly build torch {build.version} with the release "
-                          f"{fit.wheel.label}.")
-    if build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch \
-            and not _companions_wrong(findings):
-        plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
+    if _same_build(run, fit):
+        plan.status = NONE
+        plan.reason = (f"torch {build.label} is already the build that fits this machine; no other wheel fixes "
+                       "the findings: see each finding's fix")
         return plan
-    # macOS wheels come from PyPI: no variant index there
-    variant = fit.wheel.variant if snap.host.os != "darwin" else None
-    argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), variant))
-    after = " after the driver update" if plan.status == DRIVER_FIRST else ""
-    reason = choice.reason
-    if build is not None and torch_origin(snap).kind == NIGHTLY and minor_key(build.version) == fit.wheel.minor:
-        reason = f"the {fit.wheel.minor} release in place of the nightly"
-    plan.steps.append(Step("install", f"Install torch {fit.wheel.label}{after} ({reason}).",
-                           render_argv(argv, commands.os), argv))
-    if "torchaudio" in packages and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
+    reason = _asked(run, choice.reason)
+    if build is not None and torch_origin(snap).kind == NIGHTLY:
+        plan.notes.append(f"This replaces the nightly build torch {build.version} with the release {fit.wheel.label}.")
+        if minor_key(build.version) == fit.wheel.minor:
+            reason = f"the {fit.wheel.minor} release in place of the nightly"
+    steps, notes, pins = run.steps_for(fit, reason)
+    plan.status, plan.reason, plan.steps = INSTALL, reason, steps
+    plan.notes += notes
+    plan.pins, plan.pins_variant = pins, fit.wheel.variant if snap.host.os != "darwin" else None
+    _common_notes(run, plan, fit, choice)
+    return plan
+
+
+def _common_notes(run: _Run, plan: Plan, fit: Fit, choice: Choice) -> None:
+    snap = run.snap
+    machine = run.machine
+    if machine.free_threaded:
+        tag = python_label(machine).rpartition(", ")[2].rstrip(")")
+        plan.notes.append(f"Python {tag} is a free-threaded build: only releases with {tag} wheels count "
+                          f"(torch {fit.wheel.torch} has them; the table lists each release's free-threaded builds).")
+    if "torchaudio" in packages_for(snap) and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")
     if choice.alternative is not None:
         plan.notes.append(f"Newest release that also fits: torch {choice.alternative.wheel.label}.")
     if fit.driver.level == "minor-compat":
-        plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {machine.driver_max_cuda}; it "
+        plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {run.machine.driver_max_cuda}; it "
                           "runs through minor-version compatibility.")
+
+
+def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
+    """The torch kept (or asked for) runs once the driver is newer: the driver is the first way, today's nearest
+    release the other; where the driver cannot be changed, today's release comes first (if it is what was asked
+    for: a version outside the user's specifier is only offered, never installed)."""
+    snap, keep, today = run.snap, choice.needs_driver, choice.today
+    build = torch_build(snap)
+    anchor = build.version if build is not None and choice.asked is None else choice.asked
+    advice = driver_advice(run.table, snap, keep.wheel.cuda or "", keep.driver, run.change)
+    driver_now = snap.nvidia.driver_version.value or "the installed driver"
+    keeps = _same_build(run, keep)
+    driver_steps = [driver_step(advice, keep.wheel.cuda, keep.wheel.label)]
+    keep_pins = plan.pins
+    notes: list[str] = []
+    if not keeps:
+        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), " after the driver update")
+        driver_steps += steps
+    driver_way = way("driver", f"Install {advice.summary} and keep torch {keep.wheel.label}",
+                     driver_steps, run.describe(keep), "a driver update and a reboot", advice,
+                     run.change.possible, run.change.why)
+    today_way, today_steps, today_notes, today_pins = None, [], [], []
+    spec = public_spec(run.wanted.spec) if run.wanted is not None else None
+    if today is not None:
+        why = f"the nearest release that runs on driver {driver_now}" + (
+            f": {cost(anchor, today)}" if cost(anchor, today) else "")
+        today_steps, today_notes, today_pins = run.steps_for(today, why)
+        outside = "" if in_spec(spec, today.wheel.torch) else f", outside {run.wanted.spec} asked by {run.wanted.source}"
+        today_way = way("wheel", f"Keep driver {driver_now}: install torch {today.wheel.label} instead"
+                        f" ({cost(anchor, today)}{outside})", today_steps, run.describe(today), cost(anchor, today))
+    today_first = not run.change.possible and today is not None and in_spec(spec, today.wheel.torch)
+    if today_first:
+        plan.status, plan.steps, plan.notes = INSTALL, today_steps, today_notes
+        plan.reason = (f"the driver is not changed here ({run.change.why}); torch {today.wheel.torch} is the "
+                       f"nearest release that runs on driver {driver_now} ({cost(anchor, today)})")
+        plan.target, plan.unverified = run.describe(today), list(today.wheel.unverified)
+        plan.alternative = run.describe(keep)  # the other way's wheel: torch kept, once the driver is newer
+        plan.pins, plan.pins_variant = today_pins, today.wheel.variant if snap.host.os != "darwin" else None
+        today_way["primary"] = True
+        plan.alternatives = [today_way, driver_way]
+        plan.notes.append(f"Keeping torch {keep.wheel.label} needs {advice.sentence}.")
+        return plan
+    plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
+    plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
+    plan.reason = _asked(run, choice.reason)
+    driver_way["primary"] = run.change.possible
+    plan.alternatives = [driver_way] + ([today_way] if today_way else [])
+    if not run.change.possible:
+        # The version asked for needs a driver this run cannot change: nothing to install here.
+        plan.status, plan.steps = MANUAL, []
+        plan.notes.append(f"torch {keep.wheel.label} needs {advice.sentence}.")
+        if today_way is not None:
+            plan.notes.append(f"Or, on driver {driver_now}: {today_way['summary']}: {today_steps[-1].command}")
+        return plan
+    plan.status, plan.steps, plan.notes = DRIVER_FIRST, driver_steps, notes
+    if not keeps:
+        plan.pins, plan.pins_variant = keep_pins, keep.wheel.variant if snap.host.os != "darwin" else None
+    if keeps:
+        plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
+    if today_way is not None:
+        plan.notes.append(f"Or keep driver {driver_now} and install torch {today.wheel.label} instead "
+                          f"({cost(anchor, today)}): {today_steps[-1].command}")
     return plan
 
 
-def _wheel_alternative(snap: Snapshot, table, commands: Commands) -> str | None:
+def _unavailable(run: _Run, plan: Plan, choice: Choice) -> Plan:
+    """The version asked for cannot be had on this machine: say why, and the nearest workable choices (another
+    Python for it; the nearest release here), each with its commands. Nothing is installed in its place."""
+    plan.status, plan.reason = MANUAL, choice.reason
+    plan.notes.append(f"{choice.reason} (asked by {run.wanted.source})." if run.wanted else f"{choice.reason}.")
+    plan.pins, plan.pins_variant = [], None
+    if choice.unavailable == NO_PYTHON and choice.asked:
+        other = _other_python_way(run, choice.asked)
+        if other is not None:
+            plan.alternatives.append(other)
+            plan.notes.append(other["summary"] + (f": {' && '.join(s['command'] for s in other['steps'] if s['command'])}"
+                                                  if other["steps"] else ""))
+    near = choice.nearest
+    if near is not None:
+        steps, notes, _ = run.steps_for(near, f"the nearest release that {'runs' if near.runs else 'fits'} here")
+        anchor = choice.asked
+        summary = f"Or use torch {near.wheel.label} ({cost(anchor, near)})" if anchor else \
+            f"Or use torch {near.wheel.label}"
+        plan.alternatives.append(way("wheel", summary, steps, run.describe(near), cost(anchor, near)))
+        plan.notes.append(f"{summary}: {steps[-1].command}")
+    return plan
+
+
+def _other_python_way(run: _Run, asked: str) -> dict | None:
+    """The version asked for, in a new environment of a Python that has its wheels (one on this machine, or
+    fetched by uv; else what to install)."""
+    release = run.table.release(asked)
+    if release is None:
+        return None
+    machine = run.machine
+    other = python_in_range(run.snap, release.python_min, release.python_max)
+    if other is None:
+        return None
+    there = replace(machine, python=f"{other.version}.0" if other.version.count(".") == 1 else other.version,
+                    free_threaded=False)
+    pick = choose(run.table, there, None, wanted=f"=={asked}")
+    fit = pick.target or pick.needs_driver
+    summary = f"Or use Python {other.version} for torch {asked}"
+    if fit is None:
+        return way("python", summary, [], None, "another Python", available=False, why_not=pick.reason)
+    if not other.available:
+        return way("python", summary, [], run.describe(fit), "another Python", available=False,
+                   why_not=install_hint(other))
+    pins, _ = wheel_pins(fit, run.snap, packages_for(run.snap), run.table, there)
+    commands = replace(run.commands, python=other.path or other.version)
+    python = commands.venv_python(VENV_FOLDER)
+    make = venv_line(other, VENV_FOLDER, run.snap.host.os == "windows")
+    argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), fit.wheel.variant if run.snap.host.os != "darwin"
+                                else None, python=python))
+    steps = [Step("venv", f"Create {VENV_FOLDER} with Python {other.version}"
+                  + (f" ({other.path})" if other.path else " (uv fetches it)"), make),
+             Step("install", f"Install torch {fit.wheel.label} into {VENV_FOLDER}.", render_argv(argv, commands.os),
+                  argv)]
+    return way("python", summary, steps, run.describe(fit), "another Python")
+
+
+def _wheel_alternative(run: _Run) -> str | None:
     """For a source build: the wheel that would fit, as an explicit alternative that says what it replaces."""
+    snap = run.snap
     build = torch_build(snap)
-    choice = choose(table, machine_from_snapshot(snap), build.version if build else None)
+    choice = choose(run.table, run.machine, build.version if build else None)
     fit = choice.target
     if fit is None:
         return None
-    pins = wheel_pins(fit, snap, _packages(snap))
+    pins, _ = wheel_pins(fit, snap, packages_for(snap), run.table, run.machine)
     variant = fit.wheel.variant if snap.host.os != "darwin" else None
-    line = render_argv(commands.argv(Action(INSTALL_ACTION, tuple(pins), variant)), commands.os)
+    line = render_argv(run.commands.argv(Action(INSTALL_ACTION, tuple(pins), variant)), run.commands.os)
     return f"Or replace the source build with PyTorch's wheel torch {fit.wheel.label} (this replaces your source " \
            f"build): {line}"
 

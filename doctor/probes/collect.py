@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
-from doctor.model.snapshot import Interpreter, Nvidia, Provenance, Snapshot, TorchInstall, TorchRuntime
+from doctor.model.snapshot import (
+    Interpreter,
+    Nvidia,
+    Project,
+    Provenance,
+    Snapshot,
+    TorchInstall,
+    TorchRuntime,
+)
 from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride, Overrides, read_overrides
 from doctor.runner import run
 
@@ -147,6 +155,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         if meanwhile is not None:
             _guard("meanwhile", meanwhile, lambda why: None)
         interpreter, install, python_facts = f_inspect.result()
+        from doctor.probes.project import probe_project
+
+        # The project's pins (a few bounded file reads) need the environment's folder, which the inspector gave.
+        project = _guard("project", lambda: probe_project(interpreter.prefix or None, cwd, interpreter.env_kind),
+                         lambda why: Project(why=why))
         snap = Snapshot(
             tool_version=__version__,
             collected_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -159,6 +172,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             environment=environment,
             provenance=provenance,
             gpu_wanted=[f"--device {opts.device}"] if opts.device not in ("", "all") else [],
+            project=project,
         )
     except KeyboardInterrupt:
         # The children run in their own process groups, which Ctrl-C does not reach: end them now,

@@ -78,4 +78,35 @@ def probe_host(
         env = os.environ if env is None else env
         host.wsl = bool(read_wsl_markers(root, env))
         host.container = detect_container(root, env)[0]
+    env = os.environ if env is None else env
+    host.scheduler = detect_scheduler(env)
+    host.pythons, host.uv = find_pythons(env)
     return host
+
+
+# A job's own variables, set by the scheduler in every job (Slurm: SLURM_JOB_ID; PBS/Torque: PBS_JOBID;
+# IBM LSF: LSB_JOBID; Grid Engine: JOB_ID beside SGE_ROOT; HTCondor: _CONDOR_JOB_AD).
+_SCHEDULER_VARIABLES = (("slurm", ("SLURM_JOB_ID",)), ("pbs", ("PBS_JOBID",)), ("lsf", ("LSB_JOBID",)),
+                        ("sge", ("JOB_ID", "SGE_ROOT")), ("htcondor", ("_CONDOR_JOB_AD",)))
+
+
+def detect_scheduler(env: Mapping[str, str]) -> str | None:
+    """The cluster scheduler whose job this process runs in, from its job variables; None outside a job."""
+    for name, variables in _SCHEDULER_VARIABLES:
+        if all(env.get(v) for v in variables):
+            return name
+    return None
+
+
+def find_pythons(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """``python3.X`` interpreters on PATH by version ("3.12" -> its path), and uv: what a fix that needs another
+    Python may name. Names on PATH only (no subprocess): an interpreter is named only where it is."""
+    import shutil
+
+    path = env.get("PATH", "")
+    found = {}
+    for minor in range(8, 16):
+        exe = shutil.which(f"python3.{minor}", path=path)
+        if exe:
+            found[f"3.{minor}"] = exe
+    return found, shutil.which("uv", path=path)

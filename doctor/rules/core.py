@@ -7,16 +7,24 @@ Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from doctor.compat.arch import format_cc, sm_name
 from doctor.compat.builds import companion_build, torch_build
 from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, UNKNOWN, arch_source, cudnn_floor, gpu_fit
 from doctor.compat.distributions import is_jetson, jetpack_text, torch_origin
+from doctor.compat.drivers import driver_advice, driver_change
+from doctor.compat.interpreters import install_hint, python_in_range, venv_line
+from doctor.compat.pins import wanted_spec
 from doctor.compat.wheels import (
     MINOR_COMPAT,
     TOO_OLD,
+    change_cost,
     choose,
     driver_verdict,
     machine_from_snapshot,
+    python_label,
+    python_ok,
 )
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
@@ -206,9 +214,7 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
         if is_jetson(snap):
             return [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
         return [Finding("driver-too-old", ERROR, f"the NVIDIA driver is too old for torch {build.label}", why, ev,
-                        Fix(f"Install a torch build made for CUDA {have_cuda or 'your driver'} (see the fix plan), "
-                            f"or update the driver to {verdict.needed or 'a newer release'} or later.",
-                            links=[DRIVER_URL]), list(verdict.unverified))]
+                        _two_ways(snap, table, machine, build, have, have_cuda, verdict), list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
         return [Finding(
             "driver-older-than-build", WARNING,
@@ -222,6 +228,26 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
             list(verdict.unverified),
         )]
     return []
+
+
+def _two_ways(snap: S.Snapshot, table, machine, build, have, have_cuda, verdict) -> Fix:
+    """The driver finding's fix names the plan's two ways: a newer driver with torch kept, or the nearest release
+    that runs on today's driver (first where the driver cannot be changed here)."""
+    choice = choose(table, machine, build.version, wanted=wanted_spec(snap))
+    keep, today = choice.needs_driver, choice.today
+    change = driver_change(snap)
+    if keep is None:
+        return Fix(f"Install a torch build made for CUDA {have_cuda or 'your driver'} (see the fix plan), "
+                   f"or update the driver to {verdict.needed or 'a newer release'} or later.", links=[DRIVER_URL])
+    advice = driver_advice(table, snap, keep.wheel.cuda or "", keep.driver, change)
+    other = (f"torch {today.wheel.label} ({change_cost(build.version, today)}) runs on driver {have}" if today
+             else f"no torch release runs on driver {have}")
+    if change.possible:
+        return Fix(f"Install {advice.summary} and keep torch {keep.wheel.label}; or keep the driver: {other}. "
+                   "See the fix plan.", links=list(advice.links))
+    return Fix(f"The driver cannot be changed here ({change.why}): {other}. Keeping torch {keep.wheel.label} needs "
+               f"{advice.summary}, installed by {change.who or 'whoever manages this machine'}. See the fix plan.",
+               links=list(advice.links))
 
 
 JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"
@@ -468,28 +494,34 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
         return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, "the target Python's version")
     build = torch_build(snap)
     machine = machine_from_snapshot(snap)
-    supported = [r for r in table.releases if r.supports_python(py) and r.variants_for(machine.platform)]
+    supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not supported:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
+        free = ""
+        if machine.free_threaded:
+            free = " Free-threaded builds: " + ", ".join(
+                f"{r.minor}: {', '.join(r.free_threaded) or 'none'}" for r in table.releases[-3:]) + "."
         return [Finding(
             "python-unsupported", ERROR,
-            f"no torch release has wheels for Python {py} on {machine.platform}",
+            f"no torch release has wheels for Python {python_label(machine)} on {machine.platform}",
             f"pip will answer \"Could not find a version that satisfies the requirement torch (from versions: "
-            f"none)\". Recent releases support: {ranges}.",
-            {"python": py, "platform": machine.platform},
-            Fix("Create a virtual environment with a supported Python and install torch there.",
-                ["uv venv --python 3.12 .venv  # or: python3.12 -m venv .venv"]),
+            f"none)\". Recent releases support: {ranges}.{free}",
+            {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform},
+            _supported_python_fix(snap, table.releases[-1]),
         )]
     choice = choose(table, machine, build.version if build else None)
     if choice.target is None and choice.needs_driver is None and "has no wheel for Python" in choice.reason:
+        relaxed = choose(table, replace(machine, python=None, free_threaded=False), None)
+        needed = relaxed.target or relaxed.needs_driver
+        release = (table.release(needed.wheel.torch) if needed else None) or table.releases[-1]
         return [Finding(
             "python-unsupported", ERROR,
-            f"the torch this machine needs has no wheel for Python {py}",
+            f"the torch this machine needs has no wheel for Python {python_label(machine)}",
             f"{choice.reason}. pip would answer \"Could not find a version that "
             "satisfies the requirement\" or install an older build without kernels for this GPU.",
-            {"python": py, "platform": machine.platform, "reason": choice.reason},
-            Fix("Create a virtual environment with a supported Python and install torch there.",
-                ["uv venv --python 3.12 .venv  # or: python3.12 -m venv .venv"]),
+            {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform,
+             "reason": choice.reason},
+            _supported_python_fix(snap, release),
         )]
     if build is not None:
         release = table.release(build.version)
@@ -502,6 +534,18 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
                 {"python": py, "torch": build.label},
             )]
     return []
+
+
+def _supported_python_fix(snap: S.Snapshot, release) -> Fix:
+    """A new environment with a Python the release has wheels for: an interpreter on this machine, else one uv
+    fetches, else what to install. Never an interpreter that is not here."""
+    other = python_in_range(snap, release.python_min, release.python_max)
+    line = venv_line(other, ".venv", snap.host.os == "windows") if other else None
+    if line is None:
+        return Fix(install_hint(other) if other else "Install a Python that torch supports, make a virtual "
+                   "environment with it and install torch there.")
+    return Fix(f"Create a virtual environment with Python {other.version} and install torch there (see the fix "
+               "plan for the command).", [line])
 
 
 def check_table_fresh(snap: S.Snapshot, table) -> list[Finding]:

@@ -560,12 +560,13 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:
-    """The same torch again, from where it came: the local tag names the wheel index."""
+    """torch again, forced: the plan's exact builds (its target, else the installed ones), so the command names
+    the same torch and index as the plan beside it (doctor/plan/commands.py fills them in)."""
     dist = snapshot.install.torch
     version = (dist.version if dist else None) or snapshot.runtime.torch_version
     if not version:
-        return Action(REINSTALL, ("torch",))
-    return Action(REINSTALL, (f"torch=={version}",), variant_of(version))
+        return Action(REINSTALL, ("torch",), plan=True)
+    return Action(REINSTALL, (f"torch=={version}",), variant_of(version), plan=True)
 
 
 RULES = [

@@ -18,6 +18,7 @@ from doctor.table.rows import (
     CudaToolkit,
     CudnnSupport,
     DriverBranch,
+    DriverSupport,
     GpuModel,
     JetPackRow,
     MajorFloor,
@@ -46,6 +47,7 @@ class CompatTable:
         cudnn_support: tuple[CudnnSupport, ...] = (),
         companion_checks: tuple[CompanionCudaCheck, ...] = (),
         jetpack: tuple[JetPackRow, ...] = (),
+        driver_support: tuple[DriverSupport, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -82,6 +84,7 @@ class CompatTable:
             versions.append(Version(row.cudnn))
             rows.append(row)
         self.jetpack_rows = jetpack
+        self.driver_support = driver_support
         self._jetpack = {j.l4t: j for j in jetpack}
         self._companions: dict[str, tuple[tuple[SpecifierSet, CompanionCudaCheck], ...]] = {}
         for check in companion_checks:
@@ -190,6 +193,18 @@ class CompatTable:
                 return found
         return self._jetpack.get(major)
 
+    def last_driver_branch(self, cc) -> int | None:
+        """The last driver branch that supports a GPU of compute capability ``cc`` ((6, 1) or "6.1"): 580 for
+        Pascal, 470 for Kepler; None when every branch the table knows does (or nothing is recorded)."""
+        if isinstance(cc, str):
+            parts = cc.split(".")
+            cc = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+        if not cc:
+            return None
+        ends = [row.last_branch for row in self.driver_support
+                if _cc(row.min_compute_capability) <= tuple(cc) <= _cc(row.max_compute_capability)]
+        return min(ends) if ends else None
+
     def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
         """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at
         import: the row whose version range holds it, or None when no row does."""
@@ -201,3 +216,8 @@ class CompatTable:
             if spec.contains(wanted, prereleases=True):
                 return check
         return None
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)

@@ -22,6 +22,7 @@ from doctor.table.rows import (
     CudaToolkit,
     CudnnSupport,
     DriverBranch,
+    DriverSupport,
     GpuModel,
     JetPackRow,
     MajorFloor,
@@ -43,6 +44,7 @@ _PTX_RE = re.compile(r"^compute_\d+[af]?$")
 _PLAIN_SM_RE = re.compile(r"^sm_\d+$")
 _FREE_THREADED_RE = re.compile(r"^\d+\.\d+t$")
 _CUDA_CHECKS = ("major.minor", "major")
+_SEGMENTS = ("data-center",)
 
 
 class _Parser:
@@ -185,6 +187,8 @@ class _Parser:
         )
         companions = self.companion_rules(data)
         jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
+        support = self.section(data, "driver_support", self.support_row, lambda d: d.last_branch,
+                               "driver_support last_branch", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -205,6 +209,7 @@ class _Parser:
             tuple(cudnn),
             tuple(companions),
             tuple(jetpack),
+            tuple(support),
         )
 
     def section(
@@ -388,6 +393,15 @@ class _Parser:
         note = self.get(row, "note", where, (str,), optional=True) or ""
         return JetPackRow(l4t, jetpack, cuda, note, *self.provenance(row, where))
 
+    def support_row(self, row: dict, where: str) -> DriverSupport:
+        low = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
+        high = self.string(row, "max_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
+        if Version(low) > Version(high):
+            raise self.fail(f"{where}.min_compute_capability", f"{low!r} is above max_compute_capability {high!r}")
+        branch = self.get(row, "last_branch", where, (int,))
+        architectures = self.get(row, "architectures", where, (str,), optional=True) or ""
+        return DriverSupport(low, high, branch, architectures, *self.provenance(row, where))
+
     def companion_rules(self, data: dict) -> list[CompanionCudaCheck]:
         rules = self.get(data, "companion_rules", "", (dict,), optional=True)
         if rules is None:
@@ -416,7 +430,10 @@ class _Parser:
         if "aliases" in row:
             for alias in self.strings(row, "aliases", where):
                 aliases[alias] = name
-        return GpuModel(name, cc, arch, *self.provenance(row, where))
+        segment = self.opt_string(row, "segment", where)
+        if segment is not None and segment not in _SEGMENTS:
+            raise self.fail(f"{where}.segment", f"{segment!r} is not one of {', '.join(_SEGMENTS)}")
+        return GpuModel(name, cc, arch, *self.provenance(row, where), segment)
 
 
 _KIND_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "a boolean"}

@@ -134,6 +134,19 @@ class GpuModel:
     arch: str  # "Ada Lovelace"
     source: str
     confidence: str
+    segment: str | None = None  # "data-center": NVIDIA's data-center drivers and branches apply
+
+
+@dataclass(frozen=True)
+class DriverSupport:
+    """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
+
+    min_compute_capability: str  # "5.0"
+    max_compute_capability: str  # "7.2"
+    last_branch: int  # 580
+    architectures: str  # "Maxwell, Pascal, Volta"
+    source: str
+    confidence: str
 
 
 @dataclass(frozen=True)

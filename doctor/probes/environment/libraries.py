@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from doctor.model.environment import CudaHome, CudaLib, Libraries, LibraryDir
+from doctor.model.environment import CudaHome, CudaLib, CudaToolkitDir, Libraries, LibraryDir
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 
 # CUDA libraries that torch's pip wheels ship and that a system CUDA on the library path can shadow.
@@ -143,4 +143,26 @@ def probe_cuda_home(root: str, env: Mapping[str, str]) -> CudaHome:
             home.version, home.version_source = match.group(1), f"directory name of {path}"
         else:
             home.why = f"no readable version.json or version.txt in {path}"
+    home.installed = installed_toolkits(root)
     return home
+
+
+def installed_toolkits(root: str, base: str = "/usr/local") -> list[CudaToolkitDir]:
+    """The CUDA toolkits installed side by side (``/usr/local/cuda-12.6``: NVIDIA's packages and runfiles), with
+    the version their version.json / version.txt states, else the one in the folder name. At most 32 folders."""
+    names = scandir_names(under(root, base)) or []
+    found = []
+    for name in names:
+        match = re.fullmatch(r"cuda-(\d+\.\d+)", name)
+        if not match or len(found) >= 32:
+            continue
+        folder = f"{base}/{name}"
+        if not os.path.isdir(under(root, folder)):
+            continue
+        version = None
+        for file, parser in (("version.json", parse_cuda_version_json), ("version.txt", parse_cuda_version_txt)):
+            text = read_text(root, f"{folder}/{file}", 65536)
+            if text is not None and (version := parser(text)):
+                break
+        found.append(CudaToolkitDir(folder, version or match.group(1)))
+    return found

@@ -46,10 +46,12 @@ def is_cuda_build(snap: S.Snapshot) -> bool:
 
 
 def reinstall(snap: S.Snapshot, kind: str = INSTALL, venv: str = "") -> Action:
-    """torch, torchvision and torchaudio again, from the index of the installed build's variant."""
+    """torch and its companions again: the plan's exact builds (the plan's target, else the installed builds
+    pinned exactly), from the plan's index, so no finding names another torch than the plan beside it. The
+    command builder writes nothing for it when the plan names no builds (never an unpinned install)."""
     build = torch_build(snap)
     variant = build.variant if build is not None and build.kind in ("cuda", "cpu", "rocm", "xpu") else None
-    return Action(kind, TORCH_TRIO, variant, text=venv)
+    return Action(kind, TORCH_TRIO, variant, text=venv, plan=True)
 
 
 def gib(nbytes: float | int | None) -> str:

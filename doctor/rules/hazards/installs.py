@@ -11,6 +11,7 @@ from doctor.compat.installs import conda_torch
 from doctor.model import snapshot as S
 from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import (
+    CONDA_REMOVE,
     ERROR,
     INSTALL,
     REINSTALL,
@@ -75,7 +76,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(
                     "Remove the conda packages, then reinstall the pip wheels so their files are whole again.",
                     actions=[
-                        Action(SHELL, text=f"conda remove -p {shlex.quote(str(prefix))} {' '.join(dict.fromkeys(names))}"),
+                        Action(CONDA_REMOVE, tuple(dict.fromkeys(names)), text=str(prefix)),
                         uninstall,
                         again,
                     ],
@@ -139,7 +140,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                     {"conda.records": as_plain(bad), "torch.cuda": cuda, "conda.prefix": prefix},
                     Fix(
                         "Remove the conda CUDA packages; the wheel does not need them.",
-                        [f"conda remove -p {shlex.quote(str(prefix))} " + " ".join(r.name for r in bad)],
+                        actions=[Action(CONDA_REMOVE, tuple(r.name for r in bad), text=str(prefix))],
                     ),
                 )
             )
@@ -262,7 +263,7 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                     actions=[
                         Action(SHELL, text=f"conda create -n torch python={version}"),
                         Action(SHELL, text="conda activate torch"),
-                        Action(INSTALL, TORCH_TRIO, reinstall(snap).variant, python="python"),
+                        Action(INSTALL, TORCH_TRIO, reinstall(snap).variant, python="python", plan=True),
                     ],
                 ),
             )

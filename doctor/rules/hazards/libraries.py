@@ -3,6 +3,7 @@ CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when build
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from doctor.compat.builds import torch_build
@@ -114,7 +115,10 @@ def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
     windows = snap.host.os == "windows" or libs.variable == "PATH"
     variable = libs.variable or ("PATH" if windows else "LD_LIBRARY_PATH")
     bad_dirs = list(dict.fromkeys(o["dir"] for o in offending))
-    keep = [d for d in split_path(libs.value, windows) if not any(same_dir(d, b) for b in bad_dirs)]
+    # What stays: the variable's other folders, less those the probe found missing (a fix names only real paths).
+    missing = [d.path for d in libs.dirs if d.exists is False and d.path]
+    keep = [d for d in split_path(libs.value, windows)
+            if not any(same_dir(d, b) for b in bad_dirs) and not any(same_dir(d, m) for m in missing)]
     symptoms = list(dict.fromkeys(_symptom(o["family"], o["wheel_version"], o["version"]) for o in offending))
     listing = "; ".join(
         f"{o['dir']}/{o['file']} ({mm_text(o['version'])}, torch's wheel has "
@@ -162,9 +166,27 @@ def _check_cuda_home(snap: S.Snapshot) -> list[Finding]:
             f'({mm_text(cuda)}). Please make sure to use the same CUDA versions." (an error when the major '
             "versions differ, a warning otherwise).",
             {"cuda_home": as_plain(home), "torch.cuda": cuda},
-            Fix(
-                f"Before building extensions, point CUDA_HOME at a CUDA {mm_text(cuda)} toolkit.",
-                [f"export CUDA_HOME=/usr/local/cuda-{mm_text(cuda)}"],
-            ),
+            _toolkit_fix(snap, home, cuda),
         )
     ]
+
+
+TOOLKIT_DOWNLOADS = "https://developer.nvidia.com/cuda-toolkit-archive"
+
+
+def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
+    """Point CUDA_HOME at a toolkit of torch's CUDA that is installed here; when none is, say what to install
+    (NVIDIA's ``cuda-toolkit-X-Y`` package, from its CUDA repository) and name no folder that does not exist."""
+    want = mm(cuda)
+    match = [t for t in (home.installed or []) if mm(t.version) == want]
+    windows = snap.host.os == "windows"
+    if match:
+        path = match[-1].path
+        line = f'$env:CUDA_HOME = "{path}"' if windows else f"export CUDA_HOME={shlex.quote(path)}"
+        return Fix(f"Before building extensions, point CUDA_HOME at the CUDA {mm_text(cuda)} toolkit installed in "
+                   f"{path}.", [line])
+    others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
+    major, minor = want if want and want[1] is not None else (mm_text(cuda), 0)
+    return Fix(f"No CUDA {mm_text(cuda)} toolkit is installed here (toolkits found: {others}). Before building "
+               f"extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA repository: "
+               f"{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.", links=[TOOLKIT_DOWNLOADS])

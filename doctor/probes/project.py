@@ -1,0 +1,191 @@
+"""The target project's pins of torch: what its files say, read as text (never executed, never resolved).
+
+Which folder is the project: the one that holds the target environment (a project's ``.venv`` lives in it),
+else the working folder when the environment is plausibly its own (inside it, or the interpreter is not a
+virtual environment at all); a project whose files mention no torch is not a project with pins.
+
+Which files, each read up to ``LIMIT`` bytes: ``requirements*.txt`` (at most ``MAX_REQUIREMENTS`` of them, no
+``-r`` include followed), ``pyproject.toml`` (``[project] dependencies`` and ``optional-dependencies``,
+``[dependency-groups]``, ``[tool.poetry.dependencies]``), ``uv.lock`` and ``poetry.lock`` (the resolved
+``torch`` version). Every statement naming torch becomes a ``TorchPin`` with where it was; doctor/compat/pins.py
+combines them. What cannot be read is a problem in the section, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from doctor.model.snapshot import Project, TorchPin
+
+LIMIT = 8 << 20  # bytes read per file: lock files of large projects run to a few MiB
+MAX_REQUIREMENTS = 16
+PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml")
+
+_LOCK_PACKAGE_RE = re.compile(r'^\[\[package\]\]\s*\nname\s*=\s*"([^"]+)"\s*\nversion\s*=\s*"([^"]+)"', re.M)
+
+
+def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:
+    """The pins of the project the target environment belongs to. Never raises."""
+    try:
+        folder = project_folder(prefix, cwd, env_kind)
+        if folder is None:
+            return Project(why="no project folder: neither the environment's folder nor the working folder holds "
+                           "requirements*.txt, pyproject.toml, uv.lock or poetry.lock")
+        return read_project(folder)
+    except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact, never a dead run
+        return Project(why=f"internal error in the project probe: {type(exc).__name__}: {exc}")
+
+
+def _has_pin_files(folder: Path) -> bool:
+    try:
+        return any((folder / name).is_file() for name in PIN_FILES) or any(folder.glob("requirements*.txt"))
+    except OSError:
+        return False
+
+
+def project_folder(prefix: str | None, cwd: str, env_kind: str = "") -> Path | None:
+    """The environment's folder when it holds project files; else the working folder when the environment is
+    inside it or is no virtual environment (a system or conda Python serves whatever folder it runs in)."""
+    here = Path(os.path.realpath(cwd))
+    if prefix:
+        holder = Path(os.path.realpath(prefix)).parent
+        if _has_pin_files(holder):
+            return holder
+        target = Path(os.path.realpath(prefix))
+        owned = target == here or here in target.parents or env_kind not in ("venv", "uv-venv")
+        if not owned:
+            return None
+    return here if _has_pin_files(here) else None
+
+
+def read_project(folder: Path) -> Project:
+    project = Project(folder=str(folder))
+    for name in ("uv.lock", "poetry.lock"):
+        text = _read(folder / name, project)
+        if text is not None:
+            project.files.append(name)
+            project.pins += parse_lock(text, name)
+    text = _read(folder / "pyproject.toml", project)
+    if text is not None:
+        project.files.append("pyproject.toml")
+        project.pins += parse_pyproject(text, project.problems)
+    try:
+        requirements = sorted(p.name for p in folder.glob("requirements*.txt") if p.is_file())[:MAX_REQUIREMENTS]
+    except OSError as exc:
+        requirements = []
+        project.problems.append(f"cannot list {folder}: {exc.strerror or exc}")
+    for name in requirements:
+        text = _read(folder / name, project)
+        if text is not None:
+            project.files.append(name)
+            project.pins += parse_requirements(text, name)
+    return project
+
+
+def _read(path: Path, project: Project) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(LIMIT + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        project.problems.append(f"cannot read {path.name}: {exc.strerror or exc}")
+        return None
+    if len(data) > LIMIT:
+        project.problems.append(f"{path.name}: only the first {LIMIT >> 20} MiB were read")
+        data = data[:LIMIT]
+    return data.decode("utf-8", errors="replace")
+
+
+# --- parsers (pure) --------------------------------------------------------------------------------------
+
+
+def _requirement(line: str, source: str) -> TorchPin | None:
+    """A PEP 508 line naming torch, as a pin; None for anything else (or unreadable)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    if req.name.lower().replace("_", "-") != "torch":
+        return None
+    return TorchPin(str(req.specifier), source, str(req.marker) if req.marker else None)
+
+
+def parse_requirements(text: str, name: str = "requirements.txt") -> list[TorchPin]:
+    """The torch lines of a requirements file (options such as ``-r``, ``--index-url`` and hashes are skipped)."""
+    pins = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = re.split(r"\s+#", raw, maxsplit=1)[0].strip()
+        line = re.split(r"\s+--hash", line, maxsplit=1)[0].strip().rstrip("\\").strip()
+        if not line or line.startswith(("-", "#")):
+            continue
+        pin = _requirement(line, f"{name}:{number}")
+        if pin is not None:
+            pins.append(pin)
+    return pins
+
+
+def parse_lock(text: str, name: str) -> list[TorchPin]:
+    """The resolved torch versions of a uv.lock or poetry.lock (``[[package]]`` then ``name`` then ``version``)."""
+    return [TorchPin(f"=={version}", name) for package, version in _LOCK_PACKAGE_RE.findall(text)
+            if package.lower() == "torch"]
+
+
+def parse_pyproject(text: str, problems: list[str] | None = None) -> list[TorchPin]:
+    """torch in ``[project] dependencies`` / ``optional-dependencies``, ``[dependency-groups]`` and
+    ``[tool.poetry.dependencies]`` (poetry's ``^``, ``~`` and bare versions are translated to PEP 440)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if problems is not None:
+            problems.append(f"pyproject.toml: invalid TOML: {exc}")
+        return []
+    pins: list[TorchPin] = []
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    groups = [("[project] dependencies", project.get("dependencies"))]
+    for key, value in (project.get("optional-dependencies") or {}).items() if isinstance(
+            project.get("optional-dependencies"), dict) else ():
+        groups.append((f"[project.optional-dependencies] {key}", value))
+    for key, value in (data.get("dependency-groups") or {}).items() if isinstance(
+            data.get("dependency-groups"), dict) else ():
+        groups.append((f"[dependency-groups] {key}", value))
+    for where, lines in groups:
+        for line in lines if isinstance(lines, list) else ():
+            pin = _requirement(line, f"pyproject.toml {where}") if isinstance(line, str) else None
+            if pin is not None:
+                pins.append(pin)
+    poetry = ((data.get("tool") or {}).get("poetry") or {}) if isinstance(data.get("tool"), dict) else {}
+    deps = poetry.get("dependencies") if isinstance(poetry, dict) else None
+    if isinstance(deps, dict) and "torch" in deps:
+        value = deps["torch"]
+        version = value.get("version") if isinstance(value, dict) else value
+        spec = poetry_spec(version) if isinstance(version, str) else None
+        if spec is not None:
+            pins.append(TorchPin(spec, "pyproject.toml [tool.poetry.dependencies]"))
+    return pins
+
+
+def poetry_spec(text: str) -> str | None:
+    """Poetry's constraint as a PEP 440 specifier: "2.3.1" -> "==2.3.1", "^2.3" -> ">=2.3,<3.0",
+    "~2.3.1" -> ">=2.3.1,<2.4"; PEP 440 text stays; "*" means none."""
+    text = text.strip()
+    if not text or text == "*":
+        return None
+    if re.fullmatch(r"\d+(\.\d+)*", text):
+        return f"=={text}"
+    match = re.fullmatch(r"([\^~])(\d+)(?:\.(\d+))?(?:\.(\d+))?", text)
+    if match:
+        op, major, minor, patch = match.groups()
+        low = ".".join(p for p in (major, minor, patch) if p is not None)
+        if op == "^":
+            high = f"{int(major) + 1}.0" if int(major) > 0 or minor is None else f"0.{int(minor) + 1}"
+        else:
+            high = f"{major}.{int(minor) + 1}" if minor is not None else f"{int(major) + 1}.0"
+        return f">={low},<{high}"
+    return text

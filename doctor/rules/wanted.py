@@ -1,0 +1,103 @@
+"""The torch the user or the project asks for (``--torch``, ``[tool.torchdoctor] torch``, the project's pins)
+against what this machine can install (pure): a finding when no wheel of that version fits here, saying exactly
+why (no wheel for this Python, OS or architecture; no variant with kernels for these GPUs; only a driver this run
+cannot change runs it) and what the nearest workable choice is. The plan (doctor/plan/plan.py) then installs
+nothing in its place: it lists those choices with their commands."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from doctor.compat.builds import torch_build
+from doctor.compat.drivers import driver_advice, driver_change
+from doctor.compat.interpreters import install_hint, python_in_range, venv_line
+from doctor.compat.pins import wanted_torch
+from doctor.compat.wheels import (
+    NO_PYTHON,
+    change_cost,
+    choose,
+    machine_from_snapshot,
+    packages_for,
+    python_label,
+    wheel_pins,
+)
+from doctor.model import snapshot as S
+from doctor.model.findings import ERROR, INSTALL, SHELL, Action, Finding, Fix
+from doctor.rules import UNINSPECTED, Rule, skipped, unknown
+
+VENV = ".venv"
+
+
+def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
+    pin = wanted_torch(snap)
+    if pin is None:
+        return skipped("no torch version was asked for (--torch, [tool.torchdoctor] torch, the project's pins)")
+    if snap.interpreter.error:
+        return unknown(UNINSPECTED)
+    machine = machine_from_snapshot(snap)
+    build = torch_build(snap)
+    choice = choose(table, machine, build.version if build else None, wanted=pin.spec)
+    ev = {"wanted": pin.spec, "wanted.source": pin.source, "python": python_label(machine),
+          "platform": machine.platform, "torch": build.label if build else None, "reason": choice.reason}
+    near = choice.nearest
+    if choice.unavailable:
+        ev |= {"unavailable": choice.unavailable, "asked": choice.asked,
+               "nearest": near.wheel.label if near else None}
+        actions: list[Action] = []
+        summary = f"Ask for another torch{f' (torch {near.wheel.label} is the nearest that fits here)' if near else ''}."
+        if choice.unavailable == NO_PYTHON and choice.asked:
+            summary, actions = _other_python(snap, table, machine, choice.asked, near)
+        title = {NO_PYTHON: f"no torch {choice.asked} wheel for Python {python_label(machine)}"}.get(
+            choice.unavailable, f"torch{pin.spec} cannot be installed on this machine")
+        return [Finding("torch-version-unavailable", ERROR, f"{title} (asked by {pin.source})",
+                        f"{choice.reason}." + (f" The nearest release that fits here is torch {near.wheel.label} "
+                                               f"({change_cost(choice.asked, near)})." if near else ""),
+                        ev, Fix(summary, actions=actions))]
+    change = driver_change(snap)
+    keep = choice.needs_driver
+    if keep is not None and choice.asked and not change.possible:
+        advice = driver_advice(table, snap, keep.wheel.cuda or "", keep.driver, change)
+        today = choice.today
+        ev |= {"needs_driver": advice.minimum, "driver_change": change.why,
+               "nearest": today.wheel.label if today else None}
+        return [Finding(
+            "torch-version-unavailable", ERROR,
+            f"torch {choice.asked} (asked by {pin.source}) needs a newer driver than this machine can get here",
+            f"torch {keep.wheel.label} needs {advice.sentence}." + (
+                f" The nearest release that runs on driver {machine.driver_version} is torch {today.wheel.label} "
+                f"({change_cost(choice.asked, today)})." if today else ""),
+            ev, Fix(f"Have the driver updated ({change.who or 'by whoever manages this machine'}), or ask for "
+                    + (f"torch {today.wheel.torch} (--torch =={today.wheel.torch})." if today else "another torch."),
+                    links=list(advice.links)))]
+    return []
+
+
+def _other_python(snap: S.Snapshot, table, machine, asked: str, near) -> tuple[str, list[Action]]:
+    """The fix for a version without wheels for this Python: a new environment with a Python that has them (one on
+    this machine; else uv fetches it; else what to install), or the nearest release on this Python."""
+    release = table.release(asked)
+    other = python_in_range(snap, release.python_min, release.python_max) if release else None
+    ask_nearest = f" or ask for torch {near.wheel.torch} on this Python (--torch =={near.wheel.torch})" if near else ""
+    if other is None:
+        return f"Use another Python{ask_nearest}.", []
+    make = venv_line(other, VENV, snap.host.os == "windows")
+    if make is None:
+        return install_hint(other) + (f" Or ask for torch {near.wheel.torch} on this Python." if near else ""), []
+    there = replace(machine, python=f"{other.version}.0", free_threaded=False)
+    pick = choose(table, there, None, wanted=f"=={asked}")
+    fit = pick.target or pick.needs_driver
+    actions = [Action(SHELL, text=make)]
+    if fit is not None:
+        pins, _ = wheel_pins(fit, snap, packages_for(snap), table, there)  # the same pins as the plan's way
+        python = f"{VENV}\\Scripts\\python.exe" if snap.host.os == "windows" else f"{VENV}/bin/python"
+        variant = fit.wheel.variant if snap.host.os != "darwin" else None
+        actions.append(Action(INSTALL, tuple(pins), variant, python=python))
+    where = other.path or f"fetched by {other.uv}"
+    return f"Make an environment with Python {other.version} ({where}) and install torch {asked} there{ask_nearest}.", \
+        actions
+
+
+RULES = [
+    Rule("wanted-torch", "the torch version asked for, if any (--torch, the project's pins), can be installed here",
+         check_wanted_torch, ("torch-version-unavailable",)),
+]
