@@ -13,6 +13,7 @@ import re
 import sys
 
 from doctor.errors import DoctorError
+from doctor.model.files import toml_module
 from doctor.model.requirements import Requirements, requirements_from_table
 
 # A file that names our table somewhere (as a header, a dotted key or an inline table): when it does not
@@ -36,17 +37,11 @@ def _decode(data: bytes, path: str) -> str:
 
 
 def _toml():
-    """tomllib (3.11+) or its backport tomli (the dependency pyproject.toml declares for 3.10)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
-    try:
-        import tomli
-    except ImportError:  # an install that skipped the dependency
+    module = toml_module()
+    if module is None:  # an install that skipped the tomli dependency on 3.10
         raise DoctorError("reading pyproject.toml on Python 3.10 needs the tomli package: "
-                          f"{sys.executable} -m pip install tomli") from None
-    return tomli
+                          f"{sys.executable} -m pip install tomli")
+    return module
 
 
 def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = (), explicit: bool = True

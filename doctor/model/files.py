@@ -118,3 +118,16 @@ def write_text(path: str | os.PathLike, text: str, append: bool = False) -> None
             data = data[os.write(fd, data):]
     finally:
         os.close(fd)
+
+
+def toml_module():
+    """tomllib (3.11+) or its backport tomli (the dependency pyproject.toml declares for 3.10); None when an
+    install skipped that dependency."""
+    try:
+        import tomllib
+    except ImportError:
+        try:
+            import tomli as tomllib
+        except ImportError:
+            return None
+    return tomllib

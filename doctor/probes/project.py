@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from doctor.model.files import toml_module
 from doctor.model.snapshot import Project, TorchPin
 
 LIMIT = 8 << 20  # bytes read per file: lock files of large projects run to a few MiB
@@ -138,8 +139,11 @@ def parse_lock(text: str, name: str) -> list[TorchPin]:
 def parse_pyproject(text: str, problems: list[str] | None = None) -> list[TorchPin]:
     """torch in ``[project] dependencies`` / ``optional-dependencies``, ``[dependency-groups]`` and
     ``[tool.poetry.dependencies]`` (poetry's ``^``, ``~`` and bare versions are translated to PEP 440)."""
-    import tomllib
-
+    tomllib = toml_module()
+    if tomllib is None:  # an install that skipped the tomli dependency on 3.10
+        if problems is not None:
+            problems.append("pyproject.toml: not read: Python 3.10 needs the tomli package")
+        return []
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

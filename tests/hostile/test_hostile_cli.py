@@ -38,10 +38,23 @@ def params(cases: list[Case]):
     ]
 
 
+def slowdown() -> float:
+    """How much slower every run is on a machine busier than its cores (this suite runs cases side by
+    side, and CI runs two Pythons' suites at once): about load/cores."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def guard_limit(case: Case) -> float:
+    """Where the guard kills a run: a hang is minutes against seconds, so the case's limit is scaled by the
+    load like the time bound below, and never tighter than that bound."""
+    bound = (case.max_seconds or 0) * slowdown()
+    return max(case.limit * slowdown(), bound + 1)
+
+
 def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
     """The rules every hostile input is held to, then the case's own checks."""
     summary = res.summary()
-    assert not res.timed_out, f"hung: still running at the {case.limit:g}s limit\n{summary}"
+    assert not res.timed_out, f"hung: still running at the {guard_limit(case):g}s limit\n{summary}"
     assert not res.memory_killed, f"memory bomb: past the guard's limit\n{summary}"
     assert res.returncode is not None and res.returncode >= 0, (
         f"killed by signal {-res.returncode}\n{summary}"
@@ -51,9 +64,8 @@ def assert_outcome(case: Case, ctx: Ctx, res: Outcome) -> None:
         f"exit {res.returncode}, expected one of {sorted(case.exits)}\n{summary}"
     )
     if case.max_seconds is not None:
-        # The bounds catch hangs and floods (seconds against minutes); on a machine busier than its cores
-        # (this suite runs cases side by side) every run is slower by about load/cores.
-        slower = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+        # The bounds catch hangs and floods (seconds against minutes), scaled by the load (slowdown).
+        slower = slowdown()
         limit = case.max_seconds * slower
         assert res.seconds <= limit, f"took {res.seconds:.1f}s > {limit:.1f}s (load x{slower:.1f})\n{summary}"
     assert res.peak_rss_mb <= case.max_rss_mb, (
@@ -87,7 +99,7 @@ def run_case(world, root: Path, case: Case):
     tmp.mkdir(parents=True)
     ctx = Ctx(world, tmp, base_env(world), tmp)
     args = case.build(ctx)
-    return ctx, run_cli(args, ctx.env, cwd=ctx.cwd, limit=case.limit, stdin=ctx.stdin, settle=case.settle)
+    return ctx, run_cli(args, ctx.env, cwd=ctx.cwd, limit=guard_limit(case), stdin=ctx.stdin, settle=case.settle)
 
 
 def case_job(jobs, case: Case):
