@@ -56,6 +56,9 @@ TorchOpt = Annotated[str | None, typer.Option(
 NoDriverChangeOpt = Annotated[bool, typer.Option(
     "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
     "(automatic in a container or a cluster job).")]
+NoCacheOpt = Annotated[bool, typer.Option(
+    "--no-cache", help="Ask the target interpreter afresh instead of reusing its last answer from the cache "
+    "(~/.cache/torchdoctor; also TORCHDOCTOR_NO_CACHE=1).")]
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
@@ -159,6 +162,7 @@ def check(
         "when it has that table).")] = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix.
@@ -180,6 +184,7 @@ def check(
         redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
         cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        cache=not no_cache,
     )))
 
 
@@ -198,6 +203,7 @@ def report(
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found.
@@ -213,7 +219,7 @@ def report(
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
-        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, cache=not no_cache,
     )))
 
 
@@ -245,6 +251,7 @@ def fix(
         "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -260,7 +267,7 @@ def fix(
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
         verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
-        no_driver_change=no_driver_change,
+        no_driver_change=no_driver_change, cache=not no_cache,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,

@@ -39,6 +39,7 @@ class CheckOptions:
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
+    cache: bool = True  # reuse the target interpreter's last answer while nothing it rests on changed (--no-cache)
 
     @property
     def output_format(self) -> str:

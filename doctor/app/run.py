@@ -100,7 +100,8 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
     with progress(show) as tell:
         snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                        device=opts.device, progress=tell), meanwhile=_import_judges)
+                                        device=opts.device, progress=tell, cache=opts.cache),
+                           meanwhile=_import_judges)
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
