@@ -5,6 +5,7 @@ expected error becomes one line on stderr and a documented exit code (doctor/exi
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from enum import Enum
 from pathlib import Path
@@ -404,6 +405,24 @@ def _guard_streams() -> None:
             return
 
 
+@contextlib.contextmanager
+def _only_the_command(name: str):
+    """typer turns every command's signature into click parameters before it parses anything (~10 ms for the
+    twenty of them); when the first word names a command, only that one is built. Help, usage errors and the
+    command itself read the same: its own usage line names only itself, and the top-level help is built in full."""
+    commands = [c for c in app.registered_commands if (c.name or c.callback.__name__.lower().replace("_", "-")) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not (commands or groups):
+        yield
+        return
+    saved = app.registered_commands, app.registered_groups
+    app.registered_commands, app.registered_groups = commands, groups
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     from doctor.app.process import guard
 
@@ -416,7 +435,8 @@ def _main(argv: list[str] | None = None) -> int:
     _guard_streams()
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
-        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        with _only_the_command(args[0] if args else ""):
+            result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
         if result == exitcodes.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
             print("torchdoctor: interrupted", file=sys.stderr)
         return result if isinstance(result, int) else exitcodes.OK
