@@ -89,12 +89,12 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index. ``requirements``: what the
     run must check besides the rules."""
     from doctor.app.progress import progress, wanted
+    from doctor.app.tables import load_table_fast
     from doctor.probes.collect import ProbeOptions, collect
-    from doctor.table.load import load_table
 
     validate(opts)
     commands = commands or writer_for(opts)
-    table = load_table(opts.table)
+    table = load_table_fast(opts.table, opts.cache)
     interpreter = choose_interpreter(opts.python)
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))

@@ -224,6 +224,12 @@ def _host_fallback():
 
 
 def _hostname() -> str:
+    """gethostname(); on POSIX the kernel's node name, which is what it returns, without importing socket."""
+    if hasattr(os, "uname"):
+        try:
+            return os.uname().nodename
+        except OSError:
+            pass
     import socket
 
     try:
