@@ -3,8 +3,8 @@
 Parsing and validating ``compat_tables/pytorch.json`` (doctor/table/) costs ~8 ms a run; the indexed
 ``CompatTable`` it builds, pickled in the user's cache folder (doctor/probes/cache.py), loads in ~2 ms. An
 entry is used only when its header matches what the table rests on now: the table file's ``stat`` (size,
-mtime and ctime in ns, inode, device), the ``stat`` of every module of doctor/table/ (the classes the pickle
-holds), torchdoctor's version and the Python version. Anything else (no entry, another key, a corrupt or
+mtime and ctime in ns, inode, device), the ``stat`` of every module of doctor/table/ and doctor/model/ (the
+classes the pickle holds), torchdoctor's version and the Python version. Anything else (no entry, another key, a corrupt or
 foreign entry, an entry not owned by this user or writable by others) means the table is parsed again, never
 a stale table. ``--no-cache`` / TORCHDOCTOR_NO_CACHE=1 bypass it.
 """
@@ -62,13 +62,16 @@ def _key(table_path: Path) -> str | None:
     signature = _stat(real)
     if signature is None:
         return None
-    code = Path(__file__).resolve().parent.parent / "table"
-    try:
-        modules = sorted(n for n in os.listdir(code) if n.endswith(".py"))
-    except OSError:
-        return None
+    package = Path(__file__).resolve().parent.parent
+    modules = []
+    for layer in ("table", "model"):  # the classes a pickled table holds, and what they are built from
+        try:
+            names = sorted(n for n in os.listdir(package / layer) if n.endswith(".py"))
+        except OSError:
+            return None
+        modules += [[f"{layer}/{n}", _stat(str(package / layer / n))] for n in names]
     return json.dumps({"table": real, "stat": signature, "tool": __version__, "python": list(sys.version_info[:3]),
-                       "code": [[n, _stat(str(code / n))] for n in modules]}, sort_keys=True)
+                       "code": modules}, sort_keys=True)
 
 
 def _digest(key: str) -> str:
