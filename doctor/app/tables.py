@@ -23,24 +23,27 @@ FOLDER = "tables"
 
 
 def load_table_fast(path: str | Path | None = None, cache: bool = True):
-    """``doctor.table.load.load_table(path)``, through the cache when it is on."""
-    from doctor.table.load import default_table_path, load_table
-
-    if not cache:
-        return load_table(path)
+    """``doctor.table.load.load_table(path)``, through the cache when it is on. A hit imports neither the
+    JSON parser nor the validator (doctor/table/load.py, parse.py)."""
     from doctor.probes.cache import cache_dir, cache_disabled, read_entry, write_entry
 
-    if cache_disabled():
+    if not cache or cache_disabled():
+        from doctor.table.load import load_table
+
         return load_table(path)
-    resolved = Path(path).expanduser() if path is not None else default_table_path()
+    from doctor.table.files import bundled
+
+    resolved = Path(path).expanduser() if path is not None else bundled("pytorch.json")
     key = _key(resolved)
-    if key is None:
-        return load_table(path)  # it says why the file cannot be read
-    entry = cache_dir() / FOLDER / (_digest(key) + ".pickle")
-    table = _read(entry, key, read_entry)
+    entry = cache_dir() / FOLDER / (_digest(key) + ".pickle") if key is not None else None
+    table = _read(entry, key, read_entry) if entry is not None else None
     if table is not None:
         return table
-    table = load_table(path)
+    from doctor.table.load import load_table
+
+    table = load_table(path)  # without a key, this says why the file cannot be read
+    if entry is None:
+        return table
     _write(entry, key, table, write_entry)
     return table
 
