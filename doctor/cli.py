@@ -406,21 +406,40 @@ def _guard_streams() -> None:
 
 
 @contextlib.contextmanager
-def _only_the_command(name: str):
+def _only_the_command(args: list[str]):
     """typer turns every command's signature into click parameters before it parses anything (~10 ms for the
-    twenty of them); when the first word names a command, only that one is built. Help, usage errors and the
-    command itself read the same: its own usage line names only itself, and the top-level help is built in full."""
-    commands = [c for c in app.registered_commands if (c.name or c.callback.__name__.lower().replace("_", "-")) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not (commands or groups):
-        yield
-        return
+    twenty of them). When the first word names a command, only that one is built; when no word names one (the
+    top-level help, --version), the commands are built from their names and help alone. What is printed is the
+    same: a command's usage line names only itself, and the top-level help lists every command."""
+    def name_of(c) -> str:
+        return c.name or c.callback.__name__.lower().replace("_", "-")
+
+    first = args[0] if args else ""
+    commands = [c for c in app.registered_commands if name_of(c) == first]
+    groups = [g for g in app.registered_groups if g.name == first]
     saved = app.registered_commands, app.registered_groups
-    app.registered_commands, app.registered_groups = commands, groups
+    if commands or groups:
+        app.registered_commands, app.registered_groups = commands, groups
+    elif not {name_of(c) for c in app.registered_commands} & set(args):
+        import copy
+        import inspect
+
+        def outline(c):
+            stub = copy.copy(c)
+            stub.name, stub.callback = name_of(c), _never_run
+            stub.help = c.help if c.help is not None else inspect.getdoc(c.callback)
+            return stub
+
+        app.registered_commands = [outline(c) for c in app.registered_commands]
     try:
         yield
     finally:
         app.registered_commands, app.registered_groups = saved
+
+
+def _never_run() -> None:
+    """Stands in for a command in the top-level help, where no command runs."""
+    raise RuntimeError("a command outline was invoked")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -435,7 +454,7 @@ def _main(argv: list[str] | None = None) -> int:
     _guard_streams()
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
-        with _only_the_command(args[0] if args else ""):
+        with _only_the_command(args):
             result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
         if result == exitcodes.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
             print("torchdoctor: interrupted", file=sys.stderr)
