@@ -5,14 +5,15 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.model.records import record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
 
-@dataclass
+@record
 class CheckOptions:
     python: str | None = None
     smoke: bool = True

@@ -16,11 +16,11 @@ leaves possible stays *unknown* (the smoke test or the binary can tell), never "
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from doctor.compat.arch import arch_supports, format_cc, parse_arch, sm_name
 from doctor.compat.builds import Build
 from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, WHEEL, Origin
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, variant_to_cuda
 
@@ -37,7 +37,7 @@ NEEDS_PTX = "needs-ptx"  # no cubin of this CUDA can run on it; only embedded PT
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchSource:
     """Where the arch list of the installed build comes from, and the list."""
 
@@ -55,7 +55,7 @@ class ArchSource:
         return self.kind in (RUNTIME, BINARY, TABLE)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuFit:
     verdict: str  # RUNS, NO_KERNELS, NEEDS_PTX, UNKNOWN
     via: str  # what runs it ("sm_86 cubin"), or ""

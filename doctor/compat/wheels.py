@@ -9,11 +9,12 @@ wheel is the smallest change that does?".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
@@ -24,7 +25,7 @@ TOO_OLD = "too-old"
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Machine:
     """The facts wheel choice depends on, pulled out of a snapshot once."""
 
@@ -58,7 +59,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverVerdict:
     level: str  # NATIVE, MINOR_COMPAT, TOO_OLD, UNKNOWN
     needed: str | None = None  # minimum driver for native support of this CUDA, when known
@@ -98,7 +99,7 @@ def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     return DriverVerdict(UNKNOWN, needed, floor, unverified)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Wheel:
     torch: str  # "2.7.1"
     torchvision: str | None
@@ -116,7 +117,7 @@ class Wheel:
         return f"{self.torch}+{self.variant}"
 
 
-@dataclass
+@record
 class Fit:
     """How well one wheel fits the machine."""
 
@@ -334,7 +335,7 @@ NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
 
 
-@dataclass
+@record
 class Choice:
     target: Fit | None  # the smallest change that fits
     alternative: Fit | None  # the newest release that fits, when different

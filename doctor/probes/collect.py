@@ -11,10 +11,10 @@ import datetime as _dt
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
+from doctor.model.records import record
 from doctor.model.snapshot import (
     Interpreter,
     Nvidia,
@@ -28,7 +28,7 @@ from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride
 from doctor.runner import run
 
 
-@dataclass
+@record
 class ProbeOptions:
     interpreter: tuple[str | None, str] | None = None  # (path, why), chosen once by the caller
     python: str | None = None  # --python, when the caller did not choose (tests, benchmarks)
