@@ -20,7 +20,7 @@ import functools
 from doctor.compat.arch import arch_supports, format_cc, parse_arch, sm_name
 from doctor.compat.builds import Build
 from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, WHEEL, Origin
-from doctor.model.records import record
+from doctor.model.records import memo, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, variant_to_cuda
 
@@ -217,6 +217,7 @@ def cudnn_floor(snap: Snapshot, table, build: Build, origin: Origin) -> tuple[st
     return table_cudnn_floor(table, build.version, build.variant)
 
 
+@memo(maxsize=4096)  # pure; asked per variant of every release
 def table_cudnn_floor(table, torch_version: str, variant: str) -> tuple[str, str, tuple[str, ...]] | None:
     """The cuDNN floor of one of PyTorch's builds from the table: the cuDNN recorded for the variant, or, when
     only other variants of the release are recorded and they share a cuDNN major, the lowest floor of that major

@@ -14,7 +14,7 @@ from dataclasses import field, replace
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
-from doctor.model.records import record
+from doctor.model.records import memo, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
@@ -67,6 +67,7 @@ class DriverVerdict:
     unverified: tuple[str, ...] = ()
 
 
+@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
 def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     """Can this machine's driver run a build made with ``cuda``? (None: not a CUDA build.)"""
     if cuda is None:
@@ -136,6 +137,12 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     """(all supported, arch list known, unsupported ccs, arch row) for ``ccs`` on this build. A GPU below the
     compute capability the build's cuDNN supports counts as unsupported too (cuDNN 9, torch 2.4 and later, needs
     5.0: Kepler cannot run those builds even where sm_37 is listed)."""
+    ok, known, bad, row = _gpu_verdicts(table, torch_version, variant, platform, tuple(ccs) if ccs else ())
+    return ok, known, list(bad), row
+
+
+@memo(maxsize=8192)  # pure; asked for every variant of every release, per report
+def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: tuple) -> tuple:
     if not ccs or not variant.startswith("cu"):
         return True, True, [], None
     row, _ = arch_row(table, torch_version, variant, platform)
@@ -144,7 +151,7 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     cuda = variant_to_cuda(variant)
     floor = table_cudnn_floor(table, torch_version, variant)
     low = parse_cc(floor[0]) if floor else None
-    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low)]
+    bad = tuple(cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low))
     return not bad, True, bad, row
 
 
@@ -219,6 +226,7 @@ def python_label(machine: Machine) -> str:
     return f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)" if machine.free_threaded and mm else machine.python
 
 
+@memo(maxsize=8192)  # pure; asked for every release per report
 def python_problem(release, machine: Machine, patch=None) -> str | None:
     """Why ``patch`` (default: the latest) of ``release`` publishes no torch wheel for this Python, or None.
 

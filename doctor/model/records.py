@@ -11,6 +11,7 @@ same repr text, equality over the ``compare`` fields of the same class only, the
 from __future__ import annotations
 
 import dataclasses
+import functools
 from operator import attrgetter
 
 
@@ -67,3 +68,25 @@ def _hash(key):
         return hash(key(self))
 
     return __hash__
+
+
+def memo(maxsize: int = 4096):
+    """``functools.lru_cache`` for a pure function whose arguments are nearly always hashable: a call with an
+    unhashable one (a list where a hostile report put one) runs the function itself, as it did uncached."""
+
+    def decorate(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return cached(*args, **kwargs)
+            except TypeError as exc:
+                if "unhashable" not in str(exc):
+                    raise
+                return fn(*args, **kwargs)
+
+        call.cache_clear = cached.cache_clear
+        return call
+
+    return decorate

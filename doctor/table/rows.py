@@ -81,10 +81,7 @@ class Release:
         spec = self.requires_python.get(package)
         if spec is None:
             return None
-        try:
-            return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
-        except InvalidVersion:
-            return None
+        return _spec_contains(spec, python)
 
     def cudnn_version(self, variant: str) -> str | None:
         """The cuDNN version a CUDA variant of this release was built with ("9.1.0.70"), when recorded."""
@@ -191,6 +188,14 @@ class JetPackRow:
     note: str
     source: str
     confidence: str
+
+
+@functools.lru_cache(maxsize=1024)  # pure; a specifier and a Python version are strings
+def _spec_contains(spec: str, python: str) -> bool | None:
+    try:
+        return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
+    except InvalidVersion:
+        return None
 
 
 def _sm_number(target: str) -> int | None:
