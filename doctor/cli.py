@@ -6,6 +6,7 @@ expected error becomes one line on stderr and a documented exit code (doctor/exi
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -414,6 +415,9 @@ def _only_the_command(args: list[str]):
     def name_of(c) -> str:
         return c.name or c.callback.__name__.lower().replace("_", "-")
 
+    if os.environ.get("_TORCHDOCTOR_COMPLETE"):  # shell completion: click resolves the words itself
+        yield
+        return
     first = args[0] if args else ""
     commands = [c for c in app.registered_commands if name_of(c) == first]
     groups = [g for g in app.registered_groups if g.name == first]
