@@ -5,6 +5,8 @@ expected error becomes one line on stderr and a documented exit code (doctor/exi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -56,6 +58,9 @@ TorchOpt = Annotated[str | None, typer.Option(
 NoDriverChangeOpt = Annotated[bool, typer.Option(
     "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
     "(automatic in a container or a cluster job).")]
+NoCacheOpt = Annotated[bool, typer.Option(
+    "--no-cache", help="Ask the target interpreter afresh instead of reusing its last answer from the cache "
+    "(~/.cache/torchdoctor; also TORCHDOCTOR_NO_CACHE=1).")]
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
@@ -159,6 +164,7 @@ def check(
         "when it has that table).")] = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix.
@@ -180,6 +186,7 @@ def check(
         redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
         cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        cache=not no_cache,
     )))
 
 
@@ -198,6 +205,7 @@ def report(
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found.
@@ -213,7 +221,7 @@ def report(
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
-        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, cache=not no_cache,
     )))
 
 
@@ -245,6 +253,7 @@ def fix(
         "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -260,7 +269,7 @@ def fix(
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
         verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
-        no_driver_change=no_driver_change,
+        no_driver_change=no_driver_change, cache=not no_cache,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file,
@@ -397,6 +406,46 @@ def _guard_streams() -> None:
             return
 
 
+@contextlib.contextmanager
+def _only_the_command(args: list[str]):
+    """typer turns every command's signature into click parameters before it parses anything (~10 ms for the
+    twenty of them). When the first word names a command, only that one is built; when no word names one (the
+    top-level help, --version), the commands are built from their names and help alone. What is printed is the
+    same: a command's usage line names only itself, and the top-level help lists every command."""
+    def name_of(c) -> str:
+        return c.name or c.callback.__name__.lower().replace("_", "-")
+
+    if os.environ.get("_TORCHDOCTOR_COMPLETE"):  # shell completion: click resolves the words itself
+        yield
+        return
+    first = args[0] if args else ""
+    commands = [c for c in app.registered_commands if name_of(c) == first]
+    groups = [g for g in app.registered_groups if g.name == first]
+    saved = app.registered_commands, app.registered_groups
+    if commands or groups:
+        app.registered_commands, app.registered_groups = commands, groups
+    elif not {name_of(c) for c in app.registered_commands} & set(args):
+        import copy
+        import inspect
+
+        def outline(c):
+            stub = copy.copy(c)
+            stub.name, stub.callback = name_of(c), _never_run
+            stub.help = c.help if c.help is not None else inspect.getdoc(c.callback)
+            return stub
+
+        app.registered_commands = [outline(c) for c in app.registered_commands]
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = saved
+
+
+def _never_run() -> None:
+    """Stands in for a command in the top-level help, where no command runs."""
+    raise RuntimeError("a command outline was invoked")
+
+
 def main(argv: list[str] | None = None) -> int:
     from doctor.app.process import guard
 
@@ -409,7 +458,8 @@ def _main(argv: list[str] | None = None) -> int:
     _guard_streams()
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
-        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        with _only_the_command(args):
+            result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
         if result == exitcodes.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
             print("torchdoctor: interrupted", file=sys.stderr)
         return result if isinstance(result, int) else exitcodes.OK

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY_ANYWHERE = {"torch", "numpy", "rich"}  # never in torchdoctor's own process on these paths
 
 
-def modules_after(argv: list[str], env_extra: dict[str, str] | None = None) -> set[str]:
+def modules_after(argv: list[str], env_extra: dict[str, str] | None = None, cwd=None) -> set[str]:
     """sys.modules after ``torchdoctor argv`` in a fresh interpreter (stdout swallowed)."""
     script = (
         "import contextlib, io, sys\nfrom doctor.cli import main\n"
@@ -29,7 +29,7 @@ def modules_after(argv: list[str], env_extra: dict[str, str] | None = None) -> s
         "mods = sorted(sys.modules)\nimport json\nprint(json.dumps(mods), file=sys.__stderr__)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), **(env_extra or {}))
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
     return set(json.loads(res.stderr.strip().splitlines()[-1]))
 
 
@@ -124,3 +124,33 @@ def test_inspector_falls_back_to_importlib_metadata_for_egg_info(tmp_path):
     assert "importlib.metadata" in mods
     (torch,) = [d for d in report["dists"] if d["name"] == "torch"]
     assert torch["version"] == "2.7.0a0+git1234"
+
+
+# What `check --no-smoke --json` may import besides the standard library: an explicit list, so that a new
+# dependency on the hot path (rich above all: ~40 ms) is a decision, not an accident.
+CHECK_JSON_THIRD_PARTY = {"doctor", "typer", "shellingham", "annotated_doc", "packaging"}
+# The interpreter's own start-up adds these (an editable install's finder, setuptools' distutils shim).
+SITE_HOOKS = ("__editable__", "_distutils_hack", "sitecustomize", "usercustomize", "__main__")
+# Standard-library modules that used to be imported on this path and cost measurable time (issue 17).
+CHECK_JSON_NEVER = {"rich", "hashlib", "socket", "email", "zipfile", "importlib.metadata", "asyncio", "ssl", "http",
+                    "psutil", "pydantic", "doctor.table.parse"}
+
+
+def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
+    """The start-up guard of issue 17: the top-level packages `check --no-smoke --json` imports are the
+    standard library and an explicit list, and never rich; the second run (table and inspector answers
+    from the cache) does not even import the table parser."""
+    python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "proc").mkdir(parents=True)
+    (sysroot / "proc" / "meminfo").write_text("MemTotal: 24684092 kB\nMemAvailable: 24188892 kB\n"
+                                               "SwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    extra = {"TORCHDOCTOR_NVML": "0", "TORCHDOCTOR_SYSROOT": str(sysroot), "XDG_CACHE_HOME": str(tmp_path / "c")}
+    argv = ["check", "--no-smoke", "--json", "--python", str(python)]
+    for run in ("first", "second"):
+        mods = modules_after(argv, extra, cwd=tmp_path)
+        tops = {m.split(".")[0] for m in mods}
+        foreign = {t for t in tops if t not in sys.stdlib_module_names and not t.startswith(SITE_HOOKS)}
+        assert foreign <= CHECK_JSON_THIRD_PARTY, (run, sorted(foreign - CHECK_JSON_THIRD_PARTY))
+        never = CHECK_JSON_NEVER - ({"doctor.table.parse"} if run == "first" else set())
+        assert not never & mods, (run, sorted(never & mods))

@@ -24,12 +24,12 @@ from doctor.model.findings import ERROR
 
 
 def run_check(opts: CheckOptions) -> int:
-    from doctor.table.load import load_table
+    from doctor.app.tables import load_table_fast
 
     validate(opts)
     req = requirements_for(opts)
     if opts.inputs:
-        return _run_from(opts, load_table(opts.table), req)
+        return _run_from(opts, load_table_fast(opts.table, opts.cache), req)
     table, diag = diagnose_machine(opts, requirements=req)
     code = exit_code_for(diag.findings, diag.strict)
     emit(make_report(table, diag, code), opts)

@@ -5,14 +5,15 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.model.records import record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
 
-@dataclass
+@record
 class CheckOptions:
     python: str | None = None
     smoke: bool = True
@@ -39,6 +40,7 @@ class CheckOptions:
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
+    cache: bool = True  # reuse the target interpreter's last answer while nothing it rests on changed (--no-cache)
 
     @property
     def output_format(self) -> str:

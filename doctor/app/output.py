@@ -56,10 +56,24 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
         import io
 
         buf = io.StringIO()
-        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet)
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet, plain=True)
         return buf.getvalue()
-    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet)
+    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet, plain=not to_terminal(sys.stdout))
     return None
+
+
+def to_terminal(stream) -> bool:
+    """Whether rich would treat ``stream`` as a terminal (colour, styles): a tty, or FORCE_COLOR /
+    TTY_INTERACTIVE / TTY_COMPATIBLE set as rich reads them. Otherwise the text view needs no rich."""
+    import os
+
+    env = os.environ
+    if env.get("FORCE_COLOR") or env.get("TTY_INTERACTIVE") == "1" or env.get("TTY_COMPATIBLE") == "1":
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return True  # not a file rich can judge: let rich decide
 
 
 def _append_step_summary(path: str, report: dict) -> str:

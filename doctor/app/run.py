@@ -89,18 +89,19 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index. ``requirements``: what the
     run must check besides the rules."""
     from doctor.app.progress import progress, wanted
+    from doctor.app.tables import load_table_fast
     from doctor.probes.collect import ProbeOptions, collect
-    from doctor.table.load import load_table
 
     validate(opts)
     commands = commands or writer_for(opts)
-    table = load_table(opts.table)
+    table = load_table_fast(opts.table, opts.cache)
     interpreter = choose_interpreter(opts.python)
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
     with progress(show) as tell:
         snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                        device=opts.device, progress=tell), meanwhile=_import_judges)
+                                        device=opts.device, progress=tell, cache=opts.cache),
+                           meanwhile=_import_judges)
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.

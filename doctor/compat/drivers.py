@@ -16,8 +16,7 @@ nvidia:<branch>[-server]`` (Ubuntu Server documentation, "NVIDIA drivers install
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import parse_cc, version_tuple
 
@@ -29,7 +28,7 @@ CUDA_ON_WSL = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 _SCHEDULERS = {"slurm": "Slurm", "pbs": "PBS", "lsf": "LSF", "sge": "Grid Engine", "htcondor": "HTCondor"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverChange:
     """Whether this run may propose changing the driver, and if not, why and who can."""
 
@@ -60,7 +59,7 @@ def driver_change(snap: Snapshot) -> DriverChange:
     return DriverChange(True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverAdvice:
     """What to install to run a CUDA version: the minimum for this OS, the branch, the commands."""
 

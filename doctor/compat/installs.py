@@ -14,9 +14,8 @@ The same records answer two questions, so there are two kinds of list:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from doctor.model.environment import CondaRecord
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import normalize_name
 
@@ -26,7 +25,7 @@ CONDA_COMPANIONS = ("torchvision", "torchaudio")
 CONDA_REMOVE_BEFORE_PIP = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cpuonly", "libtorch", "torchvision", "torchaudio")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CondaTorch:
     """The target environment's conda records of torch's family, each list in conda-meta order."""
 

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 
 PYTHON_DOWNLOADS = "https://www.python.org/downloads/"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OtherPython:
     """A Python in a range: where it is, or how to get it."""
 

@@ -9,11 +9,12 @@ wheel is the smallest change that does?".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
+from doctor.model.records import memo, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
@@ -24,7 +25,7 @@ TOO_OLD = "too-old"
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Machine:
     """The facts wheel choice depends on, pulled out of a snapshot once."""
 
@@ -58,7 +59,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverVerdict:
     level: str  # NATIVE, MINOR_COMPAT, TOO_OLD, UNKNOWN
     needed: str | None = None  # minimum driver for native support of this CUDA, when known
@@ -66,6 +67,7 @@ class DriverVerdict:
     unverified: tuple[str, ...] = ()
 
 
+@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
 def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     """Can this machine's driver run a build made with ``cuda``? (None: not a CUDA build.)"""
     if cuda is None:
@@ -98,7 +100,7 @@ def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     return DriverVerdict(UNKNOWN, needed, floor, unverified)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Wheel:
     torch: str  # "2.7.1"
     torchvision: str | None
@@ -116,7 +118,7 @@ class Wheel:
         return f"{self.torch}+{self.variant}"
 
 
-@dataclass
+@record
 class Fit:
     """How well one wheel fits the machine."""
 
@@ -135,6 +137,12 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     """(all supported, arch list known, unsupported ccs, arch row) for ``ccs`` on this build. A GPU below the
     compute capability the build's cuDNN supports counts as unsupported too (cuDNN 9, torch 2.4 and later, needs
     5.0: Kepler cannot run those builds even where sm_37 is listed)."""
+    ok, known, bad, row = _gpu_verdicts(table, torch_version, variant, platform, tuple(ccs) if ccs else ())
+    return ok, known, list(bad), row
+
+
+@memo(maxsize=8192)  # pure; asked for every variant of every release, per report
+def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: tuple) -> tuple:
     if not ccs or not variant.startswith("cu"):
         return True, True, [], None
     row, _ = arch_row(table, torch_version, variant, platform)
@@ -143,7 +151,7 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     cuda = variant_to_cuda(variant)
     floor = table_cudnn_floor(table, torch_version, variant)
     low = parse_cc(floor[0]) if floor else None
-    bad = [cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low)]
+    bad = tuple(cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low))
     return not bad, True, bad, row
 
 
@@ -218,6 +226,7 @@ def python_label(machine: Machine) -> str:
     return f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)" if machine.free_threaded and mm else machine.python
 
 
+@memo(maxsize=8192)  # pure; asked for every release per report
 def python_problem(release, machine: Machine, patch=None) -> str | None:
     """Why ``patch`` (default: the latest) of ``release`` publishes no torch wheel for this Python, or None.
 
@@ -334,7 +343,7 @@ NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
 
 
-@dataclass
+@record
 class Choice:
     target: Fit | None  # the smallest change that fits
     alternative: Fit | None  # the newest release that fits, when different

@@ -16,8 +16,10 @@ readers never report a key of such a sparse section as missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from doctor.model.records import record
 
 # Field metadata key and its values: how a field of a sparse section is written (see the module doc).
 WRITTEN = "written"
@@ -38,7 +40,7 @@ def reason() -> Any:
 # --- containers -------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Container:
     """Whether this process runs in a container, and whether the NVIDIA runtime gave it GPUs."""
 
@@ -56,7 +58,7 @@ class Container:
 # --- resources: /dev/shm, CPUs, memory -----------------------------------------------------------
 
 
-@dataclass
+@record
 class Shm:
     """The size of /dev/shm (statvfs), which DataLoader workers hand their batches through."""
 
@@ -66,7 +68,7 @@ class Shm:
     why: str | None = reason()
 
 
-@dataclass
+@record
 class Cpu:
     """The CPUs this process can keep busy: the CPU count, the affinity mask and the cgroup CPU quota."""
 
@@ -80,7 +82,7 @@ class Cpu:
     budget: int | None = None  # min(affinity, ceil(quota)), at least 1
 
 
-@dataclass
+@record
 class Memory:
     """RAM and swap."""
 
@@ -95,7 +97,7 @@ class Memory:
 # --- *_VISIBLE_DEVICES --------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class VisibleDevices:
     """The raw values of the device-selection variables, each only when it is set (the rules parse them)."""
 
@@ -110,7 +112,7 @@ class VisibleDevices:
 # --- CUDA libraries on the library path, CUDA_HOME -------------------------------------------------
 
 
-@dataclass
+@record
 class CudaLib:
     """One CUDA library file in a folder of the library path."""
 
@@ -121,7 +123,7 @@ class CudaLib:
     real_version: str | None = stated()  # its version, which tells the minor
 
 
-@dataclass
+@record
 class LibraryDir:
     """One folder of the library path, scanned once (no recursion)."""
 
@@ -131,7 +133,7 @@ class LibraryDir:
     driver_libs: list[str] = field(default_factory=list)  # libcuda.so* / libnvidia-ml.so* in it
 
 
-@dataclass
+@record
 class Libraries:
     """The CUDA libraries on LD_LIBRARY_PATH (on Windows: PATH, only the folders holding CUDA DLLs)."""
 
@@ -141,7 +143,7 @@ class Libraries:
     why: str | None = reason()
 
 
-@dataclass
+@record
 class CudaToolkitDir:
     """A CUDA toolkit folder that exists on this machine (/usr/local/cuda-12.6), with its version."""
 
@@ -149,7 +151,7 @@ class CudaToolkitDir:
     version: str | None = None  # from version.json / version.txt, else the folder name ("12.6")
 
 
-@dataclass
+@record
 class CudaHome:
     """The CUDA toolkit that extensions would build against (CUDA_HOME, CUDA_PATH, /usr/local/cuda)."""
 
@@ -165,7 +167,7 @@ class CudaHome:
 # --- WSL2 ---------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class LdSoConf:
     """One /etc/ld.so.conf.d file, in the order ldconfig reads them."""
 
@@ -174,7 +176,7 @@ class LdSoConf:
     driver_libs: dict[str, list[str]] = field(default_factory=dict)  # folder -> libcuda/libnvidia-ml files
 
 
-@dataclass
+@record
 class Wsl:
     """WSL2, and what can shadow the Windows driver's libraries in /usr/lib/wsl/lib."""
 
@@ -189,7 +191,7 @@ class Wsl:
 # --- the target interpreter's environment (from its inspector) ------------------------------------
 
 
-@dataclass
+@record
 class UserSite:
     """The user site-packages of the target interpreter."""
 
@@ -197,7 +199,7 @@ class UserSite:
     path: str | None = None
 
 
-@dataclass
+@record
 class DistRecord:
     """One interesting distribution on the target's sys.path (duplicates kept, in sys.path order)."""
 
@@ -208,7 +210,7 @@ class DistRecord:
     path: str | None = None  # its .dist-info folder
 
 
-@dataclass
+@record
 class CondaRecord:
     """One conda-meta record of torch's family."""
 
@@ -218,7 +220,7 @@ class CondaRecord:
     channel: str | None = None
 
 
-@dataclass
+@record
 class Conda:
     """The target's conda environment: its prefix, whether it is base, and the records of torch's family."""
 
@@ -227,7 +229,7 @@ class Conda:
     records: list[CondaRecord] = field(default_factory=list)
 
 
-@dataclass
+@record
 class PythonFacts:
     """What the inspector saw around torch in the target interpreter (doctor/target/inspector.py)."""
 
@@ -248,7 +250,7 @@ class PythonFacts:
 # --- collect_env text -----------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class CollectEnvText:
     """What `python -m torch.utils.collect_env` printed, kept verbatim (doctor/inputs/collect_env.py)."""
 
@@ -262,7 +264,7 @@ class CollectEnvText:
 # --- all of them ----------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Environment:
     """The hazard facts of one machine, one section per family; a section that was not observed is absent."""
 

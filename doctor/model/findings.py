@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 from typing import Any
+
+from doctor.model.records import record
 
 ERROR = "error"
 WARNING = "warning"
@@ -22,7 +24,7 @@ CONDA_REMOVE = "conda-remove"  # remove these conda packages from the environmen
 ACTION_KINDS = (INSTALL, REINSTALL, UNINSTALL, VENV, SHELL, CONDA_REMOVE)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Action:
     """One step of a fix, as data. The plan's one command builder (doctor/plan/commands.py) writes every
     action out for this run: the installer (pip or uv), the mirror, the shell's quoting. So a finding
@@ -39,7 +41,7 @@ class Action:
     plan: bool = False
 
 
-@dataclass
+@record
 class Fix:
     summary: str = ""  # one sentence: what to do
     commands: list[str] = field(default_factory=list)  # exact, copy-pasteable, one per line
@@ -48,7 +50,7 @@ class Fix:
     actions: list[Action] = field(default_factory=list, metadata={"report": False})
 
 
-@dataclass
+@record
 class Finding:
     id: str  # stable kebab-case, e.g. "gpu-arch-unsupported"
     severity: str  # ERROR, WARNING or INFO
@@ -70,7 +72,7 @@ CRASHED = "crashed"
 CHECK_STATES = (PASSED, FAILED, SKIPPED, UNKNOWN, CRASHED)
 
 
-@dataclass
+@record
 class CheckResult:
     """One rule's outcome: passed, failed (it has findings), skipped or unknown (``note`` says why),
     or crashed (an internal error)."""

@@ -7,10 +7,11 @@ checking the machine is a rule's (rules/requirements.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from doctor.errors import DoctorError
+from doctor.model.records import record
 
 BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
 RULE = "requirements"
@@ -46,7 +47,7 @@ CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3}|x))?$")
 MAX_GPUS = 1 << 20
 
 
-@dataclass
+@record
 class Requirements:
     require: list[str] = field(default_factory=list)  # "cuda", "rocm", "mps", "gpu", "cpu"
     min_gpus: int | None = None

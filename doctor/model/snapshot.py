@@ -12,15 +12,16 @@ import dataclasses
 import functools
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
+from doctor.model.records import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
-@dataclass
+@record
 class Fact:
     """One value with where it came from, or why it is unknown."""
 
@@ -40,7 +41,7 @@ class Fact:
 # --- host -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Host:
     os: str = ""  # "linux", "windows", "darwin"
     machine: str = ""  # normalised: "x86_64", "aarch64", "arm64"
@@ -74,7 +75,7 @@ NVIDIA_NO_PERMISSION = "no-permission"
 NVIDIA_UNKNOWN = "unknown"  # could not tell (e.g. nvidia-smi hung, garbage output)
 
 
-@dataclass
+@record
 class Gpu:
     index: int = 0
     name: str = ""
@@ -86,7 +87,7 @@ class Gpu:
     compute_mode: str | None = None  # "Default", "Exclusive_Process", "Prohibited"
 
 
-@dataclass
+@record
 class Nvidia:
     status: str = NVIDIA_UNKNOWN
     detail: str = ""  # the message behind the status, verbatim where there was one
@@ -100,7 +101,7 @@ class Nvidia:
 # --- the target interpreter and its installed torch ---------------------------------------------
 
 
-@dataclass
+@record
 class Interpreter:
     path: str = ""
     reason: str = ""  # why this interpreter was inspected ("--python", "VIRTUAL_ENV", ...)
@@ -117,7 +118,7 @@ class Interpreter:
     found_as: str | None = stated()  # how it was found when that is not the interpreter itself (a pyenv shim)
 
 
-@dataclass
+@record
 class BinaryKernels:
     """The GPU code compiled into one installed library, read from the file (``doctor/probes/kernels.py``),
     never by importing it: torch's ``libtorch_cuda.so`` / ``torch_cuda.dll``, torchvision's ``_C``,
@@ -134,7 +135,7 @@ class BinaryKernels:
     seconds: float | None = None  # how long reading took
 
 
-@dataclass
+@record
 class Dist:
     """One installed distribution (torch, torchvision, torchaudio), read without importing it."""
 
@@ -153,7 +154,7 @@ class Dist:
     kernels: BinaryKernels | None = None  # its GPU code, read from its library (None: not read)
 
 
-@dataclass
+@record
 class TorchInstall:
     status: str = "unknown"  # "ok", "absent", "error", "unknown"
     detail: str = ""
@@ -166,7 +167,7 @@ class TorchInstall:
 # --- who built this machine's torch, besides pip: NVIDIA's containers and Jetson ---------------------
 
 
-@dataclass
+@record
 class Provenance:
     """What the machine says about where its torch may come from, read from the environment and files
     (``doctor/probes/provenance.py``); ``doctor/compat/distributions.py`` judges a build with it."""
@@ -181,7 +182,7 @@ class Provenance:
 # --- what importing torch showed (the import probe / smoke test) ---------------------------------
 
 
-@dataclass
+@record
 class RuntimeDevice:
     index: int = 0
     name: str = ""
@@ -190,7 +191,7 @@ class RuntimeDevice:
     free_memory_mib: int | None = None
 
 
-@dataclass
+@record
 class SmokeStep:
     name: str = ""  # "import", "init", "alloc", "matmul", "conv", "autocast-fp16", ...
     status: str = "skipped"  # "ok", "failed", "skipped"
@@ -200,7 +201,7 @@ class SmokeStep:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class TorchRuntime:
     status: str = "skipped"  # "ok", "skipped", "import-error", "crashed", "timeout", "garbage", "error"
     detail: str = ""
@@ -221,7 +222,7 @@ class TorchRuntime:
     stderr_tail: str = ""
 
 
-@dataclass
+@record
 class TorchPin:
     """A torch version the user or the project asks for: a PEP 440 specifier and where it was stated."""
 
@@ -230,7 +231,7 @@ class TorchPin:
     marker: str | None = None  # the requirement's environment marker, evaluated against the target
 
 
-@dataclass
+@record
 class Project:
     """The target project's own word on torch (doctor/probes/project.py): its pins, read from
     requirements*.txt, pyproject.toml and uv.lock / poetry.lock without executing anything."""
@@ -242,7 +243,7 @@ class Project:
     why: str | None = None  # no project was read: why
 
 
-@dataclass
+@record
 class Requested:
     """What the user asked of this run (set by the run, not probed): the torch it must end with and whether
     the driver may be changed. Kept in the report, so a reader sees what the plan followed."""
@@ -251,7 +252,7 @@ class Requested:
     no_driver_change: bool = False  # --no-driver-change: the plan keeps today's driver
 
 
-@dataclass
+@record
 class Snapshot:
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
     tool_version: str = ""

@@ -12,7 +12,7 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 
 from doctor.compat.builds import torch_build
 from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
@@ -32,6 +32,7 @@ from doctor.compat.wheels import (
 from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot, TorchPin
 from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, render_argv
@@ -65,7 +66,7 @@ MANUAL = "manual"  # no command can fix it (e.g. no wheel for this Python): see 
 NONE = "none"  # problems exist but none is fixed by changing wheels
 
 
-@dataclass
+@record
 class Plan:
     status: str
     reason: str = ""
@@ -100,7 +101,7 @@ def commands_for(snap: Snapshot, **options) -> Commands:
     return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
 
 
-@dataclass
+@record
 class _Run:
     """What every part of one plan shares."""
 

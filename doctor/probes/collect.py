@@ -11,10 +11,10 @@ import datetime as _dt
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
+from doctor.model.records import record
 from doctor.model.snapshot import (
     Interpreter,
     Nvidia,
@@ -28,7 +28,7 @@ from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride
 from doctor.runner import run
 
 
-@dataclass
+@record
 class ProbeOptions:
     interpreter: tuple[str | None, str] | None = None  # (path, why), chosen once by the caller
     python: str | None = None  # --python, when the caller did not choose (tests, benchmarks)
@@ -37,6 +37,9 @@ class ProbeOptions:
     device: str = "all"
     inspect_timeout: float = 20.0
     nvidia_timeout: float = 5.0
+    # what the target interpreter told us last time, while nothing it rests on changed (inspection_cache.py);
+    # off with --no-cache or TORCHDOCTOR_NO_CACHE=1
+    cache: bool = True
     binaries_timeout: float = 5.0  # reading the GPU code of torch's libraries (doctor/probes/binaries.py)
     # what the probes are doing, for a progress display: (task, words) as a task starts or moves on,
     # (task, None) when it is done. Called from the probe threads.
@@ -72,6 +75,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     if smoke:
         from doctor.probes.runtime import probe_runtime, short_path
     tell = opts.progress or (lambda task, words: None)
+    # Only the real runner's answers are cached (a test's stand-in runner must not fill the user's cache).
+    cache = _inspection_cache(env, cwd) if opts.cache and runner is run and python is not None else None
 
     def step(task: str, words: str, fn):
         """Run one probe, telling the progress display it started and ended."""
@@ -89,7 +94,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         found = _guard(
             "interpreter",
             lambda: step("packages", "reading the packages of the target interpreter",
-                         lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout)),
+                         lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout,
+                                                          cache=cache)),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),
@@ -192,6 +198,17 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     return snap
 
 
+def _inspection_cache(env, cwd: str):
+    """The inspector's cache in the user's cache folder, or None when it is turned off."""
+    from doctor.probes.cache import cache_dir, cache_disabled
+
+    if cache_disabled(env):
+        return None
+    from doctor.probes.inspection_cache import InspectionCache
+    from doctor.probes.interpreter import INSPECTOR
+
+    return InspectionCache(cache_dir(env), INSPECTOR, env=env, cwd=cwd)
+
 
 def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
     from doctor.probes.binaries import read_install_binaries
@@ -207,6 +224,12 @@ def _host_fallback():
 
 
 def _hostname() -> str:
+    """gethostname(); on POSIX the kernel's node name, which is what it returns, without importing socket."""
+    if hasattr(os, "uname"):
+        try:
+            return os.uname().nodename
+        except OSError:
+            pass
     import socket
 
     try:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -113,15 +114,24 @@ def inspect_interpreter(
 
 
 def inspect_interpreter_full(
-    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0
+    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0, cache=None
 ) -> tuple[Interpreter, TorchInstall, PythonFacts]:
     """Run ``inspector.py`` in the target interpreter and map its JSON. Never raises.
 
     The file runs by path with the environment unchanged (PYTHONPATH, user site and .pth files
     count, as they do for the user's ``import torch``); the script drops its own folder from
     sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
+    ``cache``: an ``InspectionCache`` (doctor/probes/inspection_cache.py): its answer when nothing the answer
+    rests on has changed, else a fresh run, recorded there.
     """
-    result = runner([path, str(INSPECTOR)], timeout=timeout)
+    argv = [path, str(INSPECTOR)]
+    hit = cache.lookup(path) if cache is not None else None
+    if hit is not None:
+        return parse_inspector_output(path, reason, RunResult(argv=argv, returncode=0, stdout=hit))
+    started = time.time()
+    result = runner(argv, timeout=timeout)
+    if cache is not None and result.ok:
+        cache.store(path, result.stdout, started)
     return parse_inspector_output(path, reason, result)
 
 

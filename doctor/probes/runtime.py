@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from doctor.model.records import record
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.runner import Runner, RunResult, run, signal_name
 
@@ -58,7 +59,7 @@ def child_argv(python: str, mode: str, device: str, timeout: float) -> list[str]
 # --- parsing what the child printed ---------------------------------------------------------------
 
 
-@dataclass
+@record
 class ChildOutput:
     steps: list[SmokeStep] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)

@@ -21,6 +21,18 @@ def console(file=None, width: int | None = None):
     return Console(file=file or sys.stdout, highlight=False, soft_wrap=True, width=width)
 
 
+def _kit(plain: bool):
+    """(make a console, Text): rich's, or for output that reaches no terminal the stand-ins of plain.py, which
+    print the same bytes without importing rich."""
+    if plain:
+        from doctor.render import plain as kit
+
+        return (lambda file, width: kit.Console(file or sys.stdout)), kit.Text
+    from rich.text import Text
+
+    return console, Text
+
+
 def _fact(f: dict | None) -> str | None:
     if not f:
         return None
@@ -106,19 +118,15 @@ def _runtime_ok(rt: dict) -> str:
     return " · ".join(parts)
 
 
-def _row(con, key: str, value: str) -> None:
+def _row(con, Text, key: str, value: str) -> None:
     """One aligned machine row; a value of several lines continues under the value column."""
-    from rich.text import Text
-
     lines = [line.rstrip() for line in str(value).splitlines() if line.strip()] or [""]
     con.print(Text.assemble((f"  {key:<9} ", "bold"), lines[0]))
     for more in lines[1:]:
         con.print(Text(f"{'':12}{more.strip()}"))
 
 
-def _check_lines(con, checks: list[dict], show: set[str]) -> None:
-    from rich.text import Text
-
+def _check_lines(con, Text, checks: list[dict], show: set[str]) -> None:
     for c in checks:
         status = c.get("status") if isinstance(c, dict) else None
         if not isinstance(status, str) or status not in show:
@@ -131,13 +139,13 @@ def _check_lines(con, checks: list[dict], show: set[str]) -> None:
 
 
 def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None,
-                quiet: bool = False) -> None:
-    """The human view. ``quiet``: only what needs doing (findings and the fix), nothing when healthy."""
-    from rich.text import Text
-
+                quiet: bool = False, plain: bool = False) -> None:
+    """The human view. ``quiet``: only what needs doing (findings and the fix), nothing when healthy.
+    ``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without rich."""
     from doctor.render.verdict import plan_line, verdict_line
 
-    con = console(file, width)
+    make_console, Text = _kit(plain)  # noqa: N806 - the class, whichever kit it comes from
+    con = make_console(file, width)
     snap = report.get("snapshot") or {}
     table = report.get("table") or {}
     tool = report.get("tool") or {}
@@ -152,7 +160,7 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
             con.print(Text(f"(re-diagnosed from a {snap['origin']}, not probed here)", style="dim"))
         con.print()
         for key, value in machine_lines(snap):
-            _row(con, key, value)
+            _row(con, Text, key, value)
         steps = (snap.get("runtime") or {}).get("steps") or []
         if steps and verbose:
             for s in steps:
@@ -163,7 +171,7 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
         # Every check's state: all of them with -v or when nothing was found; the unknown ones always
         # (a gap in what was checked is worth a line); failed checks show as their findings below.
         show = {"passed", "skipped", "unknown"} if verbose or not findings else {"unknown"}
-        _check_lines(con, checks, show)
+        _check_lines(con, Text, checks, show)
 
     for f in findings:
         glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))

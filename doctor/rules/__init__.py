@@ -17,7 +17,6 @@ Importing this package must not pull in subprocess, pynvml, psutil or torch (a t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from doctor.model.findings import (
     CRASHED,
@@ -30,6 +29,7 @@ from doctor.model.findings import (
     CheckResult,
     Finding,
 )
+from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
@@ -37,7 +37,7 @@ INTERNAL_ERROR_ID = "internal-rule-error"
 UNINSPECTED = "the target interpreter could not be inspected"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str  # the rule's id; its findings may use this id or more specific ones
     summary: str  # shown as the ✓ line when the rule finds nothing

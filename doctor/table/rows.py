@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from doctor.model.records import record
 from doctor.model.versions import major_minor as _major_minor
 
 _SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Patch:
     torch: str
     torchvision: str | None
@@ -22,7 +23,7 @@ class Patch:
     free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Release:
     minor: str  # "2.7"
     patches: tuple[Patch, ...]  # ascending
@@ -80,17 +81,14 @@ class Release:
         spec = self.requires_python.get(package)
         if spec is None:
             return None
-        try:
-            return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
-        except InvalidVersion:
-            return None
+        return _spec_contains(spec, python)
 
     def cudnn_version(self, variant: str) -> str | None:
         """The cuDNN version a CUDA variant of this release was built with ("9.1.0.70"), when recorded."""
         return self.cudnn.get(variant.strip().lower())
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchList:
     torch_minor: str
     variant: str
@@ -101,7 +99,7 @@ class ArchList:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaDriver:
     cuda: str  # "12.8"
     min_linux: str | None  # driver of the toolkit's GA release, "570.26"
@@ -110,7 +108,7 @@ class CudaDriver:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MajorFloor:
     major: int  # 12
     min_linux: str | None  # minor-version-compatibility floor, "525.60.13"
@@ -119,7 +117,7 @@ class MajorFloor:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverBranch:
     branch: int  # 570
     max_cuda: str  # newest CUDA the branch supports (nvidia-smi "CUDA Version"), "12.8"
@@ -127,7 +125,7 @@ class DriverBranch:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuModel:
     name: str  # as NVML prints it, "NVIDIA GeForce RTX 4090"
     compute_capability: str  # "8.9"
@@ -137,7 +135,7 @@ class GpuModel:
     segment: str | None = None  # "data-center": NVIDIA's data-center drivers and branches apply
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverSupport:
     """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
 
@@ -149,7 +147,7 @@ class DriverSupport:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaToolkit:
     cuda: str  # "12.8"
     sm: tuple[str, ...]  # every plain target nvcc of that version compiles offline, ascending ("sm_50", ...)
@@ -164,7 +162,7 @@ class CudaToolkit:
         return number is not None and number in {_sm_number(t) for t in self.sm}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudnnSupport:
     cudnn: str  # first cuDNN version (major.minor) the row applies to, "9.0"
     cuda_major: int  # the CUDA major of the cuDNN build, 12
@@ -173,7 +171,7 @@ class CudnnSupport:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompanionCudaCheck:
     package: str  # "torchvision"
     versions: str  # a specifier set of the package versions the row covers, ">=0.16"
@@ -182,7 +180,7 @@ class CompanionCudaCheck:
     confidence: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JetPackRow:
     l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
     jetpack: str  # "6.1, 6.2, 6.2.1"
@@ -190,6 +188,14 @@ class JetPackRow:
     note: str
     source: str
     confidence: str
+
+
+@functools.lru_cache(maxsize=1024)  # pure; a specifier and a Python version are strings
+def _spec_contains(spec: str, python: str) -> bool | None:
+    try:
+        return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
+    except InvalidVersion:
+        return None
 
 
 def _sm_number(target: str) -> int | None:

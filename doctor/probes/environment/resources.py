@@ -6,10 +6,10 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from doctor.model.environment import Cpu, Memory, Shm
+from doctor.model.records import record
 from doctor.probes.environment.files import read_text, under
 
 # --- /dev/shm -----------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def _walk_up(mount_point: str, mount_root: str, cgroup_path: str) -> list[str]:
     return dirs
 
 
-@dataclass
+@record
 class CpuQuota:
     cgroup: str | None = None  # "v1", "v2"; None: no cgroup CPU controller files found
     quota_cpus: float | None = None

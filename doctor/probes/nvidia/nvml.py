@@ -17,10 +17,11 @@ import os
 import sys
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from doctor.model.files import read_bytes
+from doctor.model.records import record
 from doctor.model.snapshot import Fact, Gpu
 from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
@@ -30,7 +31,7 @@ from doctor.runner import run, signal_name
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
-@dataclass
+@record
 class NvmlOutcome:
     ok: bool = False
     code: int | None = None  # NVML error code of the failure, when there was one

@@ -9,9 +9,10 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from doctor.model.records import record
 from doctor.model.snapshot import NVIDIA_OK, NVIDIA_UNKNOWN, Fact, Gpu
 from doctor.probes.nvidia.parsers import (
     QUERY_FIELDS,
@@ -60,7 +61,7 @@ def this_system() -> str:
     return "darwin" if sys.platform == "darwin" else "linux"
 
 
-@dataclass
+@record
 class SmiOutcome:
     status: str | None = None  # NVIDIA_OK, a failure status, or None when nvidia-smi was not found
     detail: str = ""

@@ -1,0 +1,75 @@
+"""The user's cache folder and how torchdoctor reads and writes entries there (stdlib only).
+
+What is cached can always be worked out again: an entry that is missing, unreadable, corrupt or written by
+another version is simply not used, and a cache that cannot be written is skipped; neither is ever an error.
+
+- Where: ``$XDG_CACHE_HOME/torchdoctor`` (an absolute XDG_CACHE_HOME only, as the XDG spec says), else
+  ``~/.cache/torchdoctor``; macOS ``~/Library/Caches/torchdoctor``; Windows ``%LOCALAPPDATA%\\torchdoctor\\Cache``.
+- Off: ``TORCHDOCTOR_NO_CACHE=1`` (or ``--no-cache`` on the commands that probe) reads and writes nothing.
+- Writes go to a temporary file in the same folder, then ``os.replace``: a reader sees the old entry or the
+  new one, never half of one. Folders are created 0700 and entries 0600 (they hold paths of this machine).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from doctor.model.files import FileRefused, read_bytes
+
+APP = "torchdoctor"
+ENV_NO_CACHE = "TORCHDOCTOR_NO_CACHE"
+MAX_ENTRY_BYTES = 8 << 20  # an inspector's answer is a few KB; a table index ~200 KB
+
+
+def cache_dir(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The user's cache folder for torchdoctor (module docstring); not created here."""
+    env = os.environ if env is None else env
+    platform = platform or sys.platform
+    home = Path(env.get("HOME") or env.get("USERPROFILE") or os.path.expanduser("~"))
+    if platform == "win32":
+        return Path(env.get("LOCALAPPDATA") or str(home / "AppData" / "Local")) / APP / "Cache"
+    if platform == "darwin":
+        return home / "Library" / "Caches" / APP
+    xdg = env.get("XDG_CACHE_HOME") or ""
+    return (Path(xdg) if os.path.isabs(xdg) else home / ".cache") / APP
+
+
+def cache_disabled(env: Mapping[str, str] | None = None) -> bool:
+    """TORCHDOCTOR_NO_CACHE set to anything but "", "0", "false" or "no"."""
+    value = (os.environ if env is None else env).get(ENV_NO_CACHE, "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def read_entry(path: str | os.PathLike, limit: int = MAX_ENTRY_BYTES) -> bytes | None:
+    """The bytes of a cache entry, or None when there is none (or it is not a regular file, or too big)."""
+    try:
+        return read_bytes(path, limit)
+    except (OSError, FileRefused):
+        return None
+
+
+def write_entry(path: str | os.PathLike, data: bytes) -> bool:
+    """Write ``data`` to ``path`` atomically (module docstring). False when it could not be written."""
+    path = Path(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(temp, flags | getattr(os, "O_BINARY", 0), 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        return False
