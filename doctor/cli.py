@@ -59,6 +59,16 @@ NoDriverChangeOpt = Annotated[bool, typer.Option(
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
+LangOpt = Annotated[str | None, typer.Option(
+    "--lang", help="The language of what people read: en or zh (default: LC_ALL, LC_MESSAGES, LANG; "
+    "JSON, github and junit stay English unless --lang is given).", show_default=False)]
+
+
+def _use_language(lang: str | None, fmt: str | None = None) -> None:
+    """This command's language, chosen before anything is said (doctor/app/language.py)."""
+    from doctor.app.language import use_language
+
+    use_language(lang, fmt)
 
 
 class Installer(str, Enum):
@@ -159,6 +169,7 @@ def check(
         "when it has that table).")] = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix.
@@ -173,6 +184,7 @@ def check(
     from doctor.app.check import run_check
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_check(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
         smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=list(ignore or []),
@@ -198,6 +210,7 @@ def report(
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found.
@@ -210,6 +223,7 @@ def report(
     from doctor.app.check import run_report
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format, "json"))
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
@@ -245,6 +259,7 @@ def fix(
         "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -257,6 +272,7 @@ def fix(
     from doctor.app.fix import FixOptions, run_fix
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
         verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
@@ -283,6 +299,7 @@ def fleet_summarize(
     markdown: Annotated[bool, typer.Option("--markdown", help="The same as --format markdown.")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
     quiet: QuietOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group.
 
@@ -299,6 +316,7 @@ def fleet_summarize(
             raise DoctorError(f"{other} and --markdown contradict each other: pick one")
         output_format = FleetFormat.markdown
     fmt = _format(json_out, output_format)
+    _use_language(lang, fmt)
     raise typer.Exit(summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
                                        str(output) if output else None, quiet=quiet))
 
@@ -313,6 +331,7 @@ def distributed(
     json_out: JsonOpt = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
     quiet: QuietOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
     For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`.
@@ -324,6 +343,7 @@ def distributed(
     """
     from doctor.app.distributed import run_distributed
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, _format(json_out, output_format) == "json",
                                      output, quiet=quiet))
 
@@ -346,6 +366,7 @@ def explain(
     no_redact: NoRedactOpt = False,
     table: TableOpt = None,
     verbose: VerboseOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Explain an error message: find every known one in the text (a traceback, a pip or CI log, a pasted
     issue), give its cause and fix, and confirm or rule it out on this machine.
@@ -358,6 +379,7 @@ def explain(
     """
     from doctor.app.explain import ExplainOptions, run_explain
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_explain(ExplainOptions(
         inputs=list(message or []), probe=not no_probe, smoke=smoke, python=python, table=table,
         format=_format(json_out, output_format), output=output, redact=not no_redact, verbose=verbose,
@@ -371,6 +393,7 @@ def list_rules(
         "--format", help="text (the default) or json.", show_default=False)] = None,
     json_out: JsonOpt = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the list to this file.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """List every rule and the finding ids it can report (what --ignore accepts).
 
@@ -381,6 +404,7 @@ def list_rules(
     """
     from doctor.app.listing import run_rules_listing
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_rules_listing(_format(json_out, output_format), output))
 
 
@@ -427,7 +451,9 @@ def _main(argv: list[str] | None = None) -> int:
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
     except DoctorError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, then its evidence indented
+        from doctor.app.language import error_line
+
+        print(error_line(exc), file=sys.stderr)  # one line (in the run's language), then its evidence indented
         for line in exc.details:
             print(f"  {line}", file=sys.stderr)
         return exc.exit_code
