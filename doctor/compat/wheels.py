@@ -207,8 +207,10 @@ def change_cost(anchor: str | None, f: Fit) -> str:
     public = split_local(anchor)[0]
     have, want = version_tuple(public), version_tuple(f.wheel.torch)
     if not have or not want or have == want:
-        return f"another build of torch {f.wheel.torch} ({f.wheel.variant})"
-    return f"{'a downgrade' if want < have else 'an upgrade'} from torch {public} to {f.wheel.torch}"
+        return Msg("another build of torch {torch} ({variant})", torch=f.wheel.torch, variant=f.wheel.variant)
+    if want < have:
+        return Msg("a downgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
+    return Msg("an upgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
 
 
 def python_label(machine: Machine) -> str:

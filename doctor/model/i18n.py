@@ -202,6 +202,7 @@ def _param(value: Any, catalog: Catalog, lang: str) -> Any:
     return value
 
 
+_SPACE = re.compile(r"\s")
 _SPEC = re.compile(r"\{(\w+)(?:![rsa])?(?::[^{}]*)?\}")
 
 
@@ -215,7 +216,9 @@ class Catalog:
 
     def lookup(self, text: str) -> str:
         """A plain English text in this language: by its exact template, or by a template with placeholders
-        that matches it whole (what it captures is said in turn); else the text itself."""
+        that matches it whole, where the template's own words are long enough to be sure (12 characters) and
+        every placeholder captures one word (a version, a path, an id: never prose, which would be guessed
+        at); else the text itself, in English."""
         exact = self.messages.get(text)
         if exact is not None and "{" not in text:
             return exact
@@ -224,9 +227,8 @@ class Catalog:
         for chunks, pattern, target in self._templates():
             if all(chunk in text for chunk in chunks):
                 match = pattern.fullmatch(text)
-                if match:
-                    params = {k: (self.lookup(v) if " " in v else v) for k, v in match.groupdict().items()}
-                    return target.format(**params)
+                if match and not any(_SPACE.search(v) for v in match.groupdict().values()):
+                    return target.format(**match.groupdict())
         return text
 
     def _templates(self) -> list:
@@ -240,6 +242,8 @@ class Catalog:
                 literal = [c for c in chunks if c]
                 regex = "".join(re.escape(c) + (f"(?P<{names[i]}>.*?)" if i < len(names) else "")
                                 for i, c in enumerate(chunks))
+                if sum(map(len, literal)) < 12:
+                    continue
                 found.append((sorted(literal, key=len, reverse=True)[:1], re.compile(regex, re.S),
                               _SPEC.sub(r"{\1}", target), sum(map(len, literal))))
             found.sort(key=lambda t: -t[3])  # the most specific template first

@@ -301,8 +301,9 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     if keeps:
         plan.notes.append(Msg("torch {label} stays: it runs once the driver is updated.", label=build.label))
     if today_way is not None:
-        plan.notes.append(f"Or keep driver {driver_now} and install torch {today.wheel.label} instead "
-                          f"({cost(anchor, today)}): {today_steps[-1].command}")
+        plan.notes.append(Msg("Or keep driver {driver} and install torch {label} instead ({cost}): {command}",
+                              driver=driver_now, label=today.wheel.label, cost=cost(anchor, today),
+                              command=today_steps[-1].command))
     return plan
 
 

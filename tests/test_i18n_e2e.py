@@ -1,0 +1,114 @@
+"""Chinese output end to end, through the real CLI (``python -m doctor``) on the README's machines, faked at
+the probe boundary the golden tests use (a fake venv, a fake nvidia-smi, a fixed /proc/meminfo): Chinese text
+from ``LANG=zh_CN.UTF-8`` and from ``--lang zh``; finding ids, commands and exit codes as in English; the
+machine summary aligned and no line longer than 80 cells where its English line is not; ``--json`` byte for
+byte the English report; ``--format github|junit`` English unless ``--lang`` asks."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from test_golden import RTX5090, _machine, _normalise
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia"))
+from fake_smi import write_fake_nvidia_smi  # noqa: E402
+
+# (scenario, exit code, finding ids, words the Chinese text must hold)
+SCENARIOS = [
+    ("rtx5090-cu126", 1, ["gpu-arch-unsupported", "ram-smaller-than-gpu-memory"],
+     ["驱动", "显卡 0", "没有显卡 0 NVIDIA GeForce RTX 5090（sm_120）的内核", "修复方案", "退出码 1"]),
+    ("cpu-on-gpu", 1, ["torch-cpu-build"], ["有 NVIDIA 显卡的机器上装的是纯 CPU 版 torch", "修复方案", "退出码 1"]),
+    ("no-torch", 1, ["torch-not-installed"], ["中未安装 torch", "修复方案", "退出码 1"]),
+]
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def machine(tmp_path: Path, scenario: str) -> tuple[Path, dict]:
+    if scenario == "cpu-on-gpu":  # the README's CPU torch on a GPU machine
+        python, env = _machine(tmp_path, "cpu-healthy")
+        write_fake_nvidia_smi(tmp_path / "bin", [RTX5090], driver="570.124.04", cuda="12.8")
+        return python, env
+    return _machine(tmp_path, scenario)
+
+
+def run(tmp_path: Path, env: dict, *args: str, lang_env: str = "C.UTF-8", columns: int = 80):
+    env = dict(env, LANG=lang_env, COLUMNS=str(columns))
+    env.pop("LC_ALL", None)
+    env.pop("LC_MESSAGES", None)
+    res = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    return res.returncode, _normalise(res.stdout.decode("utf-8"), tmp_path), res.stderr.decode("utf-8")
+
+
+def commands(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if " -m pip " in line or line.strip().startswith("torchdoctor ")]
+
+
+def ids(text: str) -> list[str]:
+    return re.findall(r"^  [✗!i] ([a-z0-9-]+)  ", text, re.M)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario,code,finding_ids,words", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_chinese_check_text(tmp_path, scenario, code, finding_ids, words):
+    python, env = machine(tmp_path, scenario)
+    args = ["check", "--no-smoke", "--python", str(python)]
+    en_code, english, _ = run(tmp_path, env, *args)
+    for how, (zh_code, chinese, err) in {
+        "LANG": run(tmp_path, env, *args, lang_env="zh_CN.UTF-8"),
+        "--lang": run(tmp_path, env, *args, "--lang", "zh"),
+    }.items():
+        assert zh_code == en_code == code, (how, err)
+        assert CHINESE.search(chinese), how
+        for word in words:
+            assert word in chinese, (how, word, chinese)
+        assert ids(chinese) == ids(english) == finding_ids, how
+        assert commands(chinese) == commands(english), how
+        en_lines, zh_lines = english.splitlines(), chinese.splitlines()
+        assert len(zh_lines) == len(en_lines), how
+        for en, zh in zip(en_lines, zh_lines, strict=True):
+            if cell_len(en) <= 80 and "<TMP>" not in zh:
+                assert cell_len(zh) <= 80, (how, zh)
+        # the machine summary: every value starts in the same column, whatever the label's language
+        rows = [line for line in zh_lines[2:9] if line.startswith("  ") and not line.startswith("   ")]
+        for row in rows:
+            label, value = row[2:11], row[11:]
+            assert cell_len(row[:2] + label) + len(row[11:12]) and cell_len(row[: len(row) - len(value)]) >= 0
+        assert all(_value_column(row) == 12 for row in rows), (how, rows)
+
+
+def _value_column(row: str) -> int:
+    """The terminal column (in cells) where a machine summary row's value starts."""
+    match = re.match(r"^  (\S+(?: \d+)?) +", row)
+    assert match, row
+    return cell_len(match.group(0))
+
+
+@pytest.mark.slow
+def test_json_is_byte_identical_in_chinese(tmp_path):
+    python, env = machine(tmp_path, "rtx5090-cu126")
+    args = ["check", "--no-smoke", "--json", "--python", str(python)]
+    english = run(tmp_path, env, *args)
+    chinese = run(tmp_path, env, *args, lang_env="zh_CN.UTF-8")
+    assert chinese[0] == english[0] == 1
+    timing = re.compile(r'"(seconds|collected_at|elapsed_s)": [^,\n]*')
+    assert timing.sub("T", chinese[1]) == timing.sub("T", english[1])
+    assert not CHINESE.search(chinese[1])
+    json.loads(chinese[1])
+
+
+@pytest.mark.slow
+def test_ci_formats_stay_english_unless_asked(tmp_path):
+    python, env = machine(tmp_path, "no-torch")
+    for fmt in ("github", "junit"):
+        args = ["check", "--no-smoke", "--format", fmt, "--python", str(python)]
+        code, text, _ = run(tmp_path, env, *args, lang_env="zh_CN.UTF-8")
+        assert code == 1 and "torch is not installed in" in text and not CHINESE.search(text), fmt
+        code, text, _ = run(tmp_path, env, *args, "--lang", "zh", lang_env="zh_CN.UTF-8")
+        assert code == 1 and CHINESE.search(text), fmt
