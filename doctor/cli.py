@@ -252,6 +252,10 @@ def fix(
     find_links: Annotated[str | None, typer.Option(
         "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
+    mirror: Annotated[str | None, typer.Option(
+        "--mirror", help="A PyTorch wheel mirror: nju (--index-url), aliyun or sjtu (-f with pinned +cuXXX), "
+        "tuna (PyPI only: no CUDA builds); NAME=URL for that layout elsewhere. Checked with one request before "
+        "use; the official index when it does not serve the wheel.", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
                                         "environment anyway; allow changes outside torch under --yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(
@@ -268,6 +272,7 @@ def fix(
       torchdoctor fix --dry-run
       torchdoctor fix --python ~/venv/bin/python
       torchdoctor fix --yes --index-url-base https://mirror.example.org/pytorch/whl
+      torchdoctor fix --mirror nju
     """
     from doctor.app.fix import FixOptions, run_fix
     from doctor.app.options import CheckOptions
@@ -279,7 +284,7 @@ def fix(
         no_driver_change=no_driver_change,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
-        no_index=no_index, force=force, restore_file=restore_file,
+        no_index=no_index, force=force, restore_file=restore_file, mirror=mirror,
     )))
 
 
