@@ -54,7 +54,7 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
         rows.append((tr("Driver"), tr("{driver} · supports CUDA ≤ {cuda}", driver=driver, cuda=max_cuda.get('value') or '?')
                      + (f" ({localize(src)})" if src else "")))
     else:
-        status = nv.get('status', 'unknown')
+        status = STATE_WORDS.get(nv.get('status', 'unknown'), nv.get('status'))
         rows.append((tr("Driver"), tr("none ({status}: {detail})", status=status, detail=nv.get("detail"))
                      if nv.get("detail") else tr("none ({status})", status=status)))
     for g in nv.get("gpus") or []:
