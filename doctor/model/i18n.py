@@ -27,7 +27,7 @@ EN = "en"
 ZH = "zh"
 LANGUAGES = (EN, ZH)
 # Locales whose language has a catalog. Traditional Chinese (zh_TW, zh_HK, zh_MO, zh_Hant) has none yet: English.
-_ZH_LOCALE = re.compile(r"^zh(?:$|[_-](?:CN|SG|Hans)|[.@])", re.I)
+_ZH_LOCALE = r"(?i)^zh(?:$|[_-](?:CN|SG|Hans)|[.@])"  # patterns are compiled when first used (re's cache)
 
 
 class Msg(str):
@@ -138,7 +138,7 @@ def language(lang: str):
 
 def language_of_locale(value: str | None) -> str:
     """"zh_CN.UTF-8" -> "zh"; "C.UTF-8", "en_US", "de_DE", "zh_TW" (no catalog) -> "en"."""
-    return ZH if value and _ZH_LOCALE.match(value.strip()) else EN
+    return ZH if value and re.match(_ZH_LOCALE, value.strip()) else EN
 
 
 def language_from_env(env: Any = None) -> str:
@@ -157,7 +157,7 @@ def parse_language(value: str) -> str | None:
     text = (value or "").strip()
     if text.lower() in ("en", "c", "posix") or re.match(r"^en[_-]", text, re.I):
         return EN
-    if _ZH_LOCALE.match(text):
+    if re.match(_ZH_LOCALE, text):
         return ZH
     return None
 
@@ -202,8 +202,7 @@ def _param(value: Any, catalog: Catalog, lang: str) -> Any:
     return value
 
 
-_SPACE = re.compile(r"\s")
-_SPEC = re.compile(r"\{(\w+)(?:![rsa])?(?::[^{}]*)?\}")
+_SPEC = r"\{(\w+)(?:![rsa])?(?::[^{}]*)?\}"  # a placeholder: {name}, {name!r}, {name:.1f}
 
 
 class Catalog:
@@ -227,7 +226,7 @@ class Catalog:
         for chunks, pattern, target in self._templates():
             if all(chunk in text for chunk in chunks):
                 match = pattern.fullmatch(text)
-                if match and not any(_SPACE.search(v) for v in match.groupdict().values()):
+                if match and not any(re.search(r"\s", v) for v in match.groupdict().values()):
                     return target.format(**match.groupdict())
         return text
 
@@ -235,17 +234,17 @@ class Catalog:
         if self._patterns is None:
             found = []
             for english, target in self.messages.items():
-                names = [m.group(1) for m in _SPEC.finditer(english)]
+                names = [m.group(1) for m in re.finditer(_SPEC, english)]
                 if not names or len(set(names)) != len(names):
                     continue
-                chunks = [c.replace("{{", "{").replace("}}", "}") for c in _SPEC.split(english)[::2]]
+                chunks = [c.replace("{{", "{").replace("}}", "}") for c in re.split(_SPEC, english)[::2]]
                 literal = [c for c in chunks if c]
                 regex = "".join(re.escape(c) + (f"(?P<{names[i]}>.*?)" if i < len(names) else "")
                                 for i, c in enumerate(chunks))
                 if sum(map(len, literal)) < 12:
                     continue
                 found.append((sorted(literal, key=len, reverse=True)[:1], re.compile(regex, re.S),
-                              _SPEC.sub(r"{\1}", target), sum(map(len, literal))))
+                              re.sub(_SPEC, r"{\1}", target), sum(map(len, literal))))
             found.sort(key=lambda t: -t[3])  # the most specific template first
             self._patterns = [t[:3] for t in found]
         return self._patterns
