@@ -125,7 +125,9 @@ class ExplainFormat(str, Enum):
 def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
     """--format, or --json (its alias); both at once must agree."""
     if json_out and chosen is not None and chosen.value != "json":
-        raise DoctorError(f"--json and --format {chosen.value} contradict each other: pick one")
+        from doctor.app.language import Msg
+
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=chosen.value))
     return "json" if json_out else (chosen.value if chosen is not None else default)
 
 
@@ -318,7 +320,9 @@ def fleet_summarize(
     if markdown:
         if json_out or (output_format is not None and output_format.value != "markdown"):
             other = "--json" if json_out else f"--format {output_format.value}"
-            raise DoctorError(f"{other} and --markdown contradict each other: pick one")
+            from doctor.app.language import Msg
+
+            raise DoctorError(Msg("{other} and --markdown contradict each other: pick one", other=other))
         output_format = FleetFormat.markdown
     fmt = _format(json_out, output_format)
     _use_language(lang, fmt)

@@ -7,6 +7,7 @@ byte the English report; ``--format github|junit`` English unless ``--lang`` ask
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -113,3 +114,18 @@ def test_ci_formats_stay_english_unless_asked(tmp_path):
         assert code == 1 and "torch is not installed in" in text and not CHINESE.search(text), fmt
         code, text, _ = run(tmp_path, env, *args, "--lang", "zh", lang_env="zh_CN.UTF-8")
         assert code == 1 and CHINESE.search(text), fmt
+
+
+@pytest.mark.parametrize("args,line", [
+    (["check", "--device", "x"], "torchdoctor: 错误: --device 'x'：请给出设备编号（0、1……）或 'all'"),
+    (["check", "--json", "--format", "text"], "torchdoctor: 错误: --json 与 --format text 互相矛盾：只能选一个"),
+    (["check", "--lang", "fr"], "torchdoctor: 错误: --lang 'fr'：请给出 en, zh 之一"),
+])
+def test_usage_errors_in_chinese_keep_exit_2(tmp_path, args, line):
+    env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
+    english = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
+                             env=dict(env, LANG="C.UTF-8"), timeout=60)
+    chinese = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
+                             env=dict(env, LANG="zh_CN.UTF-8"), timeout=60)
+    assert chinese.returncode == english.returncode == 2
+    assert chinese.stderr.strip() == line and english.stderr.startswith("torchdoctor: error: " + args[1])
