@@ -129,3 +129,16 @@ def test_usage_errors_in_chinese_keep_exit_2(tmp_path, args, line):
                              env=dict(env, LANG="zh_CN.UTF-8"), timeout=60)
     assert chinese.returncode == english.returncode == 2
     assert chinese.stderr.strip() == line and english.stderr.startswith("torchdoctor: error: " + args[1])
+
+
+@pytest.mark.slow
+def test_markdown_report_in_chinese_keeps_its_json_english(tmp_path):
+    python, env = machine(tmp_path, "no-torch")
+    args = ["report", "--no-smoke", "--format", "markdown", "--python", str(python)]
+    code_en, english, _ = run(tmp_path, env, *args)
+    code_zh, chinese, err = run(tmp_path, env, *args, "--lang", "zh")
+    assert code_en == code_zh == 0, err
+    assert "中未安装 torch" in chinese and "`torch-not-installed`" in chinese and "完整报告（JSON）" in chinese
+    fenced = re.compile(r"```json\n(.*?)\n```", re.S)
+    timing = re.compile(r'"(seconds|collected_at|elapsed_s)": [^,\n]*')
+    assert timing.sub("T", fenced.search(chinese).group(1)) == timing.sub("T", fenced.search(english).group(1))
