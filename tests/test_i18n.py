@@ -145,3 +145,14 @@ def test_a_language_is_chosen_for_a_block_only():
     with language(ZH):
         assert i18n.current_language() == ZH
     assert i18n.current_language() == EN
+
+
+def test_every_explain_signature_is_translated():
+    """`explain` says each signature's title, meaning and fix from the catalog's "signatures" section."""
+    signatures = json.loads((REPO / "compat_tables" / "signatures.json").read_text(encoding="utf-8"))["signatures"]
+    section = json.loads(CATALOG.read_text(encoding="utf-8"))["messages"]["signatures"]
+    messages = catalog()
+    missing = [f"{s['id']}.{key}" for s in signatures for key in ("title", "meaning", "fix") if s[key] not in messages]
+    assert not missing
+    with language(ZH):
+        assert localize(signatures[0]["title"]) == section[signatures[0]["title"]] == messages[signatures[0]["title"]]

@@ -142,3 +142,20 @@ def test_markdown_report_in_chinese_keeps_its_json_english(tmp_path):
     fenced = re.compile(r"```json\n(.*?)\n```", re.S)
     timing = re.compile(r'"(seconds|collected_at|elapsed_s)": [^,\n]*')
     assert timing.sub("T", fenced.search(chinese).group(1)) == timing.sub("T", fenced.search(english).group(1))
+
+
+def test_explain_in_chinese(tmp_path):
+    message = "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
+    env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
+    argv = [sys.executable, "-m", "doctor", "explain", "--no-probe", message]
+    english = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="C.UTF-8"),
+                             timeout=60)
+    chinese = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="zh_CN.UTF-8"),
+                             timeout=60)
+    assert chinese.returncode == english.returncode
+    assert "gpu-arch-unsupported  torch 没有这张显卡架构的内核" in chinese.stdout
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cu128" in chinese.stdout
+    assert ids(english.stdout) == ids(chinese.stdout)
+    as_json = subprocess.run(argv + ["--json"], capture_output=True, text=True, cwd=tmp_path,
+                             env=dict(env, LANG="zh_CN.UTF-8"), timeout=60)
+    assert not CHINESE.search(as_json.stdout)
