@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
+from doctor.model.i18n import Msg
 from doctor.model.snapshot import (
     Interpreter,
     Nvidia,
@@ -88,7 +89,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
         found = _guard(
             "interpreter",
-            lambda: step("packages", "reading the packages of the target interpreter",
+            lambda: step("packages", Msg("reading the packages of the target interpreter"),
                          lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout)),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
@@ -109,7 +110,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return TorchRuntime(status="skipped", detail="no interpreter to run")
         return _guard(
             "runtime",
-            lambda: step("smoke", f"starting {short_path(python)}", lambda: probe_runtime(
+            lambda: step("smoke", Msg("starting {path}", path=short_path(python)), lambda: probe_runtime(
                 python, mode="smoke", device=opts.device, timeout=opts.smoke_timeout, runner=runner, env=env,
                 progress=(lambda words: tell("smoke", words)) if opts.progress else None,
             )),
@@ -129,7 +130,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         def nvidia():
             return _guard(
                 "nvidia",
-                lambda: step("driver", "reading the NVIDIA driver", lambda: probe_nvidia(
+                lambda: step("driver", Msg("reading the NVIDIA driver"), lambda: probe_nvidia(
                     runner=runner,
                     root=root,
                     env=env,
