@@ -59,6 +59,10 @@ NoDriverChangeOpt = Annotated[bool, typer.Option(
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
+MirrorOpt = Annotated[str | None, typer.Option(
+    "--mirror", help="A PyTorch wheel mirror: nju (--index-url), aliyun or sjtu (-f with pinned +cuXXX), "
+    "tuna (PyPI only: no CUDA builds); NAME=URL for that layout elsewhere. Checked with one request before "
+    "use; the official index when it does not serve the wheel.", show_default=False)]
 LangOpt = Annotated[str | None, typer.Option(
     "--lang", help="The language of what people read: en or zh (default: LC_ALL, LC_MESSAGES, LANG; "
     "JSON, github and junit stay English unless --lang is given).", show_default=False)]
@@ -171,6 +175,7 @@ def check(
         "when it has that table).")] = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    mirror: MirrorOpt = None,
     lang: LangOpt = None,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
@@ -194,6 +199,7 @@ def check(
         redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
         cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        mirror=mirror,
     )))
 
 
@@ -212,6 +218,7 @@ def report(
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
+    mirror: MirrorOpt = None,
     lang: LangOpt = None,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
@@ -229,7 +236,7 @@ def report(
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
-        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base,
+        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, mirror=mirror,
     )))
 
 
@@ -254,10 +261,7 @@ def fix(
     find_links: Annotated[str | None, typer.Option(
         "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
-    mirror: Annotated[str | None, typer.Option(
-        "--mirror", help="A PyTorch wheel mirror: nju (--index-url), aliyun or sjtu (-f with pinned +cuXXX), "
-        "tuna (PyPI only: no CUDA builds); NAME=URL for that layout elsewhere. Checked with one request before "
-        "use; the official index when it does not serve the wheel.", show_default=False)] = None,
+    mirror: MirrorOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
                                         "environment anyway; allow changes outside torch under --yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(

@@ -158,3 +158,21 @@ def test_mirror_usage_errors(tmp_path):
     assert res.returncode == 2 and "--mirror 'ustc': give one of nju, aliyun, sjtu, tuna" in res.stderr
     res = _fix_dry_run(tmp_path, "--mirror", "nju", "--find-links", str(tmp_path))
     assert res.returncode == 2 and "contradict" in res.stderr
+
+
+@pytest.mark.slow
+def test_check_and_report_write_commands_for_a_mirror_that_serves_the_wheel(tmp_path, server, down):
+    _fix_dry_run(tmp_path)  # makes the machine
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")}
+    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0",
+               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200")
+    python = str(tmp_path / "venv" / "bin" / "python")
+    for command in (["check", "--no-smoke"], ["report", "--no-smoke", "--format", "markdown"]):
+        served = subprocess.run([sys.executable, "-m", "doctor", *command, "--python", python, "--mirror",
+                                 f"aliyun={server}/aliyun"], capture_output=True, text=True, env=env, timeout=120)
+        assert f"--find-links {server}/aliyun/cu128/" in served.stdout, served.stdout + served.stderr
+        assert "serves torch-2.7.1+cu128-" in served.stderr
+        fallback = subprocess.run([sys.executable, "-m", "doctor", *command, "--python", python, "--mirror",
+                                   f"nju={down}/nju"], capture_output=True, text=True, env=env, timeout=120)
+        assert OFFICIAL in fallback.stdout and down not in fallback.stdout
+        assert "cannot serve this plan" in fallback.stderr
