@@ -53,6 +53,15 @@ class _Mirror(http.server.BaseHTTPRequestHandler):
         pass
 
 
+LOCAL = {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}  # a proxy of the test machine
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_for_the_local_server(monkeypatch):
+    for name, value in LOCAL.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(scope="module")
 def server():
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Mirror)
@@ -115,7 +124,7 @@ def _fix_dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6", torchvision="0.21.0+cu126")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0",
-               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200")
+               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200", **LOCAL)
     argv = [sys.executable, "-m", "doctor", "fix", "--dry-run", "--no-smoke", "--python",
             str(tmp_path / "venv" / "bin" / "python"), *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -165,7 +174,7 @@ def test_check_and_report_write_commands_for_a_mirror_that_serves_the_wheel(tmp_
     _fix_dry_run(tmp_path)  # makes the machine
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")}
     env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0",
-               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200")
+               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200", **LOCAL)
     python = str(tmp_path / "venv" / "bin" / "python")
     for command in (["check", "--no-smoke"], ["report", "--no-smoke", "--format", "markdown"]):
         served = subprocess.run([sys.executable, "-m", "doctor", *command, "--python", python, "--mirror",
