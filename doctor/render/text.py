@@ -60,7 +60,9 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     for g in nv.get("gpus") or []:
         cc = (g.get("compute_capability") or {})
         mem = f" · {g['memory_total_mib']} MiB" if g.get("memory_total_mib") else ""
-        ccs = f" · CC {cc.get('value')}" + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "") if cc.get("value") else " · CC ?"
+        ccs = (" · " + tr("CC {cc}", cc=cc.get("value"))
+               + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "")) if cc.get("value") \
+            else " · " + tr("CC {cc}", cc="?")
         rows.append((tr("GPU {index}", index=g.get('index')), f"{g.get('name')}{ccs}{mem}"))
     found = tr("; found as {path}", path=interp['found_as']) if interp.get("found_as") else ""
     if interp.get("error"):
