@@ -159,3 +159,14 @@ def test_explain_in_chinese(tmp_path):
     as_json = subprocess.run(argv + ["--json"], capture_output=True, text=True, cwd=tmp_path,
                              env=dict(env, LANG="zh_CN.UTF-8"), timeout=60)
     assert not CHINESE.search(as_json.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario,extra", [("rtx5090-cu126", []), ("cpu-on-gpu", ["-q"])])
+def test_readme_zh_shows_the_real_output(tmp_path, scenario, extra):
+    """README.zh.md's pasted output is what the CLI prints on these machines (made under /tmp/demo)."""
+    python, env = machine(tmp_path, scenario)
+    _, chinese, _ = run(tmp_path, env, "check", "--no-smoke", *extra, "--python", str(python),
+                        lang_env="zh_CN.UTF-8", columns=100)
+    readme = (Path(__file__).resolve().parents[1] / "README.zh.md").read_text(encoding="utf-8")
+    assert chinese.replace("<TMP>", "/tmp/demo").strip("\n") in readme
