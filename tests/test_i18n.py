@@ -34,9 +34,13 @@ def code_templates() -> dict[str, str]:
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name not in MAKERS:
+                continue
             first = node.args[0]
-            if name in MAKERS and isinstance(first, ast.Constant) and isinstance(first.value, str):
-                found.setdefault(first.value, f"{path.relative_to(REPO)}:{node.lineno}")
+            # a template, or a choice of two ("... GPU" if n == 1 else "... GPUs")
+            for arg in (first.body, first.orelse) if isinstance(first, ast.IfExp) else (first,):
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found.setdefault(arg.value, f"{path.relative_to(REPO)}:{node.lineno}")
     return found
 
 
