@@ -64,6 +64,20 @@ NoCacheOpt = Annotated[bool, typer.Option(
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
+MirrorOpt = Annotated[str | None, typer.Option(
+    "--mirror", help="A PyTorch wheel mirror: nju (--index-url), aliyun or sjtu (-f with pinned +cuXXX), "
+    "tuna (PyPI only: no CUDA builds); NAME=URL for that layout elsewhere. Checked with one request before "
+    "use; the official index when it does not serve the wheel.", show_default=False)]
+LangOpt = Annotated[str | None, typer.Option(
+    "--lang", help="The language of what people read: en or zh (default: LC_ALL, LC_MESSAGES, LANG; "
+    "JSON, github and junit stay English unless --lang is given).", show_default=False)]
+
+
+def _use_language(lang: str | None, fmt: str | None = None) -> None:
+    """This command's language, chosen before anything is said (doctor/app/language.py)."""
+    from doctor.app.language import use_language
+
+    use_language(lang, fmt)
 
 
 class Installer(str, Enum):
@@ -120,7 +134,9 @@ class ExplainFormat(str, Enum):
 def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
     """--format, or --json (its alias); both at once must agree."""
     if json_out and chosen is not None and chosen.value != "json":
-        raise DoctorError(f"--json and --format {chosen.value} contradict each other: pick one")
+        from doctor.app.language import Msg
+
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=chosen.value))
     return "json" if json_out else (chosen.value if chosen is not None else default)
 
 
@@ -165,6 +181,8 @@ def check(
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
     no_cache: NoCacheOpt = False,
+    mirror: MirrorOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """Probe this machine and the target interpreter (or read a report with --from), judge them against
     the compatibility table, print findings and the fix.
@@ -179,6 +197,7 @@ def check(
     from doctor.app.check import run_check
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_check(CheckOptions(
         python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
         smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=list(ignore or []),
@@ -187,6 +206,7 @@ def check(
         min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
         cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
         cache=not no_cache,
+        mirror=mirror,
     )))
 
 
@@ -206,6 +226,8 @@ def report(
     no_driver_change: NoDriverChangeOpt = False,
     index_url_base: IndexUrlBaseOpt = None,
     no_cache: NoCacheOpt = False,
+    mirror: MirrorOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """Write a report to attach to a bug ticket (redacted by default). Exits 0 once it is written,
     whatever it found.
@@ -218,10 +240,12 @@ def report(
     from doctor.app.check import run_report
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format, "json"))
     raise typer.Exit(run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
         format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
         torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, cache=not no_cache,
+        mirror=mirror,
     )))
 
 
@@ -246,6 +270,7 @@ def fix(
     find_links: Annotated[str | None, typer.Option(
         "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
+    mirror: MirrorOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
                                         "environment anyway; allow changes outside torch under --yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(
@@ -254,6 +279,7 @@ def fix(
     torch_spec: TorchOpt = None,
     no_driver_change: NoDriverChangeOpt = False,
     no_cache: NoCacheOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Show the fix plan, ask, carry it out with pip or uv, and check again (--dry-run: only print it).
 
@@ -262,17 +288,19 @@ def fix(
       torchdoctor fix --dry-run
       torchdoctor fix --python ~/venv/bin/python
       torchdoctor fix --yes --index-url-base https://mirror.example.org/pytorch/whl
+      torchdoctor fix --mirror nju
     """
     from doctor.app.fix import FixOptions, run_fix
     from doctor.app.options import CheckOptions
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
         verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
         no_driver_change=no_driver_change, cache=not no_cache,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
-        no_index=no_index, force=force, restore_file=restore_file,
+        no_index=no_index, force=force, restore_file=restore_file, mirror=mirror,
     )))
 
 
@@ -292,6 +320,7 @@ def fleet_summarize(
     markdown: Annotated[bool, typer.Option("--markdown", help="The same as --format markdown.")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file.")] = None,
     quiet: QuietOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Counts per finding, driver, torch build and GPU model; the odd nodes out; the fix per group.
 
@@ -305,9 +334,12 @@ def fleet_summarize(
     if markdown:
         if json_out or (output_format is not None and output_format.value != "markdown"):
             other = "--json" if json_out else f"--format {output_format.value}"
-            raise DoctorError(f"{other} and --markdown contradict each other: pick one")
+            from doctor.app.language import Msg
+
+            raise DoctorError(Msg("{other} and --markdown contradict each other: pick one", other=other))
         output_format = FleetFormat.markdown
     fmt = _format(json_out, output_format)
+    _use_language(lang, fmt)
     raise typer.Exit(summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
                                        str(output) if output else None, quiet=quiet))
 
@@ -322,6 +354,7 @@ def distributed(
     json_out: JsonOpt = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
     quiet: QuietOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Run torchrun with N ranks in the target interpreter and check torch.distributed across them.
     For multi-node jobs run `torchrun ... -m doctor.distributed` or `srun python -m doctor.distributed`.
@@ -333,6 +366,7 @@ def distributed(
     """
     from doctor.app.distributed import run_distributed
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_distributed(python, nproc_per_node, timeout, _format(json_out, output_format) == "json",
                                      output, quiet=quiet))
 
@@ -355,6 +389,7 @@ def explain(
     no_redact: NoRedactOpt = False,
     table: TableOpt = None,
     verbose: VerboseOpt = False,
+    lang: LangOpt = None,
 ) -> None:
     """Explain an error message: find every known one in the text (a traceback, a pip or CI log, a pasted
     issue), give its cause and fix, and confirm or rule it out on this machine.
@@ -367,6 +402,7 @@ def explain(
     """
     from doctor.app.explain import ExplainOptions, run_explain
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_explain(ExplainOptions(
         inputs=list(message or []), probe=not no_probe, smoke=smoke, python=python, table=table,
         format=_format(json_out, output_format), output=output, redact=not no_redact, verbose=verbose,
@@ -380,6 +416,7 @@ def list_rules(
         "--format", help="text (the default) or json.", show_default=False)] = None,
     json_out: JsonOpt = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the list to this file.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """List every rule and the finding ids it can report (what --ignore accepts).
 
@@ -390,6 +427,7 @@ def list_rules(
     """
     from doctor.app.listing import run_rules_listing
 
+    _use_language(lang, _format(json_out, output_format))
     raise typer.Exit(run_rules_listing(_format(json_out, output_format), output))
 
 
@@ -477,7 +515,9 @@ def _main(argv: list[str] | None = None) -> int:
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
     except DoctorError as exc:
-        print(f"torchdoctor: error: {exc}", file=sys.stderr)  # one line, then its evidence indented
+        from doctor.app.language import error_line
+
+        print(error_line(exc), file=sys.stderr)  # one line (in the run's language), then its evidence indented
         for line in exc.details:
             print(f"  {line}", file=sys.stderr)
         return exc.exit_code

@@ -26,6 +26,7 @@ class DoctorError(Exception):
 
     def __init__(self, message: str, exit_code: int | None = None, details: list[str] | tuple[str, ...] = ()):
         super().__init__(one_line(message))
+        self.message = message  # as made (a doctor.model.i18n.Msg is said in the run's language when shown)
         self.details = [one_line(line) for line in details]
         if exit_code is not None:
             self.exit_code = exit_code

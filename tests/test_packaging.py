@@ -27,3 +27,9 @@ def test_tomli_is_declared_for_the_pythons_without_tomllib():
     assert config["project"]["requires-python"] == ">=3.10"
     assert any(d.replace(" ", "").startswith('tomli>=1.1;python_version<"3.11"') for d in
                config["project"]["dependencies"])
+
+
+def test_the_message_catalogs_are_package_data():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "locale/*.json" in config["tool"]["setuptools"]["package-data"]["doctor"]
+    assert (REPO / "doctor" / "locale" / "zh.json").is_file()

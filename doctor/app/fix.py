@@ -1,13 +1,17 @@
 """`torchdoctor fix`: the run's diagnosis handed to doctor/fix, which shows the plan, asks, carries it
-out and checks again."""
+out and checks again. ``--mirror``: the plan is written for the mirror, then one request checks that the
+mirror serves the torch wheel it installs; when it does not, the plan is written again for the official
+index (the facts are not probed twice) and a line says so."""
 
 from __future__ import annotations
 
 from doctor.app.check import torch_requirement
+from doctor.app.mirror import checked_mirror, mirror_option
 from doctor.app.options import CheckOptions, source_from_options, validate
 from doctor.app.output import emit
-from doctor.app.run import diagnose_machine, exit_code_for, make_report
+from doctor.app.run import diagnose_machine, exit_code_for, judge, make_report, requested_for
 from doctor.fix.run import FixOptions
+from doctor.plan.commands import InstallSource
 
 __all__ = ["FixOptions", "run_fix"]  # the command line builds FixOptions through the app
 
@@ -21,12 +25,22 @@ def run_fix(opts: CheckOptions, fix) -> int:
     from doctor.fix.state import refuse_existing
 
     validate(opts)
+    mirror = mirror_option(fix.mirror, fix.index_url_base, fix.find_links, fix.no_index)
     fix.source = source_from_options(fix.index_url_base, fix.find_links, fix.no_index)
+    if mirror is not None and mirror.source() is not None:
+        fix.source = mirror.source()
     if not fix.dry_run:
         refuse_existing(fix.restore_file)  # never written over, never through a symlink: said before probing
     req = torch_requirement(opts)  # --torch: the torch the fix must end with (the plan answers it)
 
     def diagnose(options, commands=None):
-        return diagnose_machine(options, commands=commands, requirements=req)
+        table, diag = diagnose_machine(options, commands=commands, requirements=req)
+        if mirror is not None and commands is not None:
+            def official():
+                fix.source = InstallSource()
+                return judge(diag.snapshot, table, req, commands(diag.snapshot), requested_for(options, req))
+
+            diag = checked_mirror(mirror, diag, official)
+        return table, diag
 
     return carry_out(opts, fix, Machine(diagnose=diagnose, report=make_report, emit=emit, exit_code=exit_code_for))

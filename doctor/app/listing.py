@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.model.i18n import Msg, localize
 
 
 def listed_rules() -> list[dict]:
@@ -15,8 +16,9 @@ def listed_rules() -> list[dict]:
     from doctor.rules import all_rules
 
     rules = [{"id": r.id, "summary": r.summary, "ids": list(r.ids)} for r in all_rules()]
-    rules.append({"id": REQUIREMENTS_RULE, "summary": "the machine meets the stated requirements (only with "
-                  "--require, --min-gpus, ... or [tool.torchdoctor])", "ids": list(REQUIREMENT_IDS)})
+    rules.append({"id": REQUIREMENTS_RULE, "summary": Msg("the machine meets the stated requirements (only with "
+                                                          "--require, --min-gpus, ... or [tool.torchdoctor])"),
+                  "ids": list(REQUIREMENT_IDS)})
     return rules
 
 
@@ -45,7 +47,7 @@ def check_ignored(ids: list[str], where: str) -> None:
 def rules_text() -> str:
     lines = []
     for rule in listed_rules():
-        lines.append(f"{rule['id']}: {rule['summary']}")
+        lines.append(f"{rule['id']}: {localize(rule['summary'])}")
         lines += [f"    {finding_id}" for finding_id in rule["ids"]]
     return "\n".join(lines) + "\n"
 

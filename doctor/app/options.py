@@ -9,6 +9,7 @@ from dataclasses import field
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
@@ -41,6 +42,7 @@ class CheckOptions:
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
     cache: bool = True  # reuse the target interpreter's last answer while nothing it rests on changed (--no-cache)
+    mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked with one request (app/mirror.py)
 
     @property
     def output_format(self) -> str:
@@ -54,14 +56,14 @@ MAX_DEVICE_INDEX_DIGITS = 6
 def validate(opts: CheckOptions) -> None:
     """Option values that can only be wrong: one line and exit 2 before any probing."""
     if opts.device != "all" and not (opts.device.isdigit() and len(opts.device) <= MAX_DEVICE_INDEX_DIGITS):
-        raise DoctorError(f"--device {opts.device!r}: give a device index (0, 1, ...) or 'all'")
+        raise DoctorError(Msg("--device {device}: give a device index (0, 1, ...) or 'all'", device=repr(opts.device)))
     check_timeout("--smoke-timeout", opts.smoke_timeout)
     if not opts.inputs:
         validate_overrides()
     if opts.json and opts.format not in (None, "json"):
-        raise DoctorError(f"--json and --format {opts.format} contradict each other: pick one")
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=opts.format))
     if opts.config is not None and not opts.config.is_file():
-        raise DoctorError(f"--config {opts.config}: no such file")
+        raise DoctorError(Msg("--config {path}: no such file", path=str(opts.config)))
 
 
 def choose_interpreter(python: str | None) -> tuple[str | None, str]:
@@ -76,7 +78,7 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
         if path is None:
             raise DoctorError(reason)
         if os.name == "posix" and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise DoctorError(f"--python {python}: {path} is not an executable file")
+            raise DoctorError(Msg("--python {python}: {path} is not an executable file", python=python, path=path))
     return path, reason
 
 
@@ -85,21 +87,21 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
     check_source_text("--index-url-base", index_url_base)
     check_source_text("--find-links", find_links)
     if no_index and not find_links:
-        raise DoctorError("--no-index needs --find-links DIR_OR_URL (where the wheels are)")
+        raise DoctorError(Msg("--no-index needs --find-links DIR_OR_URL (where the wheels are)"))
     base = DEFAULT_INDEX_BASE
     if index_url_base:
         base = index_url_base.strip()
         if "://" not in base:
             folder = Path(base).expanduser()
             if not folder.is_dir():
-                raise DoctorError(f"--index-url-base {index_url_base!r}: not a URL and not a folder")
+                raise DoctorError(Msg("--index-url-base {value}: not a URL and not a folder", value=repr(index_url_base)))
             base = folder.resolve().as_uri()
         base = base.rstrip("/")
     links = find_links
     if links and "://" not in links:
         folder = Path(links).expanduser()
         if not folder.exists():
-            raise DoctorError(f"--find-links {find_links!r}: no such folder")
+            raise DoctorError(Msg("--find-links {value}: no such folder", value=repr(find_links)))
         links = str(folder.resolve())
     return InstallSource(base, links, no_index, bool(index_url_base))
 
@@ -110,7 +112,8 @@ def check_timeout(option: str, value: float, most: float = MAX_TIMEOUT_S) -> flo
     from doctor.model.files import bounded_float
 
     if bounded_float(value, 0.0, most) is None:
-        raise DoctorError(f"{option} {value}: give a number of seconds above 0 and at most {most:g}")
+        raise DoctorError(Msg("{option} {value}: give a number of seconds above 0 and at most {most:g}", option=option,
+                              value=value, most=most))
     return float(value)
 
 
@@ -146,4 +149,5 @@ def check_source_text(option: str, value: str | None) -> None:
     """A URL or folder given on the command line goes into printed commands: no control characters, no
     line breaks (a newline would print a forged line under the plan)."""
     if value is not None and any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
-        raise DoctorError(f"{option} {value!r}: contains a control character or a line break")
+        raise DoctorError(Msg("{option} {value}: contains a control character or a line break", option=option,
+                              value=repr(value)))

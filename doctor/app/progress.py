@@ -13,6 +13,8 @@ import sys
 import threading
 from contextlib import contextmanager
 
+from doctor.model.i18n import Msg, localize
+
 
 def wanted(quiet: bool = False, json_output: bool = False, stream=None) -> bool:
     """Whether to show progress: a terminal on stderr, not dumb, and neither -q nor JSON output."""
@@ -36,7 +38,7 @@ class Progress:
         from rich.console import Console
 
         self._console = Console(file=stream or sys.stderr, highlight=False)
-        self._status = self._console.status("checking this machine", spinner="dots")
+        self._status = self._console.status(localize(Msg("checking this machine")), spinner="dots")
         self._tasks: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -45,8 +47,8 @@ class Progress:
             self._tasks.pop(task, None)
             if words is not None:
                 self._tasks[task] = words  # last in: shown
-            shown = next(reversed(self._tasks.values()), "checking this machine")
-            self._status.update(shown)
+            shown = next(reversed(self._tasks.values()), Msg("checking this machine"))
+            self._status.update(localize(shown))  # in the run's language
 
     def start(self) -> None:
         self._status.start()

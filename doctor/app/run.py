@@ -65,12 +65,15 @@ def requested_for(opts: CheckOptions, requirements=None):
 def writer_for(opts: CheckOptions):
     """(snapshot) -> Commands: how check and report write every command (pip, the PyTorch index or the mirror
     of ``--index-url-base`` / TORCHDOCTOR_INDEX_URL_BASE, this shell). None: the default."""
-    if not opts.index_url_base:
+    from doctor.app.mirror import mirror_option
+
+    mirror = mirror_option(opts.mirror, opts.index_url_base)
+    if not opts.index_url_base and (mirror is None or mirror.source() is None):
         return None
     from doctor.app.options import source_from_options
     from doctor.plan.plan import commands_for
 
-    source = source_from_options(opts.index_url_base, None, False)
+    source = mirror.source() if mirror is not None else source_from_options(opts.index_url_base, None, False)
     return lambda snapshot: commands_for(snapshot, source=source)
 
 
@@ -105,8 +108,14 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
-    return table, judge(snapshot, table, requirements, commands(snapshot) if commands else None,
-                        requested_for(opts, requirements))
+    diag = judge(snapshot, table, requirements, commands(snapshot) if commands else None,
+                 requested_for(opts, requirements))
+    if opts.mirror:  # check and report: the mirror's plan only if the mirror serves it (fix checks its own)
+        from doctor.app.mirror import checked_mirror, mirror_option
+
+        diag = checked_mirror(mirror_option(opts.mirror), diag, lambda: judge(
+            snapshot, table, requirements, None, requested_for(opts, requirements)))
+    return table, diag
 
 
 def check_device(device: str, snapshot) -> None:

@@ -16,6 +16,7 @@ nvidia:<branch>[-server]`` (Ubuntu Server documentation, "NVIDIA drivers install
 
 from __future__ import annotations
 
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import parse_cc, version_tuple
@@ -82,8 +83,8 @@ class DriverAdvice:
     @property
     def sentence(self) -> str:
         """ "the NVIDIA driver 580.65.06 or newer (R580 or a later branch), then reboot" (+ who, when not here)."""
-        text = self.summary + (f", then {self.then}" if self.then else "")
-        return text + (f"; {self.who}" if self.who else "")
+        text = self.summary + (Msg(", then {then}", then=self.then) if self.then else "")
+        return text + (Msg("; {who}", who=self.who) if self.who else "")
 
 
 def _gpu_rows(table, snap: Snapshot) -> list:
@@ -115,24 +116,25 @@ def driver_advice(table, snap: Snapshot, cuda: str, verdict, change: DriverChang
     source = row.source if row is not None else ""
     download = DATA_CENTER_DRIVERS if data_center else DRIVER_DOWNLOADS
     if minimum is None:
-        return DriverAdvice(None, None, f"a driver that supports CUDA {cuda} (the table does not know its minimum)",
+        return DriverAdvice(None, None, Msg("a driver that supports CUDA {cuda} (the table does not know its minimum)", cuda=cuda),
                             links=(download,), data_center=data_center, last_branch=last, source=source)
     version = minimum if "." in minimum else f"R{minimum}"
-    span = f"R{branch} or a later branch"
+    span = Msg("R{branch} or a later branch", branch=branch)
     if last is not None and branch is not None and last >= branch:
-        span = f"R{branch} to R{last}: R{last} is the last branch for {archs} GPUs" if last > branch else \
-            f"R{last}, the last branch for {archs} GPUs"
-    kind = "NVIDIA's data-center driver" if data_center else "the NVIDIA driver"
+        span = Msg("R{branch} to R{last}: R{last} is the last branch for {archs} GPUs", branch=branch, last=last,
+                   archs=archs) if last > branch else \
+            Msg("R{last}, the last branch for {archs} GPUs", last=last, archs=archs)
+    kind = Msg("NVIDIA's data-center driver") if data_center else Msg("the NVIDIA driver")
     if snap.host.wsl:
-        return DriverAdvice(minimum, branch, f"the Windows driver {verdict.needed or version} or newer ({span})",
-                            "restart Windows", "WSL uses the Windows host's driver: install it on Windows, never "
-                            "inside WSL", (), (DRIVER_DOWNLOADS, CUDA_ON_WSL), data_center, last, source)
-    summary = f"{kind} {version} or newer ({span})"
+        return DriverAdvice(minimum, branch, Msg("the Windows driver {version} or newer ({span})", version=verdict.needed or version, span=span),
+                            Msg("restart Windows"), Msg("WSL uses the Windows host's driver: install it on Windows, "
+                                                     "never inside WSL"), (), (DRIVER_DOWNLOADS, CUDA_ON_WSL), data_center, last, source)
+    summary = Msg("{kind} {version} or newer ({span})", kind=kind, version=version, span=span)
     if not change.possible:
         who = f"{change.who} must install it ({change.why})" if change.who else change.why
         return DriverAdvice(minimum, branch, summary, "", who, (), (download,), data_center, last, source)
     if windows:
-        return DriverAdvice(minimum, branch, summary, "restart", "", (), (download,), data_center, last, source)
+        return DriverAdvice(minimum, branch, summary, Msg("restart"), "", (), (download,), data_center, last, source)
     install = last if last is not None and branch is not None and last >= branch else branch
     works = f"any from R{branch} to R{last} works" if install != branch else f"any from R{branch} on works"
     if data_center:
@@ -141,5 +143,5 @@ def driver_advice(table, snap: Snapshot, cuda: str, verdict, change: DriverChang
     else:
         command = (f"sudo ubuntu-drivers install nvidia:{install}  # Ubuntu (sudo ubuntu-drivers list shows the "
                    f"branches it packages; {works}); other distributions: {DRIVER_DOWNLOADS}")
-    return DriverAdvice(minimum, branch, summary, "reboot", "", (command, "sudo reboot"), (download, UBUNTU_DRIVERS),
+    return DriverAdvice(minimum, branch, summary, Msg("reboot"), "", (command, "sudo reboot"), (download, UBUNTU_DRIVERS),
                         data_center, last, source)

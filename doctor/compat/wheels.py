@@ -14,6 +14,7 @@ from dataclasses import field, replace
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
+from doctor.model.i18n import Msg
 from doctor.model.records import memo, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
@@ -214,8 +215,10 @@ def change_cost(anchor: str | None, f: Fit) -> str:
     public = split_local(anchor)[0]
     have, want = version_tuple(public), version_tuple(f.wheel.torch)
     if not have or not want or have == want:
-        return f"another build of torch {f.wheel.torch} ({f.wheel.variant})"
-    return f"{'a downgrade' if want < have else 'an upgrade'} from torch {public} to {f.wheel.torch}"
+        return Msg("another build of torch {torch} ({variant})", torch=f.wheel.torch, variant=f.wheel.variant)
+    if want < have:
+        return Msg("a downgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
+    return Msg("an upgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
 
 
 def python_label(machine: Machine) -> str:
@@ -405,13 +408,13 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
             f = best_in_release(table, same, patch, machine, ccs)
             if f:
                 return Choice(f, newest if newest and newest.wheel.minor != f.wheel.minor else None, None,
-                              f"keeps torch {patch.torch}")
+                              Msg("keeps torch {torch}", torch=patch.torch))
             later = best_in_release(table, same, patch, machine, ccs, need_driver=False)
             if later is not None and later.driver.level == TOO_OLD and driver_reachable(table, machine, later):
                 # The installed torch runs once the driver is newer: that is the first way out; the nearest
                 # release that runs on today's driver is the other.
                 kept = _keep_installed(table, same, patch, machine, ccs, later)
-                return Choice(None, None, kept, f"keeps torch {patch.torch}; only the driver is too old",
+                return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
                               today=_nearest(fitting, base))
         if fitting:
             inst = version_tuple(base)
@@ -419,11 +422,11 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
             if above:
                 target = above[0][1]
                 return Choice(target, newest if newest is not target else None, None,
-                              f"torch {base} has no wheel that fits; {target.wheel.torch} is the nearest release "
-                              "that does")
-            return Choice(newest, None, None, "the newest release that fits")
+                              Msg("torch {base} has no wheel that fits; {nearest} is the nearest release "
+                                  "that does", base=base, nearest=target.wheel.torch))
+            return Choice(newest, None, None, Msg("the newest release that fits"))
     if fitting:
-        return Choice(newest, None, None, "the newest release that fits this machine")
+        return Choice(newest, None, None, Msg("the newest release that fits this machine"))
     # Nothing runs on this driver. Best: the installed build itself, once the driver is updated.
     if base:
         same = table.release(base)
@@ -432,12 +435,12 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
             if patch and python_ok(same, machine, patch) else None
         if f:
             return Choice(None, None, _keep_installed(table, same, patch, machine, ccs, f),
-                          f"keeps torch {patch.torch}; only the driver is too old")
+                          Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch))
     # Else the newest wheel that would run after a driver update.
     for release, patch in reversed(usable):
         f = best_in_release(table, release, patch, machine, ccs, need_driver=False)
         if f and driver_reachable(table, machine, f):
-            return Choice(None, None, f, "no wheel runs on the installed driver")
+            return Choice(None, None, f, Msg("no wheel runs on the installed driver"))
     if machine.python is not None:
         relaxed = choose(table, replace(machine, python=None, free_threaded=False), None, ccs)
         fit_any = relaxed.target or relaxed.needs_driver
@@ -445,7 +448,7 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
             release = table.release(fit_any.wheel.torch)
             return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
                           f"for Python {python_label(machine)} ({python_problem(release, machine)})")
-    return Choice(None, None, None, "no published wheel has kernels for every GPU of this machine")
+    return Choice(None, None, None, Msg("no published wheel has kernels for every GPU of this machine"))
 
 
 def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
@@ -486,7 +489,7 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     for release, patch in usable:
         f = best_in_release(table, release, patch, machine, ccs)
         if f:
-            return Choice(f, None, None, f"torch{label}, as asked", asked=patch.torch)
+            return Choice(f, None, None, Msg("torch{label}, as asked", label=label), asked=patch.torch)
     for release, patch in usable:
         later = best_in_release(table, release, patch, machine, ccs, need_driver=False)
         if later is not None and (later.driver.level != TOO_OLD or driver_reachable(table, machine, later)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from doctor import exitcodes
 from doctor.errors import DoctorError
+from doctor.model.i18n import Msg, localize
 
 
 def refusal(snap, force: bool) -> str | None:
@@ -17,17 +18,19 @@ def refusal(snap, force: bool) -> str | None:
     if force:
         return None
     interp = snap.interpreter
-    advice = (
+    advice = Msg(
         "make a virtual environment and fix that one instead: python3 -m venv .venv && "
         "torchdoctor fix --python .venv (or pass --force to change it anyway)"
     )
     if interp.externally_managed:
-        return f"refusing to change {interp.path}: it is externally managed (PEP 668); {advice}"
+        return Msg("refusing to change {path}: it is externally managed (PEP 668); {advice}", path=interp.path,
+                   advice=advice)
     if interp.env_kind == "conda-base":
-        return (
-            f"refusing to change the conda base environment {interp.prefix}: create one with "
-            f"`conda create -n torch python={'.'.join(interp.version.split('.')[:2]) or '3.12'}`, activate it "
-            "and run torchdoctor fix there (or pass --force to change base anyway)"
+        return Msg(
+            "refusing to change the conda base environment {prefix}: create one with "
+            "`conda create -n torch python={version}`, activate it "
+            "and run torchdoctor fix there (or pass --force to change base anyway)", prefix=interp.prefix,
+            version=".".join(interp.version.split(".")[:2]) or "3.12",
         )
     return None
 
@@ -42,8 +45,8 @@ def refuse_without_terminal(yes: bool, stdin) -> None:
     """Nobody to ask and no --yes: refused. Checked before the dry run, which alone can download gigabytes."""
     if not yes and not _isatty(stdin):
         raise DoctorError(
-            "stdin is not a terminal, so fix only prints the plan: pass --yes to carry it out "
-            "(or --dry-run to just print it)",
+            Msg("stdin is not a terminal, so fix only prints the plan: pass --yes to carry it out "
+                "(or --dry-run to just print it)"),
             exitcodes.REFUSED,
         )
 
@@ -53,16 +56,15 @@ def refuse_outside_changes(outside: list, yes: bool, force: bool) -> None:
     interactively, the user sees them in the summary and decides."""
     if outside and yes and not force:
         raise DoctorError(
-            "refusing: the install would also change packages outside torch ("
-            + ", ".join(map(str, outside))
-            + "); review it without --yes, or add --force",
+            Msg("refusing: the install would also change packages outside torch ({names}); review it without "
+                "--yes, or add --force", names=", ".join(map(str, outside))),
             exitcodes.REFUSED,
         )
 
 
 def ask(console, stdin) -> bool:
     """The prompt; only "y" or "yes" agrees (an empty answer or end of input does not)."""
-    console.print("Proceed? [y/N] ", end="", markup=False)
+    console.print(localize(Msg("Proceed? [y/N] ")), end="", markup=False)  # the answer is y or yes in any language
     answer = (stdin.readline() or "").strip().lower()
     return answer in ("y", "yes")
 

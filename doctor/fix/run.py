@@ -49,6 +49,7 @@ class FixOptions:
     no_index: bool = False
     force: bool = False
     restore_file: Path | None = None
+    mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked and resolved by the app
     source: InstallSource = field(default_factory=InstallSource)  # from the index options, validated by the caller
 
 

@@ -39,7 +39,7 @@ class InstallSource:
     """Where wheels come from: the PyTorch index (or a mirror of it), a flat find-links, or only local files."""
 
     index_base: str = DEFAULT_INDEX_BASE  # <base>/<variant> must be a PEP 503 simple index
-    find_links: str | None = None  # a folder or a URL of a flat listing (pip/uv -f)
+    find_links: str | None = None  # a folder or a URL of a flat listing (pip/uv -f); "{variant}" is filled in
     no_index: bool = False  # only find_links: offline installs
     base_given: bool = False  # the base came from --index-url-base / TORCHDOCTOR_INDEX_URL_BASE
 
@@ -54,8 +54,11 @@ class InstallSource:
             for extra in extra_variants:
                 if extra != variant:
                     out += ["--extra-index-url", index_url(extra, self.index_base)]
-        if self.find_links:
-            out += ["--find-links", self.find_links]
+        links = self.find_links
+        if links and "{variant}" in links:  # a flat listing per variant (--mirror aliyun)
+            links = links.replace("{variant}", variant) if variant else None
+        if links:
+            out += ["--find-links", links]
         if self.no_index:
             out.append("--no-index")
         return out

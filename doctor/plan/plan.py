@@ -32,6 +32,7 @@ from doctor.compat.wheels import (
 from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import Snapshot, TorchPin
 from doctor.model.versions import minor_key
@@ -235,10 +236,11 @@ def _common_notes(run: _Run, plan: Plan, fit: Fit, choice: Choice) -> None:
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")
     if choice.alternative is not None:
-        plan.notes.append(f"Newest release that also fits: torch {choice.alternative.wheel.label}.")
+        plan.notes.append(Msg("Newest release that also fits: torch {label}.", label=choice.alternative.wheel.label))
     if fit.driver.level == "minor-compat":
-        plan.notes.append(f"CUDA {fit.wheel.cuda} is newer than the driver's CUDA {run.machine.driver_max_cuda}; it "
-                          "runs through minor-version compatibility.")
+        plan.notes.append(Msg("CUDA {cuda} is newer than the driver's CUDA {driver_cuda}; it runs through "
+                              "minor-version compatibility.", cuda=fit.wheel.cuda,
+                              driver_cuda=run.machine.driver_max_cuda))
 
 
 def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
@@ -255,7 +257,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     keep_pins = plan.pins
     notes: list[str] = []
     if not keeps:
-        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), " after the driver update")
+        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), Msg(" after the driver update"))
         driver_steps += steps
     driver_way = way("driver", f"Install {advice.summary} and keep torch {keep.wheel.label}",
                      driver_steps, run.describe(keep), "a driver update and a reboot", advice,
@@ -279,7 +281,8 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         plan.pins, plan.pins_variant = today_pins, today.wheel.variant if snap.host.os != "darwin" else None
         today_way["primary"] = True
         plan.alternatives = [today_way, driver_way]
-        plan.notes.append(f"Keeping torch {keep.wheel.label} needs {advice.sentence}.")
+        plan.notes.append(Msg("Keeping torch {label} needs {sentence}.", label=keep.wheel.label,
+                               sentence=advice.sentence))
         return plan
     plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
     plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
@@ -289,7 +292,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     if not run.change.possible:
         # The version asked for needs a driver this run cannot change: nothing to install here.
         plan.status, plan.steps = MANUAL, []
-        plan.notes.append(f"torch {keep.wheel.label} needs {advice.sentence}.")
+        plan.notes.append(Msg("torch {label} needs {sentence}.", label=keep.wheel.label, sentence=advice.sentence))
         if today_way is not None:
             plan.notes.append(f"Or, on driver {driver_now}: {today_way['summary']}: {today_steps[-1].command}")
         return plan
@@ -297,10 +300,11 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     if not keeps:
         plan.pins, plan.pins_variant = keep_pins, keep.wheel.variant if snap.host.os != "darwin" else None
     if keeps:
-        plan.notes.append(f"torch {build.label} stays: it runs once the driver is updated.")
+        plan.notes.append(Msg("torch {label} stays: it runs once the driver is updated.", label=build.label))
     if today_way is not None:
-        plan.notes.append(f"Or keep driver {driver_now} and install torch {today.wheel.label} instead "
-                          f"({cost(anchor, today)}): {today_steps[-1].command}")
+        plan.notes.append(Msg("Or keep driver {driver} and install torch {label} instead ({cost}): {command}",
+                              driver=driver_now, label=today.wheel.label, cost=cost(anchor, today),
+                              command=today_steps[-1].command))
     return plan
 
 
@@ -353,9 +357,11 @@ def _other_python_way(run: _Run, asked: str) -> dict | None:
     make = venv_line(other, VENV_FOLDER, run.snap.host.os == "windows")
     argv = commands.argv(Action(INSTALL_ACTION, tuple(pins), fit.wheel.variant if run.snap.host.os != "darwin"
                                 else None, python=python))
-    steps = [Step("venv", f"Create {VENV_FOLDER} with Python {other.version}"
-                  + (f" ({other.path})" if other.path else " (uv fetches it)"), make),
-             Step("install", f"Install torch {fit.wheel.label} into {VENV_FOLDER}.", render_argv(argv, commands.os),
+    steps = [Step("venv", Msg("Create {folder} with Python {version} ({path})", folder=VENV_FOLDER,
+                              version=other.version, path=other.path) if other.path else
+                  Msg("Create {folder} with Python {version} (uv fetches it)", folder=VENV_FOLDER,
+                      version=other.version), make),
+             Step("install", Msg("Install torch {label} into {folder}.", label=fit.wheel.label, folder=VENV_FOLDER), render_argv(argv, commands.os),
                   argv)]
     return way("python", summary, steps, run.describe(fit), "another Python")
 

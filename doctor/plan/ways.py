@@ -11,6 +11,7 @@ from doctor.compat.drivers import DriverAdvice
 from doctor.compat.installs import conda_torch
 from doctor.compat.wheels import Fit, Machine, packages_for, wheel_pins
 from doctor.model.findings import INSTALL, Action
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
@@ -83,9 +84,9 @@ def install_steps(fit: Fit, snap: Snapshot, commands: Commands, table, machine: 
     if externally_managed(snap):
         python = venv_python(commands)
         argv = commands.venv_argv(VENV_FOLDER)
-        steps.append(Step("venv", f"Create a virtual environment {VENV_FOLDER} in this folder: "
-                          f"{snap.interpreter.path or 'this Python'} is externally managed (PEP 668) and pip "
-                          "refuses to install into it.", render_argv(argv, commands.os), argv))
+        steps.append(Step("venv", Msg("Create a virtual environment {folder} in this folder: {python} is externally "
+                                      "managed (PEP 668) and pip refuses to install into it.", folder=VENV_FOLDER,
+                                      python=snap.interpreter.path or Msg("this Python")), render_argv(argv, commands.os), argv))
         notes.append(f"{snap.interpreter.path} is marked EXTERNALLY-MANAGED ({PEP_668}): torch goes into the new "
                      f"environment {VENV_FOLDER}; run your code with {python}. Debian and Ubuntu need the "
                      "python3-venv package for -m venv (sudo apt install python3-venv). torchdoctor never adds "
@@ -97,8 +98,8 @@ def install_steps(fit: Fit, snap: Snapshot, commands: Commands, table, machine: 
             # channel's builds get here: conda-forge's and other channels' are never replaced, see advise().)
             names = [r.name for r in owned]
             argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
-            steps.append(Step("remove", f"Remove the conda packages that own torch ({', '.join(names)}) "
-                              "from this environment; pip installs the wheels next.", render_argv(argv, commands.os),
+            steps.append(Step("remove", Msg("Remove the conda packages that own torch ({names}) from this "
+                                            "environment; pip installs the wheels next.", names=", ".join(names)), render_argv(argv, commands.os),
                               argv))
             replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last release "
                         "was 2.5)") if torch_origin(snap).kind == PYTORCH_CONDA else \
@@ -106,16 +107,17 @@ def install_steps(fit: Fit, snap: Snapshot, commands: Commands, table, machine: 
             notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
                          f"packages are removed (conda will not know about them). This replaces {replaced}.")
     argv = commands.argv(Action(INSTALL, tuple(pins), variant, python=python))
-    where = f" into {VENV_FOLDER}" if python else ""
-    steps.append(Step("install", f"Install torch {fit.wheel.label}{where}{after} ({reason}).",
+    where = Msg(" into {folder}", folder=VENV_FOLDER) if python else ""
+    steps.append(Step("install", Msg("Install torch {label}{where}{after} ({reason}).", label=fit.wheel.label,
+                                     where=where, after=after, reason=reason),
                       render_argv(argv, commands.os), argv))
     return steps, notes, pins
 
 
 def driver_step(advice: DriverAdvice, cuda: str | None, label: str) -> Step:
     """The driver update, as a step nobody runs for the user (fix never installs a driver)."""
-    needs = f": CUDA {cuda} (torch {label}) needs it" if cuda else ""
-    return Step("driver", f"Install {advice.sentence}{needs}.", advice.commands[0] if advice.commands else None)
+    needs = Msg(": CUDA {cuda} (torch {label}) needs it", cuda=cuda, label=label) if cuda else ""
+    return Step("driver", Msg("Install {sentence}{needs}.", sentence=advice.sentence, needs=needs), advice.commands[0] if advice.commands else None)
 
 
 def way(kind: str, summary: str, steps: list[Step], target: dict | None = None, cost_text: str = "",

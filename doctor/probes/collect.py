@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
 from doctor.model.environment import Environment
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import (
     Interpreter,
@@ -93,7 +94,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
         found = _guard(
             "interpreter",
-            lambda: step("packages", "reading the packages of the target interpreter",
+            lambda: step("packages", Msg("reading the packages of the target interpreter"),
                          lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout,
                                                           cache=cache)),
             lambda why: (
@@ -115,7 +116,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             return TorchRuntime(status="skipped", detail="no interpreter to run")
         return _guard(
             "runtime",
-            lambda: step("smoke", f"starting {short_path(python)}", lambda: probe_runtime(
+            lambda: step("smoke", Msg("starting {path}", path=short_path(python)), lambda: probe_runtime(
                 python, mode="smoke", device=opts.device, timeout=opts.smoke_timeout, runner=runner, env=env,
                 progress=(lambda words: tell("smoke", words)) if opts.progress else None,
             )),
@@ -135,7 +136,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         def nvidia():
             return _guard(
                 "nvidia",
-                lambda: step("driver", "reading the NVIDIA driver", lambda: probe_nvidia(
+                lambda: step("driver", Msg("reading the NVIDIA driver"), lambda: probe_nvidia(
                     runner=runner,
                     root=root,
                     env=env,

@@ -20,6 +20,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.runner import Runner, RunResult, run, signal_name
@@ -230,7 +231,7 @@ def short_path(path: str, width: int = 48) -> str:
 class ProgressReader:
     """Turns the child's JSON lines, as they come, into what it is doing now, in words."""
 
-    STEPS = {"init": "initialising the devices", "versions": "reading the runtime library versions"}
+    STEPS = {"init": Msg("initialising the devices"), "versions": Msg("reading the runtime library versions")}
 
     def __init__(self, python: str, report: Callable[[str], object]) -> None:
         self.python = python
@@ -248,19 +249,19 @@ class ProgressReader:
             return
         name, device = out.running
         if name == "import":
-            self.report(f"importing torch in {short_path(self.python)}")
+            self.report(Msg("importing torch in {path}", path=short_path(self.python)))
         elif name in self.STEPS:
-            self.report("smoke test: " + self.STEPS[name])
+            self.report(Msg("smoke test: {step}", step=self.STEPS[name]))
         else:
-            self.report(f"smoke test: {name} on {self.device_name(device)}")
+            self.report(Msg("smoke test: {step} on {device}", step=name, device=self.device_name(device)))
 
     def device_name(self, index: int | None) -> str:
         if self.backend == "cpu":
-            return "the CPU"
+            return Msg("the CPU")
         if self.backend in ("cuda", "rocm"):
-            return f"GPU {index if index is not None else '?'}"
+            return Msg("GPU {index}", index=index if index is not None else "?")
         if self.backend == "mps":
-            return "the Apple GPU (MPS)"
+            return Msg("the Apple GPU (MPS)")
         return f"{(self.backend or 'device').upper()} {index if index is not None else ''}".strip()
 
 

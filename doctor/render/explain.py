@@ -4,61 +4,69 @@ explain report dict alone."""
 
 from __future__ import annotations
 
+from doctor.model.i18n import Msg, localize, tr
 from doctor.render.markdown import as_list, as_object, cell, fenced
 from doctor.render.text import console
 
-VERDICT = {  # glyph, style, label
-    "confirmed": ("✗", "red", "confirmed on this machine"),
-    "unknown": ("?", "yellow", "could not be confirmed here"),
-    "text-only": ("!", "yellow", "from the text (probing cannot see this)"),
-    "not-probed": ("!", "yellow", "from the text alone (--no-probe)"),
-    "ruled-out": ("✓", "green", "ruled out on this machine"),
+VERDICT = {  # glyph, style, label (the signatures' own texts are said from the catalog's "signatures")
+    "confirmed": ("✗", "red", Msg("confirmed on this machine")),
+    "unknown": ("?", "yellow", Msg("could not be confirmed here")),
+    "text-only": ("!", "yellow", Msg("from the text (probing cannot see this)")),
+    "not-probed": ("!", "yellow", Msg("from the text alone (--no-probe)")),
+    "ruled-out": ("✓", "green", Msg("ruled out on this machine")),
 }
+
+
+def _verdict(cause: dict) -> tuple:
+    glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
+    return glyph, style, localize(label)
 
 
 def _headline(report: dict) -> str:
     causes = as_list(report.get("causes"))
     lines = as_object(report.get("input")).get("lines", 0)
     if not causes:
-        return f"no known error message in {lines} line(s)"
-    return f"{len(causes)} known cause(s) in {lines} line(s)"
+        return tr("no known error message in {lines} line(s)", lines=lines)
+    return tr("{count} known cause(s) in {lines} line(s)", count=len(causes), lines=lines)
 
 
 def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
     from rich.text import Text
 
     con = console(file, width)
-    con.print(Text(f"torchdoctor explain · signatures {report.get('signatures_version', '?')} · "
-                   f"{_headline(report)}", style="bold"))
+    con.print(Text(tr("torchdoctor explain · signatures {version} · ", version=report.get('signatures_version', '?'))
+                   + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
-        con.print(Text(f"  note: {note}", style="dim"))
+        con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
     con.print()
     for cause in as_list(report.get("causes")):
-        glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
+        glyph, style, label = _verdict(cause)
         # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is appended)
         line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(cause.get("id")), style),
-                             f"  {cause.get('title')}  ", (f"[{label}]", style))
+                             f"  {localize(cause.get('title'))}  ", (f"[{label}]", style))
         con.print(line)
         match = as_object(cause.get("match"))
-        con.print(Text(f"      line {match.get('line')}: {match.get('text')}", style="dim"), soft_wrap=True)
-        con.print(Text(f"      {cause.get('meaning')}"))
+        con.print(Text("      " + tr("line {line}: {text}", line=match.get('line'), text=str(match.get('text'))),
+                       style="dim"), soft_wrap=True)
+        con.print(Text(f"      {localize(cause.get('meaning'))}"))
         if cause.get("why") and cause.get("verdict") != "not-probed":
-            con.print(Text(f"      {cause['why']}", style="dim"))
+            con.print(Text(f"      {localize(cause['why'])}", style="dim"))
         check = as_object(cause.get("check"))
         fix = as_object(check.get("fix"))
         if check.get("detail") and verbose:
-            con.print(Text(f"      {check['detail']}", style="dim"))
+            con.print(Text(f"      {localize(check['detail'])}", style="dim"))
         planned = check.get("id") in set(as_list(as_object(as_object(report.get("check")).get("plan")).get("addresses")))
         if cause.get("verdict") != "ruled-out":
-            con.print(Text(f"      fix: {fix.get('summary') or cause.get('fix')}"))
+            con.print(Text("      " + tr("fix: {summary}", summary=localize(fix.get('summary') or cause.get('fix')))))
             for command in [] if planned else fix.get("commands") or []:
                 con.print(Text(f"        {command}", style="bold"), soft_wrap=True)
         if verbose:
-            con.print(Text(f"      wording of torch {cause.get('torch_versions')}; source: {cause.get('source')}",
+            con.print(Text("      " + tr("wording of torch {versions}; source: {source}",
+                                           versions=cause.get('torch_versions'), source=cause.get('source')),
                            style="dim"))
         con.print()
     if not as_list(report.get("causes")):
-        con.print("  Nothing here matches a known message. `torchdoctor check` looks at the machine itself.")
+        con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine itself."))
         con.print()
     _plan(con, as_object(report.get("check")))
 
@@ -70,29 +78,29 @@ def _plan(con, check: dict) -> None:
     steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
     if not steps:
         return
-    con.print(Text("Fix plan for this machine (torchdoctor fix carries it out):", style="bold"))
+    con.print(Text(tr("Fix plan for this machine (torchdoctor fix carries it out):"), style="bold"))
     for i, step in enumerate(steps, 1):
-        con.print(Text(f"  {i}. {step.get('description')}"))
+        con.print(Text(f"  {i}. {localize(step.get('description'))}"))
         if step.get("command"):
             con.print(Text(f"     {step['command']}", style="bold"), soft_wrap=True)
 
 
 def render_explain_markdown(report: dict) -> str:
-    parts = [f"### torchdoctor explain: {_headline(report)}", ""]
+    parts = [f"### torchdoctor explain: {_headline(report)}", ""]  # (the headline in the run's language)
     causes = [c for c in as_list(report.get("causes")) if isinstance(c, dict)]
     if causes:
-        parts += ["| | cause | verdict | line |", "| --- | --- | --- | --- |"]
+        parts += [f"| | {tr('cause')} | {tr('verdict')} | {tr('line')} |", "| --- | --- | --- | --- |"]
         for c in causes:
-            glyph, _style, label = VERDICT.get(c.get("verdict"), ("?", "", str(c.get("verdict"))))
-            parts.append(f"| {glyph} | `{cell(c.get('id'), code=True)}` {cell(c.get('title'))} | {cell(label)} | "
+            glyph, _style, label = _verdict(c)
+            parts.append(f"| {glyph} | `{cell(c.get('id'), code=True)}` {cell(localize(c.get('title')))} | {cell(label)} | "
                          f"{cell(as_object(c.get('match')).get('line'))} |")
         parts.append("")
     for c in causes:
         match = as_object(c.get("match"))
         fix = as_object(as_object(c.get("check")).get("fix"))
-        parts += [f"**`{cell(c.get('id'), code=True)}`**: {cell(c.get('meaning'))}", ""]
+        parts += [f"**`{cell(c.get('id'), code=True)}`**: {cell(localize(c.get('meaning')))}", ""]
         parts += fenced(str(match.get("text") or ""), "text")
-        parts += [f"Fix: {cell(fix.get('summary') or c.get('fix'))}", ""]
+        parts += [cell(tr("Fix: {summary}", summary=localize(fix.get('summary') or c.get('fix')))), ""]
         commands = [str(x) for x in as_list(fix.get("commands")) if x]
         if commands:
             parts += fenced("\n".join(commands), "sh")

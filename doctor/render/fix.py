@@ -10,6 +10,7 @@ names, pip's configuration) goes through render/sanitize.py first, so nothing ra
 
 from __future__ import annotations
 
+from doctor.model.i18n import localize, tr
 from doctor.render.sanitize import printable
 
 
@@ -28,7 +29,7 @@ def _say(con, text: str, style: str = "") -> None:
 
 
 def show_installer(con, installer: str, why: str) -> None:
-    con.print(_text(f"  installer: {installer} ({why})"))
+    con.print(_text("  " + tr("installer: {installer} ({why})", installer=installer, why=why)))
 
 
 def show_project(con, kind: str, lock: str, change: str, dry_run: bool) -> None:
@@ -44,22 +45,20 @@ def show_project(con, kind: str, lock: str, change: str, dry_run: bool) -> None:
 
 
 def show_nothing_to_run(con, healthy: bool) -> None:
-    con.print("Nothing to change." if healthy else "Nothing torchdoctor can run: see above.")
+    con.print(tr("Nothing to change.") if healthy else tr("Nothing torchdoctor can run: see above."))
 
 
 def show_driver_first(err) -> None:
-    err.print(
-        "torchdoctor: the NVIDIA driver must be updated first (step 1): torchdoctor does not install "
+    err.print("torchdoctor: " + tr(
+        "the NVIDIA driver must be updated first (step 1): torchdoctor does not install "
         "drivers. Update it, reboot, then run torchdoctor fix again."
-    )
+    ))
 
 
 def show_unresolvable(err, result) -> None:
     """The dry run failed: the installer's own last lines say why."""
-    err.print(
-        f"torchdoctor: the installer could not resolve the plan ({result.describe()}); "
-        "nothing was changed:"
-    )
+    err.print("torchdoctor: " + tr("the installer could not resolve the plan ({result}); nothing was changed:",
+                                   result=result.describe()))
     for line in (result.stdout + "\n" + result.stderr).strip().splitlines()[-15:]:
         err.print(_text(f"  | {line}"))
 
@@ -71,40 +70,45 @@ def show_execution(
     (``steps``: the runnable ones), the warnings, and the way back."""
     con.print(
         _text(
-            f"torchdoctor fix will change {interp.path} ({interp.env_kind or '?'}, Python {interp.version})",
+            tr("torchdoctor fix will change {path} ({kind}, Python {version})", path=interp.path,
+               kind=interp.env_kind or "?", version=interp.version),
             style="bold",
         )
     )
     show_installer(con, installer, why)
     removed = [c for c in preview.changes if c.old is not None]
-    con.print(_text("  remove:    " + (", ".join(f"{c.name} {c.old}" for c in removed) or "nothing")))
-    con.print(_text("  install:   " + (", ".join(f"{c.name} {c.new}" for c in preview.changes if c.new) or "?")))
+    con.print(_text("  " + tr("remove:    {what}", what=", ".join(f"{c.name} {c.old}" for c in removed)
+                                 or tr("nothing"))))
+    con.print(_text("  " + tr("install:   {what}", what=", ".join(f"{c.name} {c.new}" for c in preview.changes
+                                                                  if c.new) or "?")))
     if preview.download_bytes is not None:
-        con.print(f"  download:  {_size(preview.download_bytes)}")
+        con.print("  " + tr("download:  {size}", size=_size(preview.download_bytes)))
     else:
-        con.print("  download:  size unknown (known only for local files with pip)")
+        con.print("  " + tr("download:  size unknown (known only for local files with pip)"))
     if preview.note:
-        con.print(_text(f"  note: {preview.note}"))
+        con.print(_text("  " + tr("note: {note}", note=preview.note)))
     for number, step in enumerate(steps, 1):
-        con.print(_text(f"  step {number}/{len(steps)}: {step.description}"))
+        con.print(_text("  " + tr("step {number}/{count}: {description}", number=number, count=len(steps),
+                                  description=localize(step.description))))
         con.print(_text(f"    {step.command}", style="bold"), soft_wrap=True)
     if preview.outside:
-        con.print(_text("  ! also changes packages outside torch: " + ", ".join(map(str, preview.outside)),
-                        style="yellow"))
+        con.print(_text("  ! " + tr("also changes packages outside torch: {names}",
+                                    names=", ".join(map(str, preview.outside))), style="yellow"))
     for w in warnings:
-        con.print(_text(f"  ! {w}", style="yellow"))
-    con.print(_text(f"  restore file: {restore_path} (written before anything changes)"))
-    con.print("  restore with:", markup=False)
+        con.print(_text(f"  ! {localize(w)}", style="yellow"))
+    con.print(_text("  " + tr("restore file: {path} (written before anything changes)", path=str(restore_path))))
+    con.print("  " + tr("restore with:"), markup=False)
     con.print(_text(f"    {restore_cmd}"), soft_wrap=True)
-    con.print(_text("  interrupted (Ctrl-C, SIGTERM, SIGHUP) or failing, fix stops the installer and restores."))
+    con.print(_text("  " + tr("interrupted (Ctrl-C, SIGTERM, SIGHUP) or failing, fix stops the installer and "
+                              "restores.")))
 
 
 def show_not_confirmed(err) -> None:
-    err.print("torchdoctor: not confirmed; nothing was changed.")
+    err.print("torchdoctor: " + tr("not confirmed; nothing was changed."))
 
 
 def show_restore_written(con, path) -> None:
-    con.print(_text(f"Wrote the restore file {path}"))
+    con.print(_text(tr("Wrote the restore file {path}", path=str(path))))
 
 
 class Progress:
@@ -215,28 +219,29 @@ def show_restore_interrupted(err, restore_cmd: str) -> None:
 
 def show_changed(con, err, changed: list, outside: list) -> None:
     """What the two freezes say changed; ``outside``: those of them outside torch's family."""
-    con.print(_text("Changed: " + (", ".join(map(str, changed)) or "nothing")))
+    con.print(_text(tr("Changed: {what}", what=", ".join(map(str, changed)) or tr("nothing"))))
     if outside:
-        err.print(_text("torchdoctor: warning: packages outside torch changed too: " + ", ".join(map(str, outside))))
+        err.print(_text("torchdoctor: " + tr("warning: packages outside torch changed too: {names}",
+                                             names=", ".join(map(str, outside)))))
 
 
 def show_checking_again(con, smoke: bool) -> None:
-    con.print("Checking again" + (" (with the smoke test)..." if smoke else "..."))
+    con.print(tr("Checking again (with the smoke test)...") if smoke else tr("Checking again..."))
 
 
 def show_outcome(con, err, outcome, addresses: list[str], restore_cmd: str) -> None:
     """Before -> after; then either what the fix did not resolve (with the way back) or what it fixed."""
-    con.print(_text(
-        f"  before → after: gone {', '.join(outcome.gone) or '-'}; remaining {', '.join(outcome.remaining) or '-'}; "
-        f"new {', '.join(outcome.appeared) or '-'}"
-    ))
+    con.print(_text("  " + tr(
+        "before → after: gone {gone}; remaining {remaining}; new {new}", gone=", ".join(outcome.gone) or "-",
+        remaining=", ".join(outcome.remaining) or "-", new=", ".join(outcome.appeared) or "-")))
     if outcome.torch_now is not None:
-        con.print(_text(f"  torch is now {outcome.torch_now}"))
+        con.print(_text("  " + tr("torch is now {version}", version=outcome.torch_now)))
     if outcome.unresolved:
-        err.print(_text(f"torchdoctor: the fix did not resolve {', '.join(outcome.unresolved)}. Restore with:"))
+        err.print(_text("torchdoctor: " + tr("the fix did not resolve {ids}. Restore with:",
+                                             ids=", ".join(outcome.unresolved))))
         err.print(_text(f"  {restore_cmd}"), soft_wrap=True)
         return
-    con.print(_text("Fixed: " + (", ".join(addresses) or "the plan ran") + "."))
+    con.print(_text(tr("Fixed: {what}.", what=", ".join(addresses) or tr("the plan ran"))))
 
 
 def _size(n: int) -> str:

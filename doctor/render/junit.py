@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from doctor.model.i18n import localize, tr
 from doctor.render.markdown import as_list, as_object, summary_rows
 
 _XML_INVALID = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -22,12 +23,12 @@ def _clean(value: object) -> str:
 
 
 def _describe(finding: dict) -> str:
-    lines = [f"[{finding.get('severity')}] {finding.get('id')}: {finding.get('title')}"]
+    lines = [f"[{finding.get('severity')}] {finding.get('id')}: {localize(finding.get('title'))}"]
     if finding.get("detail"):
-        lines.append(str(finding["detail"]))
+        lines.append(str(localize(finding["detail"])))
     fix = as_object(finding.get("fix"))
     if fix.get("summary"):
-        lines.append(f"Fix: {fix['summary']}")
+        lines.append(tr("Fix: {summary}", summary=fix["summary"]))
     lines += [f"  {c}" for c in as_list(fix.get("commands"))]
     return "\n".join(lines)
 
@@ -67,16 +68,16 @@ def render_junit(report: dict) -> str:
             counts["failures"] += 1
             first = failing[0]
             failure = ET.SubElement(
-                case, "failure", message=_clean(first.get("title")), type=_clean(first.get("id"))
+                case, "failure", message=_clean(localize(first.get("title"))), type=_clean(first.get("id"))
             )
             failure.text = _clean("\n\n".join(_describe(f) for f in failing))
         elif status in ("skipped", "unknown"):
             # JUnit has no "unknown": a check that could not tell did not pass either, so it is skipped,
             # typed and worded so that the two stay apart.
             counts["skipped"] += 1
-            note = str(check.get("note") or status)
+            note = check.get("note") or status
             ET.SubElement(case, "skipped", type=status,
-                          message=_clean(note if status == "skipped" else f"unknown: {note}"))
+                          message=_clean(localize(note) if status == "skipped" else tr("unknown: {note}", note=note)))
         if others:
             ET.SubElement(case, "system-out").text = _clean("\n\n".join(_describe(f) for f in others))
     for key, value in counts.items():

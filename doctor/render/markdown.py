@@ -9,9 +9,14 @@ import json
 import re
 from typing import Any
 
+from doctor.model.i18n import Msg, localize, tr
 from doctor.render.verdict import checks_text, headline
 
 ICONS = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
+# The summary table's labels as people read them (summary_rows keeps the English ones: JUnit property names).
+LABELS = {"NVIDIA driver": Msg("NVIDIA driver"), "GPUs": Msg("GPUs"), "Environment": Msg("Environment"),
+          "Platform": Msg("Platform"), "torch import": Msg("torch import")}
+STATES = {"skipped": Msg("skipped"), "unknown": Msg("unknown")}
 
 
 def render_markdown(report: dict) -> str:
@@ -21,24 +26,24 @@ def render_markdown(report: dict) -> str:
 
     parts += ["| | |", "| --- | --- |"]
     for label, value in summary_rows(snap):
-        parts.append(f"| {label} | {cell(value)} |")
+        parts.append(f"| {localize(LABELS.get(label, label))} | {cell(value)} |")
     parts.append("")
 
     if findings:
-        parts += ["| | id | finding |", "| --- | --- | --- |"]
+        parts += [f"| | id | {tr('finding')} |", "| --- | --- | --- |"]
         for f in findings:
             icon = ICONS.get(str(f.get("severity")), "•")
-            parts.append(f"| {icon} | `{cell(f.get('id'), code=True)}` | {cell(f.get('title'))} |")
+            parts.append(f"| {icon} | `{cell(f.get('id'), code=True)}` | {cell(localize(f.get('title')))} |")
         parts.append("")
     else:
-        parts += ["No problems found.", ""]
+        parts += [tr("No problems found."), ""]
 
     parts += check_lines(report)
 
     notes, commands = fix_lines(report)
     if notes or commands:
-        parts += ["**Fix**", ""]
-        parts += [f"- {cell(n)}" for n in notes]
+        parts += [f"**{tr('Fix')}**", ""]
+        parts += [f"- {cell(localize(n))}" for n in notes]
         if notes:
             parts.append("")
         if commands:
@@ -46,7 +51,7 @@ def render_markdown(report: dict) -> str:
 
     full = json.dumps(report, indent=2, ensure_ascii=False, default=str)
     parts += [
-        "<details><summary>Full report (JSON)</summary>",
+        f"<details><summary>{tr('Full report (JSON)')}</summary>",
         "",
         *fenced(full, "json"),
         "",
@@ -166,14 +171,17 @@ def check_lines(report: dict) -> list[str]:
     if not counts:
         return []
     code = as_object(report.get("summary")).get("exit_code")
-    lines = [f"**Checks**: {cell(counts)}" + (f" (exit {code})" if isinstance(code, int) else ""), ""]
+    lines = [f"**{tr('Checks')}**: {cell(counts)}" + (f" ({tr('exit {code}', code=code)})" if isinstance(code, int)
+                                                       else ""), ""]
     gaps = [c for c in as_list(report.get("checks")) if isinstance(c, dict) and c.get("status") in ("skipped",
                                                                                                   "unknown")]
     if gaps:
-        rows = ["| state | check | why |", "| --- | --- | --- |"]
-        rows += [f"| {cell(c.get('status'))} | {cell(c.get('summary') or c.get('rule'))} | {cell(c.get('note'))} |"
+        rows = [f"| {tr('state')} | {tr('check')} | {tr('why')} |", "| --- | --- | --- |"]
+        rows += [f"| {cell(localize(STATES.get(c.get('status'), c.get('status'))))} | "
+                 f"{cell(localize(c.get('summary') or c.get('rule')))} | {cell(localize(c.get('note')))} |"
                  for c in gaps]
-        lines += [f"<details><summary>Not checked: {len(gaps)}</summary>", "", *rows, "", "</details>", ""]
+        lines += [f"<details><summary>{tr('Not checked: {count}', count=len(gaps))}</summary>", "", *rows, "",
+                  "</details>", ""]
     return lines
 
 
@@ -189,11 +197,12 @@ def _build_kind(torch: dict) -> str:
 
 def _footer(report: dict) -> str:
     tool, table = as_object(report.get("tool")), as_object(report.get("table"))
-    text = f"torchdoctor {tool.get('version', '?')}, report format {report.get('report_schema_version', '?')}"
+    text = tr("torchdoctor {version}, report format {schema}", version=tool.get('version', '?'),
+              schema=report.get('report_schema_version', '?'))
     if table.get("version"):
-        text += f", compatibility table {table['version']}"
+        text += tr(", compatibility table {table}", table=table['version'])
         if table.get("verified_on"):
-            text += f" (verified {table['verified_on']})"
+            text += tr(" (verified {date})", date=table['verified_on'])
     return text
 
 

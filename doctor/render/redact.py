@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from doctor.model.i18n import Msg
+
 # Variables that explain GPU/torch behaviour and carry no secrets (paths are still redacted).
 ENV_ALLOW_LIST = frozenset(
     {
@@ -316,6 +318,8 @@ class _Redactor:
             return [self.walk(v, key) for v in value]
         if isinstance(value, tuple):
             return [self.walk(v, key) for v in value]
+        if isinstance(value, Msg):  # the message stays one, its parameters redacted too
+            return value.map(lambda text: self.text(text, key))
         if isinstance(value, str):
             return self.text(value, key)
         return value

@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.model.i18n import Msg
+
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # everything but TAB and LF
 _UNPRINTABLE_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # TAB and LF too
 
@@ -60,6 +62,8 @@ def has_controls(text: str) -> bool:
 def sanitize(value: Any, key: str = "") -> Any:
     """A copy of ``value`` (a report, a summary, any JSON-like data) with every string ``printable``:
     dict keys too; prose under ``MULTILINE_KEYS`` keeps its line breaks."""
+    if isinstance(value, Msg):  # the message stays one, its parameters made printable too
+        return value.map(lambda text: printable(text, multiline=key in MULTILINE_KEYS))
     if isinstance(value, str):
         return printable(value, multiline=key in MULTILINE_KEYS)
     if isinstance(value, dict):

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import sys
 
+from doctor.model.i18n import Msg, localize, pad, tr
+
 # Findings by severity, checks by state. Glyphs outside ASCII have ASCII stand-ins where the output
 # cannot encode them (doctor/app/streams.py).
 GLYPH = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cyan"), "passed": ("✓", "green"),
          "skipped": ("-", "dim"), "unknown": ("?", "yellow"), "crashed": ("✗", "red")}
+
+
+# Words said beside a check or a step: the state (a word from the report, never a template of its own).
+STATE_WORDS = {"passed": Msg("passed"), "failed": Msg("failed"), "skipped": Msg("skipped"), "unknown": Msg("unknown"),
+               "crashed": Msg("crashed"), "ok": Msg("ok")}
+ORIGINS = {"collect_env": Msg("collect_env"), "report": Msg("report")}
+LABEL_CELLS = 9  # the machine summary's label column, in terminal cells (a label in any language fits it)
+
+
+def word(value) -> str:
+    """A state word from the report in the run's language (an unknown one as it is)."""
+    return str(localize(STATE_WORDS.get(value, value)))
 
 
 def console(file=None, width: int | None = None):
@@ -44,33 +58,39 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     rows = []
     osline = f"{host.get('os', '?')}-{host.get('machine', '?')}"
     extras = [x for x in (host.get("libc"), "WSL2" if host.get("wsl") else None, host.get("container")) if x]
-    rows.append(("OS", osline + (f" ({', '.join(extras)})" if extras else "")))
+    rows.append((tr("OS"), osline + (f" ({', '.join(extras)})" if extras else "")))
     driver = _fact(nv.get("driver_version"))
     max_cuda = nv.get("cuda_driver_version") or {}
     if driver:
         src = max_cuda.get("source") or (nv.get("driver_version") or {}).get("source", "")
-        rows.append(("Driver", f"{driver} · supports CUDA ≤ {max_cuda.get('value') or '?'}" + (f" ({src})" if src else "")))
+        rows.append((tr("Driver"), tr("{driver} · supports CUDA ≤ {cuda}", driver=driver, cuda=max_cuda.get('value') or '?')
+                     + (f" ({localize(src)})" if src else "")))
     else:
-        rows.append(("Driver", f"none ({nv.get('status', 'unknown')}" + (f": {nv.get('detail')}" if nv.get("detail") else "") + ")"))
+        status = STATE_WORDS.get(nv.get('status', 'unknown'), nv.get('status'))
+        rows.append((tr("Driver"), tr("none ({status}: {detail})", status=status, detail=nv.get("detail"))
+                     if nv.get("detail") else tr("none ({status})", status=status)))
     for g in nv.get("gpus") or []:
         cc = (g.get("compute_capability") or {})
         mem = f" · {g['memory_total_mib']} MiB" if g.get("memory_total_mib") else ""
-        ccs = f" · CC {cc.get('value')}" + (" (from table)" if str(cc.get("source", "")).startswith("table") else "") if cc.get("value") else " · CC ?"
-        rows.append((f"GPU {g.get('index')}", f"{g.get('name')}{ccs}{mem}"))
-    found = f"; found as {interp['found_as']}" if interp.get("found_as") else ""
+        ccs = (" · " + tr("CC {cc}", cc=cc.get("value"))
+               + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "")) if cc.get("value") \
+            else " · " + tr("CC {cc}", cc="?")
+        rows.append((tr("GPU {index}", index=g.get('index')), f"{g.get('name')}{ccs}{mem}"))
+    found = tr("; found as {path}", path=interp['found_as']) if interp.get("found_as") else ""
     if interp.get("error"):
-        why = [str(line) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
-        rows.append(("Python", "\n".join([f"{interp.get('path') or '?'}: {interp.get('error')}", *why])))
+        why = [str(localize(line)) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
+        rows.append(("Python", "\n".join([f"{interp.get('path') or '?'}: {localize(interp.get('error'))}", *why])))
     elif not interp.get("path"):  # a collect_env text names the version, not the interpreter
-        rows.append(("Python", f"{interp.get('version') or '?'} (from {interp.get('reason') or '?'}, which does not "
-                               "state its path)"))
+        rows.append(("Python", tr("{version} (from {reason}, which does not state its path)",
+                                  version=interp.get('version') or '?', reason=interp.get('reason') or '?')))
     else:
-        rows.append(("Python", f"{interp.get('path')} · {interp.get('version')} · {interp.get('env_kind') or '?'} "
-                               f"(chosen: {interp.get('reason')}{found})"))
+        rows.append(("Python", tr("{path} · {version} · {kind} (chosen: {reason}{found})", path=interp.get('path'),
+                                  version=interp.get('version'), kind=interp.get('env_kind') or '?',
+                                  reason=interp.get('reason'), found=found)))
     torch = inst.get("torch")
     if torch:
         label = torch.get("build_version") or torch.get("version")
-        cuda = f"CUDA {torch['cuda']}" if torch.get("cuda") else ("ROCm " + torch["hip"] if torch.get("hip") else "no CUDA")
+        cuda = f"CUDA {torch['cuda']}" if torch.get("cuda") else ("ROCm " + torch["hip"] if torch.get("hip") else tr("no CUDA"))
         parts = [f"{label} ({cuda})"]
         for name in ("torchvision", "torchaudio"):
             d = inst.get(name)
@@ -78,17 +98,18 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
                 parts.append(f"{name} {d.get('build_version') or d.get('version')}")
         rows.append(("torch", " · ".join(parts)))
     elif interp.get("error"):
-        rows.append(("torch", "not known: the interpreter could not be inspected"))
+        rows.append(("torch", tr("not known: the interpreter could not be inspected")))
     else:
-        rows.append(("torch", "not installed" if inst.get("status") == "absent" else (inst.get("detail") or inst.get("status", "?"))))
+        rows.append(("torch", tr("not installed") if inst.get("status") == "absent" else
+                     localize(inst.get("detail") or inst.get("status", "?"))))
     status = rt.get("status")
     if status == "skipped":
-        rows.append(("Runtime", rt.get("detail") or "not run"))
+        rows.append((tr("Runtime"), localize(rt.get("detail")) or tr("not run")))
     elif status == "ok":
-        rows.append(("Runtime", _runtime_ok(rt)))
+        rows.append((tr("Runtime"), _runtime_ok(rt)))
     elif status:
-        secs = f" after {rt['seconds']:.1f}s" if isinstance(rt.get("seconds"), (int, float)) else ""
-        rows.append(("Runtime", f"{status}{secs}: {rt.get('detail') or ''}".strip()))
+        secs = tr(" after {seconds:.1f}s", seconds=rt['seconds']) if isinstance(rt.get("seconds"), (int, float)) else ""
+        rows.append((tr("Runtime"), f"{status}{secs}: {localize(rt.get('detail')) or ''}".strip()))
     return rows
 
 
@@ -97,31 +118,34 @@ def _runtime_ok(rt: dict) -> str:
     steps = [s for s in rt.get("steps") or [] if isinstance(s, dict)]
     imported = next((s for s in steps if s.get("name") == "import"), None)
     secs = imported.get("seconds") if imported else None
-    head = f"torch {rt.get('torch_version') or '?'} imported" + (
-        f" in {secs:.1f}s" if isinstance(secs, (int, float)) else "")
+    version = rt.get('torch_version') or '?'
+    head = tr("torch {version} imported in {seconds:.1f}s", version=version, seconds=secs) if isinstance(
+        secs, (int, float)) else tr("torch {version} imported", version=version)
     backend = rt.get("backend")
     parts = [head]
     if backend == "cpu":
-        parts.append("no accelerator: the CPU was tested")
+        parts.append(tr("no accelerator: the CPU was tested"))
     elif backend:
         count = rt.get("device_count")
-        parts.append(f"backend {backend}" + (f", {count} device(s)" if count is not None else ""))
+        parts.append(tr("backend {backend}, {count} device(s)", backend=backend, count=count) if count is not None
+                     else tr("backend {backend}", backend=backend))
     work = [s for s in steps if s.get("name") != "import"]
     if not work:
-        parts.append(f"nothing computed ({rt['detail']})" if rt.get("detail") else "nothing computed")
+        parts.append(tr("nothing computed ({why})", why=rt['detail']) if rt.get("detail") else tr("nothing computed"))
     else:
         failed = sum(1 for s in work if s.get("status") == "failed")
         total = rt.get("seconds")
-        parts.append(f"smoke test {total:.1f}s in all" if isinstance(total, (int, float)) else "smoke test ran")
+        parts.append(tr("smoke test {seconds:.1f}s in all", seconds=total) if isinstance(total, (int, float))
+                     else tr("smoke test ran"))
         if failed:
-            parts.append(f"{failed} step(s) failed")
+            parts.append(tr("{count} step(s) failed", count=failed))
     return " · ".join(parts)
 
 
 def _row(con, Text, key: str, value: str) -> None:
     """One aligned machine row; a value of several lines continues under the value column."""
     lines = [line.rstrip() for line in str(value).splitlines() if line.strip()] or [""]
-    con.print(Text.assemble((f"  {key:<9} ", "bold"), lines[0]))
+    con.print(Text.assemble((f"  {pad(key, LABEL_CELLS)} ", "bold"), lines[0]))
     for more in lines[1:]:
         con.print(Text(f"{'':12}{more.strip()}"))
 
@@ -132,9 +156,10 @@ def _check_lines(con, Text, checks: list[dict], show: set[str]) -> None:
         if not isinstance(status, str) or status not in show:
             continue
         glyph, style = GLYPH.get(status, ("?", ""))
-        line = Text.assemble(("  " + glyph + " ", style), str(c.get("summary") or c.get("rule")))
+        line = Text.assemble(("  " + glyph + " ", style), str(localize(c.get("summary") or c.get("rule"))))
         if status in ("skipped", "unknown") and c.get("note"):
-            line.append(f"  ({status}: {c['note']})", style="dim" if status == "skipped" else "yellow")
+            line.append(tr("  ({state}: {note})", state=word(status), note=c['note']),
+                        style="dim" if status == "skipped" else "yellow")
         con.print(line)
 
 
@@ -154,10 +179,11 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
     if quiet and not findings and (report.get("summary") or {}).get("exit_code", 0) == 0:
         return
     if not quiet:
-        con.print(Text(f"torchdoctor {tool.get('version', '?')} · compat table {table.get('version', '?')}",
-                       style="bold"))
+        con.print(Text(tr("torchdoctor {version} · compat table {table}", version=tool.get('version', '?'),
+                          table=table.get('version', '?')), style="bold"))
         if snap.get("origin") and snap.get("origin") != "probe":
-            con.print(Text(f"(re-diagnosed from a {snap['origin']}, not probed here)", style="dim"))
+            con.print(Text(tr("(re-diagnosed from a {origin}, not probed here)", origin=ORIGINS.get(snap['origin'], snap['origin'])),
+                           style="dim"))
         con.print()
         for key, value in machine_lines(snap):
             _row(con, Text, key, value)
@@ -165,8 +191,8 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
         if steps and verbose:
             for s in steps:
                 secs = f"{s['seconds']:.3f}s" if s.get("seconds") is not None else "-"
-                con.print(Text(f"            {s.get('status'):<7} {s.get('name'):<16} {secs:>8}  "
-                               f"{s.get('message', '')}"))
+                con.print(Text(f"            {pad(word(s.get('status')), 7)} {s.get('name'):<16} {secs:>8}  "
+                               f"{localize(s.get('message', ''))}"))
         con.print()
         # Every check's state: all of them with -v or when nothing was found; the unknown ones always
         # (a gap in what was checked is worth a line); failed checks show as their findings below.
@@ -176,13 +202,13 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
     for f in findings:
         glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))
         line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(f.get("id")), style),
-                             f"  {f.get('title')}")
+                             f"  {localize(f.get('title'))}")
         con.print(line)
         if f.get("detail") and (verbose or f.get("severity") == "error"):
-            con.print(Text(f"      {f['detail']}", style="dim"))
+            con.print(Text(f"      {localize(f['detail'])}", style="dim"))
         fix = f.get("fix") or {}
         if fix.get("summary") and (verbose or not fix.get("commands")):
-            con.print(Text(f"      fix: {fix['summary']}"))
+            con.print(Text("      " + tr("fix: {summary}", summary=fix['summary'])))
         if fix.get("commands") and f.get("id") not in set((report.get("plan") or {}).get("addresses") or []):
             for cmd in fix["commands"]:
                 con.print(Text(f"        {cmd}", style="bold"), soft_wrap=True)
@@ -190,7 +216,8 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
             for k, v in f["evidence"].items():
                 con.print(Text(f"      · {k}: {v}", style="dim"))
         if f.get("unverified"):
-            con.print(Text(f"      (rests on unverified table rows: {', '.join(f['unverified'])})", style="yellow"))
+            con.print(Text("      " + tr("(rests on unverified table rows: {rows})", rows=', '.join(f['unverified'])),
+                           style="yellow"))
     if findings or not quiet:
         con.print()
     con.print(Text(f"  {verdict_line(report)}", style="bold"))
@@ -203,20 +230,20 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
         code = (report.get("summary") or {}).get("exit_code", 0)
         con.print(Text(closing, style="green" if code == 0 else "yellow"))
     elif status == "none":
-        con.print(Text(f"Fix: {plan.get('reason')}", style="yellow"))
+        con.print(Text(tr("Fix: {reason}", reason=plan.get('reason')), style="yellow"))
     elif status == "manual":
-        con.print(Text("Fix: no command can fix this automatically:", style="yellow"))
+        con.print(Text(tr("Fix: no command can fix this automatically:"), style="yellow"))
         for n in plan.get("notes") or []:
-            con.print(Text(f"  {n}"))
+            con.print(Text(f"  {localize(n)}"))
     elif plan:
-        title = "Fix plan" + (" (torchdoctor fix --dry-run: nothing was changed)" if mode == "fix" else "")
-        con.print(Text(title + ":", style="bold"))
+        title = tr("Fix plan (torchdoctor fix --dry-run: nothing was changed):") if mode == "fix" else tr("Fix plan:")
+        con.print(Text(title, style="bold"))
         for i, step in enumerate(plan.get("steps") or [], 1):
-            con.print(Text(f"  {i}. {step.get('description')}"))
+            con.print(Text(f"  {i}. {localize(step.get('description'))}"))
             if step.get("command"):
                 con.print(Text(f"     {step['command']}", style="bold"), soft_wrap=True)
         for n in plan.get("notes") or []:
-            con.print(Text(f"  note: {n}", style="dim"))
+            con.print(Text("  " + tr("note: {note}", note=n), style="dim"))
         if plan.get("unverified"):
-            con.print(Text(f"  (this choice rests on unverified table rows: {', '.join(plan['unverified'])})",
-                           style="yellow"))
+            con.print(Text("  " + tr("(this choice rests on unverified table rows: {rows})",
+                                     rows=', '.join(plan['unverified'])), style="yellow"))

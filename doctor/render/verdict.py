@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.model.i18n import N_, Msg, join, localize
+
 STATES = ("passed", "failed", "skipped", "unknown", "crashed")
 REQUIREMENTS_RULE = "requirements"  # doctor.model.requirements.RULE
 INTERNAL_ERROR_ID = "internal-rule-error"  # doctor.rules.INTERNAL_ERROR_ID
@@ -19,8 +21,22 @@ def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+# Counted words, said in the run's language: (one, many).
+COUNTED = {
+    "check": (N_("{n} check"), N_("{n} checks")),
+    "error": (N_("{n} error"), N_("{n} errors")),
+    "warning": (N_("{n} warning"), N_("{n} warnings")),
+    "note": (N_("{n} note"), N_("{n} notes")),
+    "requirement": (N_("{n} requirement"), N_("{n} requirements")),
+}
+STATE_COUNTS = {"passed": N_("{n} passed"), "failed": N_("{n} failed"), "skipped": N_("{n} skipped"),
+                "unknown": N_("{n} unknown"), "crashed": N_("{n} crashed")}
+
+
+def counted(n: int, word: str) -> Msg:
+    """A count and its word: "1 error", "2 errors" (and their translations)."""
+    one, many = COUNTED[word]
+    return Msg(one if n == 1 else many, n=n)
 
 
 def exit_code(report: dict) -> int | None:
@@ -44,7 +60,8 @@ def checks_text(report: dict) -> str:
     if not counts:
         return ""
     total = sum(counts.values())
-    return f"{plural(total, 'check')}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    states = join(", ", [Msg(STATE_COUNTS[state], n=n) for state, n in counts.items()])
+    return localize(Msg("{checks}: {states}", checks=counted(total, "check"), states=states))
 
 
 def headline(report: dict) -> str:
@@ -57,23 +74,23 @@ def headline(report: dict) -> str:
     unmet = [f for f in findings if f.get("rule") == REQUIREMENTS_RULE]
     others = [f for f in findings if f.get("id") != INTERNAL_ERROR_ID and f.get("rule") != REQUIREMENTS_RULE]
     counts = {sev: sum(1 for f in others if f.get("severity") == sev) for sev in ("error", "warning", "info")}
-    words = [plural(counts["error"], "error"), plural(counts["warning"], "warning"), plural(counts["info"], "note")]
+    words = [counted(counts["error"], "error"), counted(counts["warning"], "warning"), counted(counts["info"], "note")]
     words = [w for w, n in zip(words, counts.values(), strict=True) if n]
     parts = []
     if crashed:
-        parts.append(f"internal error in rule {', '.join(crashed)}: the verdict is incomplete")
+        parts.append(Msg("internal error in rule {rules}: the verdict is incomplete", rules=", ".join(crashed)))
     if unmet:
-        parts.append(f"{plural(len(unmet), 'requirement')} not met")
+        parts.append(Msg("{requirements} not met", requirements=counted(len(unmet), "requirement")))
     if words:
         strict = bool(summary.get("strict"))
         if not counts["error"] and counts["warning"] and strict and code == 1:
-            words[0] += " (failing under --strict)"
-        parts.append(", ".join(words))
+            words[0] = Msg("{warnings} (failing under --strict)", warnings=words[0])
+        parts.append(join(", ", words))
     if not parts:
-        return "no problems found"
+        return localize(Msg("no problems found"))
     if code == 0 and not counts["error"]:
-        return "no errors: " + "; ".join(parts)
-    return "; ".join(parts)
+        return localize(Msg("no errors: {parts}", parts=join("; ", parts)))
+    return localize(join("; ", parts))
 
 
 def verdict_line(report: dict) -> str:
@@ -84,7 +101,7 @@ def verdict_line(report: dict) -> str:
         parts.append(checks)
     code = exit_code(report)
     if code is not None:
-        parts.append(f"exit {code}")
+        parts.append(localize(Msg("exit {code}", code=code)))
     return " · ".join(parts)
 
 
@@ -94,13 +111,13 @@ def plan_line(report: dict) -> str | None:
     status = plan.get("status")
     code = exit_code(report)
     if code == 3 and not plan.get("steps"):
-        return "Fix: a rule crashed, so this machine was not fully checked; report it and check again."
+        return localize(Msg("Fix: a rule crashed, so this machine was not fully checked; report it and check again."))
     findings = [_obj(f) for f in _list(report.get("findings"))]
     errors = [f for f in findings if f.get("severity") == "error"]
     if code == 4 and not plan.get("steps") and all(f.get("rule") == REQUIREMENTS_RULE for f in errors):
-        return "Fix: nothing to install: this machine does not meet the requirements above."
+        return localize(Msg("Fix: nothing to install: this machine does not meet the requirements above."))
     if status != "healthy":
         return None
     if code in (0, None):
-        return "Fix: nothing to change."
-    return "Fix: no install command fixes this: follow each finding's fix above."
+        return localize(Msg("Fix: nothing to change."))
+    return localize(Msg("Fix: no install command fixes this: follow each finding's fix above."))

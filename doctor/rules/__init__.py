@@ -29,12 +29,13 @@ from doctor.model.findings import (
     CheckResult,
     Finding,
 )
+from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
 INTERNAL_ERROR_ID = "internal-rule-error"
-UNINSPECTED = "the target interpreter could not be inspected"
+UNINSPECTED = Msg("the target interpreter could not be inspected")
 
 
 @record(frozen=True)
@@ -68,7 +69,7 @@ def unknown(why: str, findings: Iterable[Finding] = ()) -> Outcome:
     return Outcome(findings, UNKNOWN, why)
 
 
-_ORIGINS = {"collect_env": "collect_env text", "report": "report", "probe": "probe"}
+_ORIGINS = {"collect_env": Msg("collect_env text"), "report": Msg("report"), "probe": Msg("probe")}
 
 
 def origin_name(snapshot: Snapshot) -> str:
@@ -81,8 +82,9 @@ def not_observed(snapshot: Snapshot, what: str, why: str | None = None) -> Outco
     never held them ("/dev/shm is not in a collect_env text"), unknown when this machine was probed and
     they could not be read (``why``: the probe's reason)."""
     if snapshot.origin in ("collect_env", "report") and not why:
-        return skipped(f"this {origin_name(snapshot)} does not state {what}")
-    return unknown(f"{what} could not be read" + (f": {why}" if why else ""))
+        return skipped(Msg("this {origin} does not state {what}", origin=origin_name(snapshot), what=what))
+    return unknown(Msg("{what} could not be read: {why}", what=what, why=why) if why else
+                   Msg("{what} could not be read", what=what))
 
 
 def without_torch(snapshot: Snapshot) -> Outcome:
@@ -90,12 +92,12 @@ def without_torch(snapshot: Snapshot) -> Outcome:
     installed (torch-not-installed says so), unknown when the install could not be read."""
     install = snapshot.install
     if install.status == "absent":
-        return skipped("torch is not installed")
+        return skipped(Msg("torch is not installed"))
     if snapshot.interpreter.error:  # interpreter-unusable says what it printed
         return unknown(UNINSPECTED)
-    why = install.detail or "the installed torch could not be read"
+    why = install.detail or Msg("the installed torch could not be read")
     if snapshot.origin in ("collect_env", "report") and install.status == "unknown":
-        return skipped(f"no torch build in this {origin_name(snapshot)}")
+        return skipped(Msg("no torch build in this {origin}", origin=origin_name(snapshot)))
     return unknown(why)
 
 
@@ -133,7 +135,7 @@ def run_rules(snapshot: Snapshot, table, rules: list[Rule] | None = None) -> tup
             # A check fails on an error or a warning; notes alone leave it passed (they are said beside it).
             failing = [f for f in produced if f.severity in (ERROR, WARNING)]
             status = FAILED if failing else PASSED
-            note = "" if failing or not produced else "noted: " + ", ".join(dict.fromkeys(f.id for f in produced))
+            note = "" if failing or not produced else Msg("noted: {ids}", ids=", ".join(dict.fromkeys(f.id for f in produced)))
         checks.append(CheckResult(rule.id, rule.summary, status, note))
         for finding in produced:
             finding.rule = finding.rule or rule.id
@@ -151,8 +153,8 @@ def _crash_finding(rule: Rule, exc: BaseException) -> Finding:
     return Finding(
         id=INTERNAL_ERROR_ID,
         severity=ERROR,
-        title=f"internal error in rule {rule.id}: torchdoctor could not check this; please report it",
-        detail=f"{type(exc).__name__}: {exc} (at {where}). This is a bug in torchdoctor, not a finding about "
-        "this machine; the other checks ran.",
+        title=Msg("internal error in rule {rule}: torchdoctor could not check this; please report it", rule=rule.id),
+        detail=Msg("{exception}: {message} (at {where}). This is a bug in torchdoctor, not a finding about "
+                   "this machine; the other checks ran.", exception=type(exc).__name__, message=str(exc), where=where),
         evidence={"rule": rule.id, "exception": type(exc).__name__, "at": where},
     )

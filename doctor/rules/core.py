@@ -28,6 +28,7 @@ from doctor.compat.wheels import (
 )
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
+from doctor.model.i18n import Msg, join
 from doctor.model.versions import parse_cc, version_tuple
 from doctor.rules import UNINSPECTED, Rule, not_observed, skipped, unknown, without_torch
 
@@ -43,18 +44,19 @@ def _gpu_list(snap: S.Snapshot) -> str:
     parts = []
     for g in snap.nvidia.gpus:
         cc = g.compute_capability.value
-        parts.append(f"GPU {g.index} {g.name}" + (f" (CC {cc})" if cc else ""))
-    return ", ".join(parts) or "none listed"
+        parts.append(Msg("GPU {index} {name} (CC {cc})", index=g.index, name=g.name, cc=cc) if cc else
+                     Msg("GPU {index} {name}", index=g.index, name=g.name))
+    return join(", ", parts) or Msg("none listed")
 
 
 def _no_gpu(snap: S.Snapshot):
     """A GPU rule's answer without a working NVIDIA GPU: skipped, or unknown when nobody could tell."""
     nv = snap.nvidia
     if nv.status == S.NVIDIA_UNKNOWN:
-        return unknown("whether this machine has a working NVIDIA GPU is not known")
+        return unknown(Msg("whether this machine has a working NVIDIA GPU is not known"))
     if nv.status in (S.NVIDIA_NO_GPU, S.NVIDIA_OK):
-        return skipped("no NVIDIA GPU")
-    return skipped(f"the NVIDIA driver is not usable ({nv.status}): the driver check explains it")
+        return skipped(Msg("no NVIDIA GPU"))
+    return skipped(Msg("the NVIDIA driver is not usable ({status}): the driver check explains it", status=nv.status))
 
 
 # --- the NVIDIA driver itself ---------------------------------------------------------------------
@@ -65,57 +67,57 @@ def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
     ev = {"nvidia.status": nv.status, "nvidia.detail": nv.detail, "attempts": list(nv.attempts)}
     if nv.status == S.NVIDIA_NO_DRIVER and snap.host.container:
         # inside a container the remedy is GPU access, not a driver: hazards' container-no-gpu-access
-        return skipped("no NVIDIA driver inside this container: the container check explains it")
+        return skipped(Msg("no NVIDIA driver inside this container: the container check explains it"))
     if nv.status == S.NVIDIA_NO_DRIVER:
-        devices = ", ".join(nv.pci_devices) or "an NVIDIA device"
+        devices = ", ".join(nv.pci_devices) or Msg("an NVIDIA device")
         return [Finding(
             "nvidia-driver-missing", ERROR,
-            "an NVIDIA GPU is on the PCI bus but no NVIDIA driver is loaded",
-            f"PCI shows {devices}, but neither NVML nor nvidia-smi could reach a driver. CUDA builds of "
-            "torch will report torch.cuda.is_available() == False (\"Found no NVIDIA driver on your system\").",
+            Msg("an NVIDIA GPU is on the PCI bus but no NVIDIA driver is loaded"),
+            Msg("PCI shows {devices}, but neither NVML nor nvidia-smi could reach a driver. CUDA builds of "
+            "torch will report torch.cuda.is_available() == False (\"Found no NVIDIA driver on your system\").", devices=devices),
             ev | {"pci_devices": list(nv.pci_devices)},
-            Fix("Install the NVIDIA driver for this GPU (your distribution's packaged driver is best), "
-                "reboot, then run torchdoctor check again.",
+            Fix(Msg("Install the NVIDIA driver for this GPU (your distribution's packaged driver is best), "
+                "reboot, then run torchdoctor check again."),
                 ["sudo ubuntu-drivers install  # Ubuntu; other distributions: see the link", "sudo reboot"]
                 if snap.host.os == "linux" else [], [DRIVER_URL]),
         )]
     if nv.status == S.NVIDIA_MISMATCH:
         return [Finding(
             "driver-library-mismatch", ERROR,
-            "the NVIDIA driver's user-space library does not match the loaded kernel module",
-            "NVML reports \"Driver/library version mismatch\": the driver was upgraded but the old kernel "
-            "module is still loaded. CUDA cannot initialise until they match.",
-            ev, Fix("Reboot the machine (or unload and reload the nvidia kernel modules).", ["sudo reboot"]),
+            Msg("the NVIDIA driver's user-space library does not match the loaded kernel module"),
+            Msg("NVML reports \"Driver/library version mismatch\": the driver was upgraded but the old kernel "
+            "module is still loaded. CUDA cannot initialise until they match."),
+            ev, Fix(Msg("Reboot the machine (or unload and reload the nvidia kernel modules)."), ["sudo reboot"]),
         )]
     if nv.status == S.NVIDIA_CONTAINER_LOST:
         return [Finding(
             "container-lost-gpu-access", ERROR,
-            "NVML answers \"Unknown Error\": this container has lost access to its GPUs",
-            "This happens when the host reloads its systemd cgroup configuration (systemctl daemon-reload) "
-            "under a running GPU container. The GPUs come back only in a new container.",
-            ev, Fix("Recreate the container (docker rm -f <name> && docker run --gpus all ...); on the host, "
-                    "NVIDIA's container toolkit documents how to avoid it with the systemd cgroup driver.",
+            Msg("NVML answers \"Unknown Error\": this container has lost access to its GPUs"),
+            Msg("This happens when the host reloads its systemd cgroup configuration (systemctl daemon-reload) "
+            "under a running GPU container. The GPUs come back only in a new container."),
+            ev, Fix(Msg("Recreate the container (docker rm -f <name> && docker run --gpus all ...); on the host, "
+                    "NVIDIA's container toolkit documents how to avoid it with the systemd cgroup driver."),
                     [], ["https://github.com/NVIDIA/nvidia-container-toolkit/issues/48"]),
         )]
     if nv.status == S.NVIDIA_NO_PERMISSION:
         return [Finding(
             "nvidia-no-permission", ERROR,
-            "this user may not talk to the NVIDIA driver (Insufficient Permissions)",
-            "The /dev/nvidia* device files are not accessible to this user.",
-            ev, Fix("Add the user to the group that owns /dev/nvidia* (often 'video'), then log in again.",
+            Msg("this user may not talk to the NVIDIA driver (Insufficient Permissions)"),
+            Msg("The /dev/nvidia* device files are not accessible to this user."),
+            ev, Fix(Msg("Add the user to the group that owns /dev/nvidia* (often 'video'), then log in again."),
                     ["ls -l /dev/nvidia*", "sudo usermod -aG video $USER"]),
         )]
     if nv.status == S.NVIDIA_UNKNOWN and (nv.pci_devices or nv.gpus):
         return [Finding(
             "nvidia-state-unknown", WARNING,
-            "could not tell whether the NVIDIA driver works",
-            nv.detail or "Every driver probe failed or gave unreadable output.",
-            ev, Fix("Run nvidia-smi by hand and look at its output.", ["nvidia-smi"]),
+            Msg("could not tell whether the NVIDIA driver works"),
+            nv.detail or Msg("Every driver probe failed or gave unreadable output."),
+            ev, Fix(Msg("Run nvidia-smi by hand and look at its output."), ["nvidia-smi"]),
         )]
     if nv.status == S.NVIDIA_NO_GPU:
-        return skipped("no NVIDIA GPU on the PCI bus")
+        return skipped(Msg("no NVIDIA GPU on the PCI bus"))
     if nv.status == S.NVIDIA_UNKNOWN:
-        return unknown(nv.detail or "no NVIDIA driver answered")
+        return unknown(nv.detail or Msg("no NVIDIA driver answered"))
     return []
 
 
@@ -127,25 +129,25 @@ def check_torch_installed(snap: S.Snapshot, table) -> list[Finding]:
     if interp.error:
         return [Finding(
             "interpreter-unusable", ERROR,
-            f"the target interpreter could not be inspected: {interp.error}",
-            f"Interpreter: {interp.path or '(none found)'} ({interp.reason}).",
+            Msg("the target interpreter could not be inspected: {error}", error=interp.error),
+            Msg("Interpreter: {path} ({reason}).", path=interp.path or Msg('(none found)'), reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.reason": interp.reason, "error": interp.error},
-            Fix("Point torchdoctor at the Python you run your code with.",
+            Fix(Msg("Point torchdoctor at the Python you run your code with."),
                 ["torchdoctor check --python /path/to/venv/bin/python"]),
         )]
     if inst.status == "absent":
         return [Finding(
             "torch-not-installed", ERROR,
-            f"torch is not installed in {interp.path}",
-            f"Interpreter chosen because: {interp.reason}. The fix plan below installs the build that fits "
-            "this machine.",
+            Msg("torch is not installed in {path}", path=interp.path),
+            Msg("Interpreter chosen because: {reason}. The fix plan below installs the build that fits "
+            "this machine.", reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.version": interp.version},
-            Fix("Install the torch build chosen for this machine (see the fix plan)."),
+            Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")),
         )]
     if inst.status == "error":
         return [Finding(
             "torch-inspect-failed", WARNING,
-            "could not read the installed torch's metadata",
+            Msg("could not read the installed torch's metadata"),
             inst.detail, {"install.detail": inst.detail}, None,
         )]
     return []
@@ -164,20 +166,20 @@ def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
           "driver": snap.nvidia.driver_version.value}
     if build.kind == "cpu":
         windows = snap.host.os == "windows"
-        detail = (f"torch {build.label} has no CUDA support, but this machine has a working NVIDIA GPU "
-                  f"({_gpu_list(snap)}). torch.cuda.is_available() returns False and everything runs on the CPU.")
+        detail = (Msg("torch {label} has no CUDA support, but this machine has a working NVIDIA GPU "
+                  "({gpu_list}). torch.cuda.is_available() returns False and everything runs on the CPU.", label=build.label, gpu_list=_gpu_list(snap)))
         if windows:
-            detail += (" On Windows, torch from PyPI is always a CPU build: CUDA builds come only from "
-                       "https://download.pytorch.org/whl/cuXXX.")
+            detail += (Msg(" On Windows, torch from PyPI is always a CPU build: CUDA builds come only from "
+                       "https://download.pytorch.org/whl/cuXXX."))
         elif build.local is None and snap.host.machine == "aarch64":
-            detail += " On Linux aarch64 the PyPI wheel of older releases is CPU-only."
-        return [Finding("torch-cpu-build", ERROR, "a CPU-only torch on a machine with an NVIDIA GPU", detail, ev,
-                        Fix("Install a CUDA build of torch (see the fix plan)."))]
+            detail += Msg(" On Linux aarch64 the PyPI wheel of older releases is CPU-only.")
+        return [Finding("torch-cpu-build", ERROR, Msg("a CPU-only torch on a machine with an NVIDIA GPU"), detail, ev,
+                        Fix(Msg("Install a CUDA build of torch (see the fix plan).")))]
     if build.kind in ("rocm", "xpu"):
         return [Finding("torch-wrong-vendor-build", ERROR,
-                        f"a {build.kind.upper()} build of torch on a machine with an NVIDIA GPU",
-                        f"torch {build.label} targets {build.kind.upper()} devices; it cannot use {_gpu_list(snap)}.",
-                        ev, Fix("Install a CUDA build of torch (see the fix plan)."))]
+                        Msg("a {upper} build of torch on a machine with an NVIDIA GPU", upper=build.kind.upper()),
+                        Msg("torch {label} targets {upper} devices; it cannot use {gpu_list}.", label=build.label, upper=build.kind.upper(), gpu_list=_gpu_list(snap)),
+                        ev, Fix(Msg("Install a CUDA build of torch (see the fix plan).")))]
     return []
 
 
@@ -186,12 +188,12 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     if build is None:
         return without_torch(snap)
     if build.kind == "unknown":
-        return unknown(f"whether torch {build.label} is a CUDA build is not known")
+        return unknown(Msg("whether torch {label} is a CUDA build is not known", label=build.label))
     if build.kind != "cuda":
-        return skipped(f"not a CUDA build of torch ({build.kind}): it needs no CUDA driver")
+        return skipped(Msg("not a CUDA build of torch ({kind}): it needs no CUDA driver", kind=build.kind))
     if not build.cuda or "." not in build.cuda:
         # (a CUDA major alone, read from a library, is not enough to judge the driver by)
-        return unknown(f"the CUDA version of torch {build.label} is not known")
+        return unknown(Msg("the CUDA version of torch {label} is not known", label=build.label))
     if snap.nvidia.status != S.NVIDIA_OK:
         return _no_gpu(snap)  # the driver-state rule already explains this
     machine = machine_from_snapshot(snap)
@@ -203,28 +205,28 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
           "min_driver": verdict.needed, "major_floor": verdict.floor}
     major = build.cuda.split(".")[0]
     if verdict.level == TOO_OLD:
-        why = (f"torch {build.label} was built with CUDA {build.cuda}; driver {have} supports CUDA up to "
-               f"{have_cuda or '?'}")
+        why = (Msg("torch {label} was built with CUDA {cuda}; driver {have} supports CUDA up to "
+               "{have_cuda}", label=build.label, cuda=build.cuda, have=have, have_cuda=have_cuda or '?'))
         if have_cuda and version_tuple(have_cuda)[0] != int(major):
-            why += " — a different CUDA major, which minor-version compatibility does not cover."
+            why += Msg(" — a different CUDA major, which minor-version compatibility does not cover.")
         else:
-            why += f", below the CUDA {major}.x minor-version-compatibility floor (driver {verdict.floor})."
-        why += (" torch reports \"The NVIDIA driver on your system is too old\" and "
-                "torch.cuda.is_available() is False.")
+            why += Msg(", below the CUDA {major}.x minor-version-compatibility floor (driver {floor}).", major=major, floor=verdict.floor)
+        why += (Msg(" torch reports \"The NVIDIA driver on your system is too old\" and "
+                "torch.cuda.is_available() is False."))
         if is_jetson(snap):
             return [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
-        return [Finding("driver-too-old", ERROR, f"the NVIDIA driver is too old for torch {build.label}", why, ev,
+        return [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}", label=build.label), why, ev,
                         _two_ways(snap, table, machine, build, have, have_cuda, verdict), list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
         return [Finding(
             "driver-older-than-build", WARNING,
-            f"torch {build.label} (CUDA {build.cuda}) is newer than the driver's CUDA {have_cuda or '?'}",
-            f"Same CUDA major, so CUDA's minor-version compatibility lets it run on driver {have} (the "
-            f"CUDA {major}.x floor is {verdict.floor}). Limits: PTX compiled by the newer toolkit cannot be "
+            Msg("torch {label} (CUDA {cuda}) is newer than the driver's CUDA {have_cuda}", label=build.label, cuda=build.cuda, have_cuda=have_cuda or '?'),
+            Msg("Same CUDA major, so CUDA's minor-version compatibility lets it run on driver {have} (the "
+            "CUDA {major}.x floor is {floor}). Limits: PTX compiled by the newer toolkit cannot be "
             "JIT-compiled by this driver (\"the provided PTX was compiled with an unsupported toolchain\"), "
             "and features that need a newer driver are unavailable. A build whose CUDA is not above "
-            f"{have_cuda} avoids this; updating the driver to {verdict.needed or 'a newer one'} does too.",
-            ev, Fix("Optional: update the driver, or use the variant the fix plan suggests.", links=[DRIVER_URL]),
+            "{have_cuda} avoids this; updating the driver to {needed} does too.", have=have, major=major, floor=verdict.floor, have_cuda=have_cuda, needed=verdict.needed or Msg('a newer one')),
+            ev, Fix(Msg("Optional: update the driver, or use the variant the fix plan suggests."), links=[DRIVER_URL]),
             list(verdict.unverified),
         )]
     return []
@@ -237,16 +239,16 @@ def _two_ways(snap: S.Snapshot, table, machine, build, have, have_cuda, verdict)
     keep, today = choice.needs_driver, choice.today
     change = driver_change(snap)
     if keep is None:
-        return Fix(f"Install a torch build made for CUDA {have_cuda or 'your driver'} (see the fix plan), "
-                   f"or update the driver to {verdict.needed or 'a newer release'} or later.", links=[DRIVER_URL])
+        return Fix(Msg("Install a torch build made for CUDA {have_cuda} (see the fix plan), "
+                   "or update the driver to {needed} or later.", have_cuda=have_cuda or Msg('your driver'), needed=verdict.needed or Msg('a newer release')), links=[DRIVER_URL])
     advice = driver_advice(table, snap, keep.wheel.cuda or "", keep.driver, change)
-    other = (f"torch {today.wheel.label} ({change_cost(build.version, today)}) runs on driver {have}" if today
-             else f"no torch release runs on driver {have}")
+    other = (Msg("torch {label} ({change_cost}) runs on driver {have}", label=today.wheel.label, change_cost=change_cost(build.version, today), have=have) if today
+             else Msg("no torch release runs on driver {have}", have=have))
     if change.possible:
-        return Fix(f"Install {advice.summary} and keep torch {keep.wheel.label}; or keep the driver: {other}. "
-                   "See the fix plan.", links=list(advice.links))
-    return Fix(f"The driver cannot be changed here ({change.why}): {other}. Keeping torch {keep.wheel.label} needs "
-               f"{advice.summary}, installed by {change.who or 'whoever manages this machine'}. See the fix plan.",
+        return Fix(Msg("Install {summary} and keep torch {label}; or keep the driver: {other}. "
+                   "See the fix plan.", summary=advice.summary, label=keep.wheel.label, other=other), links=list(advice.links))
+    return Fix(Msg("The driver cannot be changed here ({why}): {other}. Keeping torch {label} needs "
+               "{summary}, installed by {who}. See the fix plan.", why=change.why, other=other, label=keep.wheel.label, summary=advice.summary, who=change.who or Msg('whoever manages this machine')),
                links=list(advice.links))
 
 
@@ -256,12 +258,12 @@ JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorc
 def _jetson_driver_finding(snap: S.Snapshot, table, build, why: str, ev: dict, verdict) -> Finding:
     jetpack, cuda = jetpack_text(snap, table)
     return Finding(
-        "driver-too-old", ERROR, f"this Jetson's CUDA driver (from {jetpack}) is too old for torch {build.label}",
-        why + f" On Jetson the CUDA driver is part of Jetson Linux: it comes with the JetPack, never from NVIDIA's "
-        f"driver downloads. The torch that fits is one built for {jetpack}.",
+        "driver-too-old", ERROR, Msg("this Jetson's CUDA driver (from {jetpack}) is too old for torch {label}", jetpack=jetpack, label=build.label),
+        why + Msg(" On Jetson the CUDA driver is part of Jetson Linux: it comes with the JetPack, never from NVIDIA's "
+        "driver downloads. The torch that fits is one built for {jetpack}.", jetpack=jetpack),
         ev | {"jetson": snap.provenance.tegra_release, "jetpack.cuda": cuda},
-        Fix(f"Install NVIDIA's PyTorch for {jetpack} (see the fix plan), or flash a JetPack whose CUDA is "
-            f"{build.cuda} or newer if this module supports one.", links=[JETSON_PYTORCH]),
+        Fix(Msg("Install NVIDIA's PyTorch for {jetpack} (see the fix plan), or flash a JetPack whose CUDA is "
+            "{cuda} or newer if this module supports one.", jetpack=jetpack, cuda=build.cuda), links=[JETSON_PYTORCH]),
         list(verdict.unverified))
 
 
@@ -273,15 +275,15 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     if build is None:
         return without_torch(snap)
     if build.kind == "unknown":
-        return unknown(f"whether torch {build.label} is a CUDA build is not known")
+        return unknown(Msg("whether torch {label} is a CUDA build is not known", label=build.label))
     if build.kind != "cuda":
-        return skipped(f"not a CUDA build of torch ({build.kind})")
+        return skipped(Msg("not a CUDA build of torch ({kind})", kind=build.kind))
     if not snap.nvidia.gpus:
         return _no_gpu(snap)
     gpus = [(g, parse_cc(g.compute_capability.value)) for g in snap.nvidia.gpus]
     gpus = [(g, cc) for g, cc in gpus if cc]
     if not gpus:
-        return unknown("no GPU's compute capability is known")
+        return unknown(Msg("no GPU's compute capability is known"))
     origin = torch_origin(snap)
     source = arch_source(snap, table, build, origin)
     ev = {"torch": build.label, "origin": origin.kind, "origin.evidence": origin.evidence,
@@ -290,41 +292,42 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
           "not_used": list(source.skipped)}
     compiled = ""
     if source.has_list:
-        compiled = (f"this build was compiled for {' '.join(source.sm) or 'no cubin'}"
-                    + (f" (+PTX {' '.join(source.ptx)})" if source.ptx else "") + f", according to {source.label}")
+        compiled = (Msg("this build was compiled for {sm}", sm=' '.join(source.sm) or Msg('no cubin'))
+                    + (Msg(" (+PTX {ptx})", ptx=' '.join(source.ptx)) if source.ptx else "") + Msg(", according to {label}", label=source.label))
     findings, undecided = [], []
     for g, cc in gpus:
         fit = gpu_fit(source, cc, build, origin, table, snap.host.platform)
         gev = ev | {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc),
                     "compute_capability.source": g.compute_capability.source, "bound": fit.bound}
         if fit.verdict == NO_KERNELS:
-            bound = f" {fit.bound}: no CUDA {build.cuda} build can have these kernels." if (
+            bound = Msg(" {bound}: no CUDA {cuda} build can have these kernels.", bound=fit.bound, cuda=build.cuda) if (
                 fit.bound and source.has_list) else ""
-            what = "; ".join(part for part in (compiled, fit.why) if part)
+            what = join("; ", [part for part in (compiled, fit.why) if part])
             findings.append(Finding(
                 "gpu-arch-unsupported", ERROR,
-                f"torch {build.label} has no kernels for GPU {g.index} {g.name} ({sm_name(cc)})",
-                f"{g.name} has compute capability {format_cc(cc)}; {what}.{bound} torch warns \""
-                f"{g.name} with CUDA capability {sm_name(cc)} is not compatible with the current PyTorch "
-                "installation\" and kernels fail with \"no kernel image is available for execution on the device\".",
-                gev, Fix("Install a build whose architecture list covers this GPU (see the fix plan)."),
+                Msg("torch {label} has no kernels for GPU {index} {name} ({sm_name})", label=build.label, index=g.index, name=g.name, sm_name=sm_name(cc)),
+                Msg("{name} has compute capability {format_cc}; {what}.{bound} torch warns \""
+                "{name} with CUDA capability {sm_name} is not compatible with the current PyTorch "
+                "installation\" and kernels fail with \"no kernel image is available for execution on the device\".", name=g.name, format_cc=format_cc(cc), what=what, bound=bound, sm_name=sm_name(cc)),
+                gev, Fix(Msg("Install a build whose architecture list covers this GPU (see the fix plan).")),
                 list(source.unverified)))
         elif fit.verdict == NEEDS_PTX:
             findings.append(Finding(
                 "gpu-arch-needs-ptx", WARNING,
-                f"GPU {g.index} {g.name} ({sm_name(cc)}) can run torch {build.label} only through embedded PTX",
-                f"{fit.why}. Without PTX in the build, kernels fail with \"no kernel image is available for "
-                "execution on the device\". " + _FIND_OUT,
-                gev, Fix("Check with the smoke test (torchdoctor check without --no-smoke), or install a build "
-                         "made with a CUDA that can target this GPU (see the fix plan)."), list(source.unverified)))
+                Msg("GPU {index} {name} ({sm_name}) can run torch {label} only through embedded PTX", index=g.index, name=g.name, sm_name=sm_name(cc), label=build.label),
+                Msg("{why}. Without PTX in the build, kernels fail with \"no kernel image is available for "
+                "execution on the device\". ", why=fit.why) + _FIND_OUT,
+                gev, Fix(Msg("Check with the smoke test (torchdoctor check without --no-smoke), or install a build "
+                         "made with a CUDA that can target this GPU (see the fix plan).")), list(source.unverified)))
         elif fit.verdict == UNKNOWN:
             undecided.append((g, cc, fit))
     if undecided:
-        names = ", ".join(f"GPU {g.index} {g.name} ({sm_name(cc)})" for g, cc, _ in undecided)
+        names = join(", ", [Msg("GPU {index} {name} ({sm})", index=g.index, name=g.name, sm=sm_name(cc))
+                            for g, cc, _ in undecided])
         findings.append(Finding(
             "arch-list-unknown", INFO,
-            f"which GPUs torch {build.label} has kernels for is not known",
-            f"{names}: {undecided[0][2].why}. Not used: {'; '.join(source.skipped) or 'nothing'}. " + _FIND_OUT,
+            Msg("which GPUs torch {label} has kernels for is not known", label=build.label),
+            Msg("{names}: {why}. Not used: {skipped}. ", names=names, why=undecided[0][2].why, skipped=join('; ', source.skipped) or Msg('nothing')) + _FIND_OUT,
             ev | {"gpus": names, "platform": snap.host.platform}, None, list(source.unverified)))
     flagged = {f.evidence.get("gpu.index") for f in findings if f.id != "arch-list-unknown"}
     findings.extend(_cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged]))
@@ -335,8 +338,8 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     return findings
 
 
-_FIND_OUT = ("To find out: run torchdoctor check without --no-smoke (torch reports its own arch list), or list the "
-             "kernels with NVIDIA's cuobjdump --list-elf --list-ptx <torch>/lib/libtorch_cuda.so.")
+_FIND_OUT = Msg("To find out: run torchdoctor check without --no-smoke (torch reports its own arch list), or list "
+                "the kernels with NVIDIA's cuobjdump --list-elf --list-ptx <torch>/lib/libtorch_cuda.so.")
 
 
 def _cudnn_findings(snap: S.Snapshot, table, build, origin, gpus) -> list[Finding]:
@@ -351,13 +354,13 @@ def _cudnn_findings(snap: S.Snapshot, table, build, origin, gpus) -> list[Findin
         if cc < parse_cc(low):
             out.append(Finding(
                 "cudnn-unsupported-gpu", ERROR,
-                f"the cuDNN of torch {build.label} does not support GPU {g.index} {g.name} (compute capability "
-                f"{format_cc(cc)})",
-                f"{where} supports compute capability {low} and up. cuDNN operations (convolutions, RNNs, "
-                "attention) fail on this GPU with CUDNN_STATUS_ARCH_MISMATCH or \"no kernel image\".",
+                Msg("the cuDNN of torch {label} does not support GPU {index} {name} (compute capability "
+                "{format_cc})", label=build.label, index=g.index, name=g.name, format_cc=format_cc(cc)),
+                Msg("{where} supports compute capability {low} and up. cuDNN operations (convolutions, RNNs, "
+                "attention) fail on this GPU with CUDNN_STATUS_ARCH_MISMATCH or \"no kernel image\".", where=where, low=low),
                 {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc), "cudnn.min_cc": low,
                  "cudnn.source": where, "torch": build.label},
-                Fix("Install a build whose cuDNN supports this GPU (see the fix plan)."), list(unverified)))
+                Fix(Msg("Install a build whose cuDNN supports this GPU (see the fix plan).")), list(unverified)))
     return out
 
 
@@ -396,12 +399,12 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
         ev[ids] = w.label
     return Finding(
         "gpus-need-different-wheels", ERROR,
-        "no single torch wheel has kernels for every GPU in this machine",
-        f"GPUs: {_gpu_list(snap)}. Every published build lacks kernels for one of them (old architectures "
-        f"were dropped from the builds that added new ones). Use one environment per group of GPUs, "
-        "each selecting its GPUs with CUDA_VISIBLE_DEVICES.",
+        Msg("no single torch wheel has kernels for every GPU in this machine"),
+        Msg("GPUs: {gpu_list}. Every published build lacks kernels for one of them (old architectures "
+        "were dropped from the builds that added new ones). Use one environment per group of GPUs, "
+        "each selecting its GPUs with CUDA_VISIBLE_DEVICES.", gpu_list=_gpu_list(snap)),
         {"groups": ev},
-        Fix("One environment per GPU group:", actions=lines),
+        Fix(Msg("One environment per GPU group:"), actions=lines),
     )
 
 
@@ -414,7 +417,7 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
     if build is None:
         return without_torch(snap)
     if inst.torchvision is None and inst.torchaudio is None:
-        return skipped("neither torchvision nor torchaudio is installed")
+        return skipped(Msg("neither torchvision nor torchaudio is installed"))
     findings = []
     release = table.release(build.version)
     patch = release.patch(build.version) if release else None
@@ -430,9 +433,9 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
             # The companion's own declaration is what its build needs (and what pip enforces).
             full = f"{build.version}+{build.local}" if build.local else build.version  # ==2.7.1+cu128 pins
             if not (spec.contains(build.version, prereleases=True) or spec.contains(full, prereleases=True)):
-                problems.append(f"{name} {comp.version} requires torch{spec}, installed is {build.version}")
+                problems.append(Msg("{name} {version} requires torch{spec}, installed is {version2}", name=name, version=comp.version, spec=spec, version2=build.version))
         elif expected and comp.version.split(".")[:2] != expected.split(".")[:2]:
-            problems.append(f"torch {build.version} pairs with {name} {expected}, not {comp.version}")
+            problems.append(Msg("torch {version} pairs with {name} {expected}, not {version2}", version=build.version, name=name, expected=expected, version2=comp.version))
         check = table.companion_cuda_check(name, comp.version)
         cuda_problem = _cuda_mismatch(name, comp, build, check)
         if cuda_problem:
@@ -440,13 +443,13 @@ def check_companions(snap: S.Snapshot, table) -> list[Finding]:
         if problems:
             findings.append(Finding(
                 f"{name}-mismatch", ERROR,
-                f"{name} {comp.label} does not match torch {build.label}",
-                "; ".join(problems) + f". A mismatched {name} fails at import (\"operator torchvision::nms does "
-                "not exist\", \"Couldn't load custom C++ ops\", \"compiled with different CUDA versions\").",
+                Msg("{name} {label} does not match torch {label2}", name=name, label=comp.label, label2=build.label),
+                join("; ", problems) + Msg(". A mismatched {name} fails at import (\"operator torchvision::nms does "
+                "not exist\", \"Couldn't load custom C++ ops\", \"compiled with different CUDA versions\").", name=name),
                 {name: comp.label, f"{name}.evidence": comp.evidence, "torch": build.label,
                  "torch.evidence": build.evidence, "expected": expected,
                  "cuda_check": f"{check.compares} ({check.versions})" if check else None},
-                Fix(f"Reinstall torch and {name} together (see the fix plan)."),
+                Fix(Msg("Reinstall torch and {name} together (see the fix plan).", name=name)),
             ))
     return findings
 
@@ -459,15 +462,18 @@ def _cuda_mismatch(name: str, comp, build, check) -> str | None:
     if comp.kind == "unknown" or build.kind == "unknown":
         return None
     if comp.kind != build.kind:
-        return f"{name} is a {comp.variant or comp.kind} build ({comp.evidence}), torch is {build.variant or build.kind}"
+        return Msg("{name} is a {kind} build ({evidence}), torch is {torch_kind}", name=name,
+                   kind=comp.variant or comp.kind, evidence=comp.evidence, torch_kind=build.variant or build.kind)
     if comp.kind != "cuda" or not comp.cuda or not build.cuda:
         return None
     if comp.cuda_major != build.cuda_major:
-        return f"{name} was built with CUDA {comp.cuda} and torch with CUDA {build.cuda}: a different major"
+        return Msg("{name} was built with CUDA {cuda} and torch with CUDA {torch_cuda}: a different major", name=name,
+                   cuda=comp.cuda, torch_cuda=build.cuda)
     both_minor = "." in comp.cuda and "." in build.cuda
     if check is not None and check.compares == "major.minor" and both_minor and comp.cuda != build.cuda:
-        return (f"{name} {comp.version} was built with CUDA {comp.cuda} and torch with CUDA {build.cuda}; {name} "
-                f"{check.versions} compares major and minor at import")
+        return Msg("{name} {version} was built with CUDA {cuda} and torch with CUDA {torch_cuda}; {name} "
+                   "{versions} compares major and minor at import", name=name, version=comp.version, cuda=comp.cuda,
+                   torch_cuda=build.cuda, versions=check.versions)
     return None
 
 
@@ -491,7 +497,7 @@ def _torch_requirement(requires: list[str]):
 def check_python(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
-        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, "the target Python's version")
+        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
     build = torch_build(snap)
     machine = machine_from_snapshot(snap)
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
@@ -499,13 +505,13 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
         free = ""
         if machine.free_threaded:
-            free = " Free-threaded builds: " + ", ".join(
-                f"{r.minor}: {', '.join(r.free_threaded) or 'none'}" for r in table.releases[-3:]) + "."
+            free = Msg(" Free-threaded builds: {builds}.", builds=join(", ", [Msg("{minor}: {builds}", minor=r.minor,
+                       builds=", ".join(r.free_threaded) or Msg("none")) for r in table.releases[-3:]]))
         return [Finding(
             "python-unsupported", ERROR,
-            f"no torch release has wheels for Python {python_label(machine)} on {machine.platform}",
-            f"pip will answer \"Could not find a version that satisfies the requirement torch (from versions: "
-            f"none)\". Recent releases support: {ranges}.{free}",
+            Msg("no torch release has wheels for Python {python_label} on {platform}", python_label=python_label(machine), platform=machine.platform),
+            Msg("pip will answer \"Could not find a version that satisfies the requirement torch (from versions: "
+            "none)\". Recent releases support: {ranges}.{free}", ranges=ranges, free=free),
             {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform},
             _supported_python_fix(snap, table.releases[-1]),
         )]
@@ -516,9 +522,9 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
         release = (table.release(needed.wheel.torch) if needed else None) or table.releases[-1]
         return [Finding(
             "python-unsupported", ERROR,
-            f"the torch this machine needs has no wheel for Python {python_label(machine)}",
-            f"{choice.reason}. pip would answer \"Could not find a version that "
-            "satisfies the requirement\" or install an older build without kernels for this GPU.",
+            Msg("the torch this machine needs has no wheel for Python {python_label}", python_label=python_label(machine)),
+            Msg("{reason}. pip would answer \"Could not find a version that "
+            "satisfies the requirement\" or install an older build without kernels for this GPU.", reason=choice.reason),
             {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform,
              "reason": choice.reason},
             _supported_python_fix(snap, release),
@@ -528,9 +534,9 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
         if release is not None and not release.supports_python(py):
             return [Finding(
                 "python-unsupported-by-torch", WARNING,
-                f"torch {build.version} publishes no wheels for Python {py}",
-                f"torch {release.minor} supports Python {release.python_min} to {release.python_max}; this one is "
-                "probably a source build or was forced in. Upgrades will need a release that supports this Python.",
+                Msg("torch {version} publishes no wheels for Python {py}", version=build.version, py=py),
+                Msg("torch {minor} supports Python {python_min} to {python_max}; this one is "
+                "probably a source build or was forced in. Upgrades will need a release that supports this Python.", minor=release.minor, python_min=release.python_min, python_max=release.python_max),
                 {"python": py, "torch": build.label},
             )]
     return []
@@ -542,10 +548,10 @@ def _supported_python_fix(snap: S.Snapshot, release) -> Fix:
     other = python_in_range(snap, release.python_min, release.python_max)
     line = venv_line(other, ".venv", snap.host.os == "windows") if other else None
     if line is None:
-        return Fix(install_hint(other) if other else "Install a Python that torch supports, make a virtual "
-                   "environment with it and install torch there.")
-    return Fix(f"Create a virtual environment with Python {other.version} and install torch there (see the fix "
-               "plan for the command).", [line])
+        return Fix(install_hint(other) if other else Msg("Install a Python that torch supports, make a virtual "
+                   "environment with it and install torch there."))
+    return Fix(Msg("Create a virtual environment with Python {version} and install torch there (see the fix "
+               "plan for the command).", version=other.version), [line])
 
 
 def check_table_fresh(snap: S.Snapshot, table) -> list[Finding]:
@@ -559,31 +565,31 @@ def check_table_fresh(snap: S.Snapshot, table) -> list[Finding]:
     if have and have[:2] > version_tuple(newest.minor)[:2]:
         return [Finding(
             "table-older-than-torch", WARNING,
-            f"torch {build.version} is newer than this compatibility table (newest: {newest.minor})",
-            f"Table {table.table_version} (verified {table.verified_on}) does not know this release; conclusions "
-            "about it rest on the nearest older row. Update torchdoctor or pass --table.",
+            Msg("torch {version} is newer than this compatibility table (newest: {minor})", version=build.version, minor=newest.minor),
+            Msg("Table {table_version} (verified {verified_on}) does not know this release; conclusions "
+            "about it rest on the nearest older row. Update torchdoctor or pass --table.", table_version=table.table_version, verified_on=table.verified_on),
             {"torch": build.version, "table_version": table.table_version},
         )]
     return []
 
 
 RULES = [
-    Rule("nvidia-driver", "NVIDIA driver state", check_nvidia_state,
+    Rule("nvidia-driver", Msg("NVIDIA driver state"), check_nvidia_state,
          ("nvidia-driver-missing", "driver-library-mismatch", "container-lost-gpu-access",
           "nvidia-no-permission", "nvidia-state-unknown")),
-    Rule("torch-installed", "torch is installed in the target interpreter", check_torch_installed,
+    Rule("torch-installed", Msg("torch is installed in the target interpreter"), check_torch_installed,
          ("interpreter-unusable", "torch-not-installed", "torch-inspect-failed")),
-    Rule("build-kind", "the torch build matches the hardware (CUDA build for NVIDIA GPUs)", check_build_kind,
+    Rule("build-kind", Msg("the torch build matches the hardware (CUDA build for NVIDIA GPUs)"), check_build_kind,
          ("torch-cpu-build", "torch-wrong-vendor-build")),
-    Rule("driver-cuda", "the driver can run the torch build's CUDA version", check_driver,
+    Rule("driver-cuda", Msg("the driver can run the torch build's CUDA version"), check_driver,
          ("driver-too-old", "driver-older-than-build")),
-    Rule("gpu-arch", "the torch build has kernels for every GPU", check_gpu_arch,
+    Rule("gpu-arch", Msg("the torch build has kernels for every GPU"), check_gpu_arch,
          ("gpu-arch-unsupported", "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "gpus-need-different-wheels",
           "arch-list-unknown")),
-    Rule("companions", "torchvision and torchaudio match torch", check_companions,
+    Rule("companions", Msg("torchvision and torchaudio match torch"), check_companions,
          ("torchvision-mismatch", "torchaudio-mismatch")),
-    Rule("python", "this Python has torch wheels", check_python,
+    Rule("python", Msg("this Python has torch wheels"), check_python,
          ("python-unsupported", "python-unsupported-by-torch")),
-    Rule("table-fresh", "the compatibility table knows the installed torch", check_table_fresh,
+    Rule("table-fresh", Msg("the compatibility table knows the installed torch"), check_table_fresh,
          ("table-older-than-torch",)),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from doctor.model.findings import ERROR, Finding
+from doctor.model.i18n import Msg, join
 from doctor.model.requirements import CUDA_RE, IDS, RULE, Requirements, parse_memory_mib, specifier
 from doctor.model.snapshot import NVIDIA_OK, Snapshot
 from doctor.model.versions import parse_cc
@@ -18,7 +19,7 @@ from doctor.rules import Rule
 
 def requirements_rule(req: Requirements) -> Rule:
     """The rule that checks ``req``: added to a run's rules when requirements are stated."""
-    return Rule(RULE, "the machine meets the stated requirements", lambda snap, table: check_requirements(snap, req),
+    return Rule(RULE, Msg("the machine meets the stated requirements"), lambda snap, table: check_requirements(snap, req),
                 tuple(IDS.values()))
 
 
@@ -27,7 +28,7 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
     for backend in dict.fromkeys(req.require):
         ok, reason, evidence = _backend_usable(snapshot, backend)
         if not ok:
-            findings.append(_finding(IDS[backend], f"--require {backend}: {reason}", evidence))
+            findings.append(_finding(IDS[backend], Msg("--require {backend}: {reason}", backend=backend, reason=reason), evidence))
     devices = _devices(snapshot)
     if req.min_gpus is not None:
         count, source = _gpu_count(snapshot)
@@ -36,7 +37,8 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
             findings.append(
                 _finding(
                     IDS["min_gpus"],
-                    f"--min-gpus {req.min_gpus}: found {count} GPU{'' if count == 1 else 's'} ({names})",
+                    Msg("--min-gpus {min_gpus}: found {count} GPU ({names})" if count == 1 else
+                        "--min-gpus {min_gpus}: found {count} GPUs ({names})", min_gpus=req.min_gpus, count=count, names=names),
                     {"required": req.min_gpus, "found": count, "source": source},
                 )
             )
@@ -48,8 +50,8 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
             findings.append(
                 _finding(
                     IDS["min_compute_capability"],
-                    f"--min-compute-capability {req.min_compute_capability}: "
-                    f"{_short_of(wanted, good, devices, _cc_text)}",
+                    Msg("--min-compute-capability {min_compute_capability}: "
+                    "{short_of}", min_compute_capability=req.min_compute_capability, short_of=_short_of(wanted, good, devices, _cc_text)),
                     {"required": req.min_compute_capability, "gpus": devices},
                 )
             )
@@ -60,8 +62,8 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
             findings.append(
                 _finding(
                     IDS["min_gpu_memory"],
-                    f"--min-gpu-memory {req.min_gpu_memory}: "
-                    f"{_short_of(wanted, good, devices, lambda d: _mib_text(d['memory_mib']))}",
+                    Msg("--min-gpu-memory {min_gpu_memory}: "
+                    "{short_of}", min_gpu_memory=req.min_gpu_memory, short_of=_short_of(wanted, good, devices, lambda d: _mib_text(d['memory_mib']))),
                     {"required": req.min_gpu_memory, "required_mib": round(need_mib), "gpus": devices},
                 )
             )
@@ -83,19 +85,21 @@ def _finding(fid: str, title: str, evidence: dict) -> Finding:
         title=title,
         evidence=evidence,
         rule=RULE,
-        detail="A CI requirement set on the command line or in [tool.torchdoctor] is not met.",
+        detail=Msg("A CI requirement set on the command line or in [tool.torchdoctor] is not met."),
     )
 
 
 def _short_of(wanted: int, good: list, devices: list[dict], describe) -> str:
     if not devices:
-        return "no GPU was found"
-    listing = ", ".join(f"{d['index']}: {d['name']} ({describe(d)})" for d in devices)
-    return f"{len(good)} of {len(devices)} GPUs qualify, {wanted} needed: {listing}"
+        return Msg("no GPU was found")
+    listing = join(", ", [Msg("{index}: {name} ({what})", index=d['index'], name=d['name'], what=describe(d))
+                          for d in devices])
+    return Msg("{good} of {total} GPUs qualify, {wanted} needed: {listing}", good=len(good), total=len(devices),
+               wanted=wanted, listing=listing)
 
 
 def _cc_text(device: dict) -> str:
-    return f"CC {device['cc']}" if device["cc"] else "CC unknown"
+    return Msg("CC {cc}", cc=device['cc']) if device["cc"] else Msg("CC unknown")
 
 
 def _memory_text(device: dict) -> str:
@@ -103,7 +107,7 @@ def _memory_text(device: dict) -> str:
 
 
 def _mib_text(mib: float | None) -> str:
-    return "memory unknown" if mib is None else f"{mib:.0f} MiB"
+    return Msg("memory unknown") if mib is None else Msg("{mib:.0f} MiB", mib=mib)
 
 
 def _cc_tuple(text: str) -> tuple[int, int]:
@@ -113,7 +117,7 @@ def _cc_tuple(text: str) -> tuple[int, int]:
 def _torch_label(snapshot: Snapshot) -> str:
     dist = snapshot.install.torch
     version = (dist.build_version or dist.version) if dist else snapshot.runtime.torch_version
-    return f"torch {version}" if version else "torch"
+    return Msg("torch {version}", version=version) if version else "torch"
 
 
 def _runtime_ran(snapshot: Snapshot) -> bool:
@@ -129,11 +133,11 @@ def _nvidia_usable(snapshot: Snapshot) -> tuple[bool, str]:
     if nv.status == NVIDIA_OK and nv.gpus:
         return True, ""
     if nv.status == NVIDIA_OK:
-        return False, "the NVIDIA driver lists no GPU"
+        return False, Msg("the NVIDIA driver lists no GPU")
     if nv.status == "no-gpu":
-        return False, "no NVIDIA GPU was found"
-    detail = f" ({nv.detail})" if nv.detail else ""
-    return False, f"the NVIDIA driver is not usable: {nv.status}{detail}"
+        return False, Msg("no NVIDIA GPU was found")
+    detail = Msg(" ({detail})", detail=nv.detail) if nv.detail else ""
+    return False, Msg("the NVIDIA driver is not usable: {status}{detail}", status=nv.status, detail=detail)
 
 
 def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
@@ -151,14 +155,14 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
     label = _torch_label(snapshot)
     if backend == "cpu":
         if rt.status in ("import-error", "crashed", "timeout", "garbage"):
-            return False, f"{label} does not import ({rt.status}: {rt.detail or 'no detail'})", evidence
+            return False, Msg("{label} does not import ({status}: {detail})", label=label, status=rt.status, detail=rt.detail or Msg('no detail')), evidence
         if not _torch_present(snapshot):
-            return False, "torch is not installed", evidence
+            return False, Msg("torch is not installed"), evidence
         return True, "", evidence
     if not _torch_present(snapshot):
         return (
             False,
-            f"no {backend.upper() if backend != 'gpu' else 'GPU'} device usable: torch is not installed",
+            Msg("no {upper} device usable: torch is not installed", upper=backend.upper() if backend != 'gpu' else 'GPU'),
             evidence,
         )
     if backend == "gpu":
@@ -166,7 +170,7 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
         if any(ok for ok, _, _ in results) or (_runtime_ran(snapshot) and rt.backend == "xpu"):
             return True, "", evidence
         reason = results[0][1].split(": ", 1)[-1]
-        return False, f"no GPU usable: {reason}", evidence
+        return False, Msg("no GPU usable: {reason}", reason=reason), evidence
     if backend == "cuda":
         return (*_cuda_usable(snapshot, label), evidence)
     if backend == "rocm":
@@ -174,25 +178,25 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
             if rt.hip_version and rt.cuda_available:
                 return True, "", evidence
             if not rt.hip_version:
-                return False, f"no ROCm device usable: {label} is not a ROCm build", evidence
-            return False, f"no ROCm device usable: torch.cuda.is_available() is False on {label}", evidence
+                return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
+            return False, Msg("no ROCm device usable: torch.cuda.is_available() is False on {label}", label=label), evidence
         if dist and not dist.hip:
-            return False, f"no ROCm device usable: {label} is not a ROCm build", evidence
+            return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
         return (
             False,
-            "no ROCm device confirmed: the torch import probe did not run, so no AMD GPU was seen",
+            Msg("no ROCm device confirmed: the torch import probe did not run, so no AMD GPU was seen"),
             evidence,
         )
     if backend == "mps":
         if _runtime_ran(snapshot) and rt.backend:
             ok = rt.backend == "mps"
-            return ok, "" if ok else f"no MPS device usable: torch reports backend {rt.backend}", evidence
+            return ok, "" if ok else Msg("no MPS device usable: torch reports backend {backend}", backend=rt.backend), evidence
         host = snapshot.host
         if host.os == "darwin" and host.machine == "arm64":
             return True, "", evidence  # every macOS arm64 torch wheel has MPS
         return (
             False,
-            f"no MPS device usable: MPS needs Apple silicon macOS, this is {host.platform}",
+            Msg("no MPS device usable: MPS needs Apple silicon macOS, this is {platform}", platform=host.platform),
             evidence,
         )
     raise ValueError(backend)
@@ -204,26 +208,26 @@ def _cuda_usable(snapshot: Snapshot, label: str) -> tuple[bool, str]:
         if rt.cuda_available and not rt.hip_version:
             return True, ""
         if rt.hip_version:
-            return False, f"no CUDA device usable: {label} is a ROCm build"
+            return False, Msg("no CUDA device usable: {label} is a ROCm build", label=label)
         if not rt.cuda_version:
             nv_ok, why = _nvidia_usable(snapshot)
-            tail = "" if nv_ok else f" and {why}"
-            return False, f"no CUDA device usable: {label} is a CPU build{tail}"
+            tail = "" if nv_ok else Msg(" and {why}", why=why)
+            return False, Msg("no CUDA device usable: {label} is a CPU build{tail}", label=label, tail=tail)
         nv_ok, why = _nvidia_usable(snapshot)
-        tail = f": {why}" if not nv_ok else ""
-        return False, f"no CUDA device usable: torch.cuda.is_available() is False on {label}{tail}"
+        tail = Msg(": {why}", why=why) if not nv_ok else ""
+        return False, Msg("no CUDA device usable: torch.cuda.is_available() is False on {label}{tail}", label=label, tail=tail)
     if rt.status in ("import-error", "crashed", "timeout", "garbage"):
-        return False, f"no CUDA device usable: {label} does not import ({rt.status})"
+        return False, Msg("no CUDA device usable: {label} does not import ({status})", label=label, status=rt.status)
     if dist is None:
-        return False, "no CUDA device usable: torch is not installed"
+        return False, Msg("no CUDA device usable: torch is not installed")
     if dist.hip:
-        return False, f"no CUDA device usable: {label} is a ROCm build"
+        return False, Msg("no CUDA device usable: {label} is a ROCm build", label=label)
     nv_ok, why = _nvidia_usable(snapshot)
     if not dist.cuda:
-        tail = "" if nv_ok else f" and {why}"
-        return False, f"no CUDA device usable: {label} is a CPU build{tail}"
+        tail = "" if nv_ok else Msg(" and {why}", why=why)
+        return False, Msg("no CUDA device usable: {label} is a CPU build{tail}", label=label, tail=tail)
     if not nv_ok:
-        return False, f"no CUDA device usable: {why}"
+        return False, Msg("no CUDA device usable: {why}", why=why)
     return True, ""
 
 
@@ -275,7 +279,7 @@ def _check_cuda_version(snapshot: Snapshot, wanted: str) -> Finding | None:
     evidence = {"required": wanted, "torch.cuda": have}
     label = _torch_label(snapshot)
     if not have:
-        what = "torch is not installed" if not _torch_present(snapshot) else f"{label} is not a CUDA build"
+        what = Msg("torch is not installed") if not _torch_present(snapshot) else Msg("{label} is not a CUDA build", label=label)
         return _finding(IDS["cuda_version"], f"--cuda {wanted}: {what}", evidence)
     m = CUDA_RE.match(wanted)
     have_mm = re.match(r"^(\d+)(?:\.(\d+))?", have)

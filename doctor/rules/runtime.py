@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
+from doctor.model.i18n import Msg, join
 from doctor.model.records import record
 from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule, origin_name, skipped, unknown
@@ -67,7 +68,7 @@ class _Seen:
 def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
     rt = snapshot.runtime
     if rt.status == "skipped":
-        return skipped(rt.detail or "the smoke test did not run")
+        return skipped(rt.detail or Msg("the smoke test did not run"))
     found: dict[str, Finding] = {}
 
     def add(finding: Finding | None, seen: _Seen | None = None) -> None:
@@ -125,8 +126,8 @@ def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
         add(_unexplained(snapshot, unexplained))
     if not found and rt.status == "ok" and not rt.steps:
         # torch imported (collect_env says so) but nothing ran on a device: computing is not known to work
-        return unknown(f"this {origin_name(snapshot)} says torch imported, but holds no smoke test "
-                       "(nothing was computed on a device)")
+        return unknown(Msg("this {origin_name} says torch imported, but holds no smoke test "
+                       "(nothing was computed on a device)", origin_name=origin_name(snapshot)))
     return list(found.values())
 
 
@@ -141,7 +142,8 @@ def _clip(text: str) -> str:
 def _where(step: S.SmokeStep | None) -> str:
     if step is None:
         return ""
-    return f"step {step.name!r}" + (f" on device {step.device}" if step.device is not None else "")
+    return (Msg("step {name!r} on device {device}", name=step.name, device=step.device) if step.device is not None
+            else Msg("step {name!r}", name=step.name))
 
 
 def _base_evidence(snapshot: S.Snapshot, seen: _Seen | None = None) -> dict:
@@ -191,35 +193,35 @@ def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
                 device.index,
             )
     rocm = bool(rt.hip_version) or rt.backend == "rocm"
-    subject = gpu or "this GPU"
+    subject = gpu or Msg("this GPU")
     detail = (
-        f'torch {rt.torch_version or "?"} has no kernels for {subject}: torch said "{match.group(0)}". '
+        Msg("torch {torch_version} has no kernels for {subject}: torch said \"{group}\". "
         "This was seen running torch on the device, so it holds even where the compatibility table says "
-        "the build supports this GPU (a custom build, or a wheel from another index, can lack the kernels)."
+        "the build supports this GPU (a custom build, or a wheel from another index, can lack the kernels).", torch_version=rt.torch_version or '?', subject=subject, group=match.group(0))
     )
     severity = ERROR
     if seen.kind == "warning" and _kernels_ran(snapshot):
         severity = WARNING
         detail += (
-            " Yet the smoke test's kernels ran and gave correct results on the device (PTX compiled at run "
-            "time, perhaps), so this is torch's warning rather than a failure; a build for this GPU is faster."
+            Msg(" Yet the smoke test's kernels ran and gave correct results on the device (PTX compiled at run "
+            "time, perhaps), so this is torch's warning rather than a failure; a build for this GPU is faster.")
         )
     if rocm:
         fix = Fix(
-            "Install a ROCm build of torch whose gfx list covers this GPU (see the fix plan). For a consumer "
+            Msg("Install a ROCm build of torch whose gfx list covers this GPU (see the fix plan). For a consumer "
             "RDNA card close to a supported one, HSA_OVERRIDE_GFX_VERSION (e.g. 10.3.0 or 11.0.0) makes it "
-            "pose as that one.",
+            "pose as that one."),
             links=[GET_STARTED],
         )
     else:
         fix = Fix(
-            "Install a torch build whose architecture list covers this GPU (see the fix plan).",
+            Msg("Install a torch build whose architecture list covers this GPU (see the fix plan)."),
             links=[GET_STARTED],
         )
     return Finding(
         "gpu-arch-unsupported",
         severity,
-        f"torch has no kernels for {subject} (seen on the device)",
+        Msg("torch has no kernels for {subject} (seen on the device)", subject=subject),
         detail,
         ev,
         fix,
@@ -241,17 +243,18 @@ def _driver_old(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         }
     )
     detail = (
-        f"torch {rt.torch_version or '?'} was built with CUDA {rt.cuda_version or '?'}; torch reports the driver "
-        f"supports CUDA {driver_cuda} (found version {found}), too old for it, and CUDA cannot start."
+        Msg("torch {torch_version} was built with CUDA {cuda_version}; torch reports the driver "
+        "supports CUDA {driver_cuda} (found version {found}), too old for it, and CUDA cannot start.", torch_version=rt.torch_version or '?', cuda_version=rt.cuda_version or '?', driver_cuda=driver_cuda, found=found)
     )
     return Finding(
         "driver-too-old",
         ERROR,
-        f"the NVIDIA driver (CUDA {driver_cuda}) is too old for torch {rt.torch_version or ''}".rstrip(),
+        Msg("the NVIDIA driver (CUDA {cuda}) is too old for torch {torch}", cuda=driver_cuda, torch=rt.torch_version)
+        if rt.torch_version else Msg("the NVIDIA driver (CUDA {cuda}) is too old for torch", cuda=driver_cuda),
         detail,
         ev,
         Fix(
-            f"Install a torch build made for CUDA {driver_cuda} or older (see the fix plan), or update the driver.",
+            Msg("Install a torch build made for CUDA {driver_cuda} or older (see the fix plan), or update the driver.", driver_cuda=driver_cuda),
             links=[DRIVER_URL],
         ),
     )
@@ -265,13 +268,13 @@ def _no_driver(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding | 
     return Finding(
         "nvidia-driver-missing",
         ERROR,
-        "torch found no NVIDIA driver",
-        f'torch {snapshot.runtime.torch_version or "?"} is a CUDA build, but CUDA initialisation said "Found no '
-        'NVIDIA driver on your system": the kernel module is not loaded, or this process (a container?) '
-        "cannot see the device files.",
+        Msg("torch found no NVIDIA driver"),
+        Msg("torch {torch_version} is a CUDA build, but CUDA initialisation said \"Found no "
+        "NVIDIA driver on your system\": the kernel module is not loaded, or this process (a container?) "
+        "cannot see the device files.", torch_version=snapshot.runtime.torch_version or '?'),
         ev,
         Fix(
-            "Install the NVIDIA driver (or, in a container, start it with GPU access: --gpus all).",
+            Msg("Install the NVIDIA driver (or, in a container, start it with GPU access: --gpus all)."),
             ["nvidia-smi", "ls -l /dev/nvidia*"],
             [DRIVER_URL],
         ),
@@ -282,11 +285,11 @@ def _cpu_build(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     return Finding(
         "torch-cpu-build",
         ERROR,
-        f"torch {snapshot.runtime.torch_version or '(unknown version)'} is a CPU-only build",
-        'Asked for a CUDA device, torch said "Torch not compiled with CUDA enabled": this build has no CUDA '
-        "support at all, whatever the driver and GPU.",
+        Msg("torch {torch_version} is a CPU-only build", torch_version=snapshot.runtime.torch_version or Msg('(unknown version)')),
+        Msg("Asked for a CUDA device, torch said \"Torch not compiled with CUDA enabled\": this build has no CUDA "
+        "support at all, whatever the driver and GPU."),
         _base_evidence(snapshot, seen),
-        Fix("Install a CUDA build of torch (see the fix plan).", links=[GET_STARTED]),
+        Fix(Msg("Install a CUDA build of torch (see the fix plan)."), links=[GET_STARTED]),
     )
 
 
@@ -299,18 +302,18 @@ def _busy(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     commands = [QUERY_MODE, QUERY_APPS]
     commands += [f"sudo nvidia-smi -i {i} -c DEFAULT" for i in strict] or ["sudo nvidia-smi -c DEFAULT"]
     why = (
-        f"GPU {', '.join(map(str, strict))} is in {modes[strict[0]]} compute mode"
+        Msg("GPU {gpus} is in {mode} compute mode", gpus=', '.join(map(str, strict)), mode=modes[strict[0]])
         if strict
-        else "the GPU is in an exclusive or prohibited compute mode, or another process holds it"
+        else Msg("the GPU is in an exclusive or prohibited compute mode, or another process holds it")
     )
     return Finding(
         "gpu-busy-or-exclusive",
         ERROR,
-        "the GPU is busy or unavailable to this process",
-        f'CUDA said "CUDA-capable device(s) is/are busy or unavailable" at {_where(seen.step) or "start"}: {why}.',
+        Msg("the GPU is busy or unavailable to this process"),
+        Msg("CUDA said \"CUDA-capable device(s) is/are busy or unavailable\" at {where}: {why}.", where=_where(seen.step) or Msg('start'), why=why),
         ev,
         Fix(
-            "Find the process holding the GPU and stop it, or set the compute mode back to Default.", commands
+            Msg("Find the process holding the GPU and stop it, or set the compute mode back to Default."), commands
         ),
     )
 
@@ -323,35 +326,35 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         return Finding(
             "cudnn-error",
             ERROR,
-            "this torch's cuDNN does not support a GPU older than Turing (SM 7.5)",
-            f'torch said: "{_clip(match.group(0))}". cuDNN 9.11 and later dropped GPUs below compute capability 7.5.',
+            Msg("this torch's cuDNN does not support a GPU older than Turing (SM 7.5)"),
+            Msg("torch said: \"{clip}\". cuDNN 9.11 and later dropped GPUs below compute capability 7.5.", clip=_clip(match.group(0))),
             ev,
             Fix(
-                "Install a torch build with an older cuDNN: the cu126 builds (see the fix plan).",
+                Msg("Install a torch build with an older cuDNN: the cu126 builds (see the fix plan)."),
                 links=[GET_STARTED],
             ),
         )
     commands = [SHOW_LD_PATH, UNSET_LD_PATH]
-    detail = f'cuDNN failed at {_where(seen.step) or "start"}: "{_clip(match.group(0))}".'
+    detail = Msg("cuDNN failed at {where}: \"{clip}\".", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
     if "incompatibility" in text or "LD_LIBRARY_PATH" in text:
         detail += (
-            " torch loaded a cuDNN other than the one it was built against, usually from LD_LIBRARY_PATH."
+            Msg(" torch loaded a cuDNN other than the one it was built against, usually from LD_LIBRARY_PATH.")
         )
     elif "NOT_INITIALIZED" in text or "ALLOC_FAILED" in text:
         detail += (
-            " cuDNN could not create its handle: most often the GPU's memory is full, or a second, "
-            "mismatched cuDNN was loaded (LD_LIBRARY_PATH)."
+            Msg(" cuDNN could not create its handle: most often the GPU's memory is full, or a second, "
+            "mismatched cuDNN was loaded (LD_LIBRARY_PATH).")
         )
         commands = [QUERY_APPS, SHOW_LD_PATH, UNSET_LD_PATH]
     return Finding(
         "cudnn-error",
         ERROR,
-        "cuDNN failed",
+        Msg("cuDNN failed"),
         detail,
         ev,
         Fix(
-            "Let torch use the cuDNN it ships with: remove other cuDNN folders from LD_LIBRARY_PATH (then "
-            "retry); if it persists, reinstall torch.",
+            Msg("Let torch use the cuDNN it ships with: remove other cuDNN folders from LD_LIBRARY_PATH (then "
+            "retry); if it persists, reinstall torch."),
             commands,
         ),
     )
@@ -362,21 +365,21 @@ def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     processes = [{"pid": int(pid), "memory": mem} for pid, mem in _OOM_PROCESS.findall(seen.text)]
     if processes:
         ev["processes"] = processes
-    held = "; ".join(f"process {p['pid']} holds {p['memory']}" for p in processes)
+    held = join("; ", [Msg("process {pid} holds {memory}", pid=p['pid'], memory=p['memory']) for p in processes])
     device = next((d for d in snapshot.runtime.devices if seen.step and d.index == seen.step.device), None)
     if device is not None and device.free_memory_mib is not None:
         ev["free_memory_mib"], ev["total_memory_mib"] = device.free_memory_mib, device.total_memory_mib
     return Finding(
         "gpu-out-of-memory-at-start",
         ERROR,
-        "the GPU is out of memory before any real work",
-        f"A small allocation (the smoke test uses megabytes) failed at {_where(seen.step) or 'start'}: "
-        f'"{_clip(match.group(0))}". Another process is holding the GPU\'s memory'
-        + (f": {held}." if held else "."),
+        Msg("the GPU is out of memory before any real work"),
+        Msg("A small allocation (the smoke test uses megabytes) failed at {where}: "
+        "\"{clip}\". Another process is holding the GPU's memory", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
+        + (Msg(": {held}.", held=held) if held else "."),
         ev,
         Fix(
-            "Stop the process holding the GPU memory (the command lists them), or choose another GPU with "
-            "CUDA_VISIBLE_DEVICES.",
+            Msg("Stop the process holding the GPU memory (the command lists them), or choose another GPU with "
+            "CUDA_VISIBLE_DEVICES."),
             [QUERY_APPS],
         ),
     )
@@ -396,17 +399,17 @@ _MATCHERS: list[tuple[re.Pattern, Callable[[S.Snapshot, _Seen, re.Match], Findin
 def _wrong_result(snapshot: S.Snapshot, step: S.SmokeStep) -> Finding:
     ev = _base_evidence(snapshot, _Seen(step.message, "step", step))
     ev.update({k: step.data[k] for k in ("max_rel_err", "tolerance", "n", "dtype") if k in step.data})
-    where = f"GPU {step.device}" if step.device is not None else "the device"
+    where = Msg("GPU {device}", device=step.device) if step.device is not None else Msg("the device")
     return Finding(
         "gpu-wrong-result",
         ERROR,
-        f"{where} computed a wrong result ({step.name})",
-        f"{step.message}. Working hardware and drivers do not do this: the device or its driver is broken "
-        "(faulty memory, overheating, overclocking, a driver bug). Do not trust results from this device.",
+        Msg("{where} computed a wrong result ({name})", where=where, name=step.name),
+        Msg("{message}. Working hardware and drivers do not do this: the device or its driver is broken "
+        "(faulty memory, overheating, overclocking, a driver bug). Do not trust results from this device.", message=step.message),
         ev,
         Fix(
-            "Check the GPU's health (ECC errors, Xid events in the kernel log), reset any overclock, reinstall "
-            "the driver; if it persists, the GPU is faulty.",
+            Msg("Check the GPU's health (ECC errors, Xid events in the kernel log), reset any overclock, reinstall "
+            "the driver; if it persists, the GPU is faulty."),
             ["nvidia-smi -q -d ECC,TEMPERATURE,CLOCK", "sudo dmesg | grep -i xid"],
         ),
     )
@@ -425,25 +428,25 @@ def _crashed(snapshot: S.Snapshot) -> Finding:
     libraries = list(step.data.get("libraries") or []) if step else []
     ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
     ev.update({"signal": rt.signal, "libraries": libraries, "stderr_tail": rt.stderr_tail[-1500:]})
-    how = rt.detail or "torch crashed"
+    how = Msg("{detail}.", detail=rt.detail or Msg("torch crashed"))
     python = shlex.quote(snapshot.interpreter.path or "python3")
     # faulthandler prints the Python stack at the crash: what to attach to a bug report.
     commands = [f"{python} -X faulthandler -c 'import torch; print(torch.__version__)'"]
     if step is not None and step.name not in ("import", ""):
         commands = [f"{python} -X faulthandler -c 'import torch; torch.zeros(1).cuda(); print(\"ok\")'"]
     summary = (
-        "Rerun the failing call by hand to see the full error; report it with the JSON report if it persists."
+        Msg("Rerun the failing call by hand to see the full error; report it with the JSON report if it persists.")
     )
     if libraries:
         summary = (
-            f"The crash involves {', '.join(libraries)}: make sure torch loads the copy it ships with "
-            "(remove other CUDA folders from LD_LIBRARY_PATH), or reinstall torch."
+            Msg("The crash involves {libraries}: make sure torch loads the copy it ships with "
+            "(remove other CUDA folders from LD_LIBRARY_PATH), or reinstall torch.", libraries=', '.join(libraries))
         )
         commands = [SHOW_LD_PATH, UNSET_LD_PATH]
-    title = f"torch crashed during {_where(step)}" if step else "torch crashed"
+    title = Msg("torch crashed during {where}", where=_where(step)) if step else Msg("torch crashed")
     if libraries:
-        title += f" in {libraries[0]}"
-    return Finding("torch-crashed", ERROR, title, how + ".", ev, Fix(summary, commands))
+        title += Msg(" in {libraries}", libraries=libraries[0])
+    return Finding("torch-crashed", ERROR, title, how, ev, Fix(summary, commands))
 
 
 def _timeout(snapshot: S.Snapshot) -> Finding:
@@ -455,12 +458,12 @@ def _timeout(snapshot: S.Snapshot) -> Finding:
     return Finding(
         "smoke-timeout",
         ERROR,
-        "the smoke test hung" + (f" in {_where(step)}" if step else ""),
-        f"{rt.detail}. A hang at import or initialisation usually means a stuck driver or device (check "
-        "nvidia-smi for a GPU at 100% with no process), or a very slow file system.",
+        Msg("the smoke test hung") + (Msg(" in {where}", where=_where(step)) if step else ""),
+        Msg("{detail}. A hang at import or initialisation usually means a stuck driver or device (check "
+        "nvidia-smi for a GPU at 100% with no process), or a very slow file system.", detail=rt.detail),
         ev,
         Fix(
-            "See whether the GPU is stuck, then retry with a longer limit.",
+            Msg("See whether the GPU is stuck, then retry with a longer limit."),
             ["nvidia-smi", "torchdoctor check --smoke-timeout 180"],
         ),
     )
@@ -474,12 +477,12 @@ def _garbage(snapshot: S.Snapshot) -> Finding:
     return Finding(
         "smoke-garbage",
         ERROR,
-        "the target interpreter did not run the smoke test",
-        f"{rt.detail}. Something else answered: a start-up hook (sitecustomize, a .pth file), a wrapper "
-        "script in place of python, or an interpreter too old for torchdoctor's child (Python 3.8+).",
+        Msg("the target interpreter did not run the smoke test"),
+        Msg("{detail}. Something else answered: a start-up hook (sitecustomize, a .pth file), a wrapper "
+        "script in place of python, or an interpreter too old for torchdoctor's child (Python 3.8+).", detail=rt.detail),
         ev,
         Fix(
-            "Run the interpreter by hand and see what it prints.",
+            Msg("Run the interpreter by hand and see what it prints."),
             [
                 f'{python} -c "import sys; print(sys.version)"',
                 f'{python} -c "import torch; print(torch.__version__)"',
@@ -496,11 +499,11 @@ def _stopped(snapshot: S.Snapshot) -> Finding:
     return Finding(
         "smoke-failed",
         ERROR if started else WARNING,
-        "the smoke test stopped early" if started else "the smoke test could not run",
-        f"{rt.detail}.",
+        Msg("the smoke test stopped early") if started else Msg("the smoke test could not run"),
+        Msg("{detail}.", detail=rt.detail),
         ev,
         Fix(
-            "Run torch by hand in that interpreter to see the error.",
+            Msg("Run torch by hand in that interpreter to see the error."),
             [f'{_python(snapshot)} -c "import torch; print(torch.__version__)"'],
         ),
     )
@@ -513,13 +516,13 @@ def _unexplained(snapshot: S.Snapshot, steps: list[S.SmokeStep]) -> Finding:
     return Finding(
         "smoke-failed",
         ERROR,
-        f"the smoke test failed at {_where(first)}",
-        f"torch said: {_clip(first.message)}"
-        + (f" ({len(steps) - 1} more step(s) failed)" if len(steps) > 1 else ""),
+        Msg("the smoke test failed at {where}", where=_where(first)),
+        Msg("torch said: {clip}", clip=_clip(first.message))
+        + (Msg(" ({value} more step(s) failed)", value=len(steps) - 1) if len(steps) > 1 else ""),
         ev,
         Fix(
-            "torchdoctor does not recognise this failure; the message is torch's own. Search for it, or report "
-            "it with the JSON report (torchdoctor check --json)."
+            Msg("torchdoctor does not recognise this failure; the message is torch's own. Search for it, or report "
+            "it with the JSON report (torchdoctor check --json).")
         ),
     )
 
@@ -535,25 +538,25 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
     retry = f'{python} -c "import torch; print(torch.__version__)"'
     if _LIBRARY_SHADOW.search(message):
         hint = (
-            ' A CUDA library from outside torch\'s install was loaded first ("undefined symbol" is the '
+            Msg(" A CUDA library from outside torch's install was loaded first (\"undefined symbol\" is the "
             "sign, e.g. __nvJitLinkComplete_12_4 from an older libnvJitLink): LD_LIBRARY_PATH points at "
-            "another CUDA."
+            "another CUDA.")
         )
         fix = Fix(
-            "Stop LD_LIBRARY_PATH from overriding torch's own CUDA libraries, then retry the import.",
+            Msg("Stop LD_LIBRARY_PATH from overriding torch's own CUDA libraries, then retry the import."),
             [SHOW_LD_PATH, UNSET_LD_PATH, retry],
         )
     elif _MISSING_LIB.search(message):
-        hint = " A shared library torch needs is missing: its CUDA dependency wheels are absent or broken."
-        fix = Fix("Reinstall torch with its dependencies.", actions=[_reinstall(snapshot)])
+        hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or broken.")
+        fix = Fix(Msg("Reinstall torch with its dependencies."), actions=[_reinstall(snapshot)])
     else:
         hint = ""
-        fix = Fix("Reinstall torch; if that does not help, search for the message.", actions=[_reinstall(snapshot)])
+        fix = Fix(Msg("Reinstall torch; if that does not help, search for the message."), actions=[_reinstall(snapshot)])
     return Finding(
         "torch-import-error",
         ERROR,
-        "import torch fails",
-        f"`import torch` raised {_clip(message)}.{hint}",
+        Msg("import torch fails"),
+        Msg("`import torch` raised {clip}.{hint}", clip=_clip(message), hint=hint),
         ev,
         fix,
     )
@@ -572,7 +575,7 @@ def _reinstall(snapshot: S.Snapshot) -> Action:
 RULES = [
     Rule(
         id="runtime",
-        summary="torch imports and the device computes correctly",
+        summary=Msg("torch imports and the device computes correctly"),
         func=check_runtime,
         ids=(
             "torch-import-error",

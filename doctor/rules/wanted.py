@@ -23,6 +23,7 @@ from doctor.compat.wheels import (
 )
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INSTALL, SHELL, Action, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.rules import UNINSPECTED, Rule, skipped, unknown
 
 VENV = ".venv"
@@ -31,7 +32,7 @@ VENV = ".venv"
 def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
     pin = wanted_torch(snap)
     if pin is None:
-        return skipped("no torch version was asked for (--torch, [tool.torchdoctor] torch, the project's pins)")
+        return skipped(Msg("no torch version was asked for (--torch, [tool.torchdoctor] torch, the project's pins)"))
     if snap.interpreter.error:
         return unknown(UNINSPECTED)
     machine = machine_from_snapshot(snap)
@@ -44,14 +45,16 @@ def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
         ev |= {"unavailable": choice.unavailable, "asked": choice.asked,
                "nearest": near.wheel.label if near else None}
         actions: list[Action] = []
-        summary = f"Ask for another torch{f' (torch {near.wheel.label} is the nearest that fits here)' if near else ''}."
+        summary = (Msg("Ask for another torch (torch {label} is the nearest that fits here).", label=near.wheel.label)
+                   if near else Msg("Ask for another torch."))
         if choice.unavailable == NO_PYTHON and choice.asked:
             summary, actions = _other_python(snap, table, machine, choice.asked, near)
-        title = {NO_PYTHON: f"no torch {choice.asked} wheel for Python {python_label(machine)}"}.get(
-            choice.unavailable, f"torch{pin.spec} cannot be installed on this machine")
-        return [Finding("torch-version-unavailable", ERROR, f"{title} (asked by {pin.source})",
-                        f"{choice.reason}." + (f" The nearest release that fits here is torch {near.wheel.label} "
-                                               f"({change_cost(choice.asked, near)})." if near else ""),
+        title = {NO_PYTHON: Msg("no torch {asked} wheel for Python {python}", asked=choice.asked,
+                                python=python_label(machine))}.get(
+            choice.unavailable, Msg("torch{spec} cannot be installed on this machine", spec=pin.spec))
+        return [Finding("torch-version-unavailable", ERROR, Msg("{title} (asked by {source})", title=title, source=pin.source),
+                        Msg("{reason}.", reason=choice.reason) + (Msg(" The nearest release that fits here is torch {label} "
+                                               "({change_cost}).", label=near.wheel.label, change_cost=change_cost(choice.asked, near)) if near else ""),
                         ev, Fix(summary, actions=actions))]
     change = driver_change(snap)
     keep = choice.needs_driver
@@ -62,12 +65,14 @@ def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
                "nearest": today.wheel.label if today else None}
         return [Finding(
             "torch-version-unavailable", ERROR,
-            f"torch {choice.asked} (asked by {pin.source}) needs a newer driver than this machine can get here",
-            f"torch {keep.wheel.label} needs {advice.sentence}." + (
-                f" The nearest release that runs on driver {machine.driver_version} is torch {today.wheel.label} "
-                f"({change_cost(choice.asked, today)})." if today else ""),
-            ev, Fix(f"Have the driver updated ({change.who or 'by whoever manages this machine'}), or ask for "
-                    + (f"torch {today.wheel.torch} (--torch =={today.wheel.torch})." if today else "another torch."),
+            Msg("torch {asked} (asked by {source}) needs a newer driver than this machine can get here", asked=choice.asked, source=pin.source),
+            Msg("torch {label} needs {sentence}.", label=keep.wheel.label, sentence=advice.sentence) + (
+                Msg(" The nearest release that runs on driver {driver_version} is torch {label} "
+                "({change_cost}).", driver_version=machine.driver_version, label=today.wheel.label, change_cost=change_cost(choice.asked, today)) if today else ""),
+            ev, Fix(Msg("Have the driver updated ({who}), or ask for torch {torch} (--torch =={torch}).",
+                        who=change.who or Msg('by whoever manages this machine'), torch=today.wheel.torch) if today else
+                    Msg("Have the driver updated ({who}), or ask for another torch.",
+                        who=change.who or Msg('by whoever manages this machine')),
                     links=list(advice.links)))]
     return []
 
@@ -77,12 +82,13 @@ def _other_python(snap: S.Snapshot, table, machine, asked: str, near) -> tuple[s
     this machine; else uv fetches it; else what to install), or the nearest release on this Python."""
     release = table.release(asked)
     other = python_in_range(snap, release.python_min, release.python_max) if release else None
-    ask_nearest = f" or ask for torch {near.wheel.torch} on this Python (--torch =={near.wheel.torch})" if near else ""
+    ask_nearest = Msg(" or ask for torch {torch} on this Python (--torch =={torch})", torch=near.wheel.torch) if near else ""
     if other is None:
-        return f"Use another Python{ask_nearest}.", []
+        return Msg("Use another Python{nearest}.", nearest=ask_nearest), []
     make = venv_line(other, VENV, snap.host.os == "windows")
     if make is None:
-        return install_hint(other) + (f" Or ask for torch {near.wheel.torch} on this Python." if near else ""), []
+        return install_hint(other) + (Msg(" Or ask for torch {torch} on this Python.", torch=near.wheel.torch)
+                                      if near else ""), []
     there = replace(machine, python=f"{other.version}.0", free_threaded=False)
     pick = choose(table, there, None, wanted=f"=={asked}")
     fit = pick.target or pick.needs_driver
@@ -92,12 +98,12 @@ def _other_python(snap: S.Snapshot, table, machine, asked: str, near) -> tuple[s
         python = f"{VENV}\\Scripts\\python.exe" if snap.host.os == "windows" else f"{VENV}/bin/python"
         variant = fit.wheel.variant if snap.host.os != "darwin" else None
         actions.append(Action(INSTALL, tuple(pins), variant, python=python))
-    where = other.path or f"fetched by {other.uv}"
-    return f"Make an environment with Python {other.version} ({where}) and install torch {asked} there{ask_nearest}.", \
-        actions
+    where = other.path or Msg("fetched by {uv}", uv=other.uv)
+    return Msg("Make an environment with Python {version} ({where}) and install torch {asked} there{nearest}.",
+               version=other.version, where=where, asked=asked, nearest=ask_nearest), actions
 
 
 RULES = [
-    Rule("wanted-torch", "the torch version asked for, if any (--torch, the project's pins), can be installed here",
+    Rule("wanted-torch", Msg("the torch version asked for, if any (--torch, the project's pins), can be installed here"),
          check_wanted_torch, ("torch-version-unavailable",)),
 ]

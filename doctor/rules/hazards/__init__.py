@@ -9,6 +9,7 @@ older report, collect_env text) is None: the rule has nothing to say, it never j
 
 from __future__ import annotations
 
+from doctor.model.i18n import Msg
 from doctor.rules import Rule
 from doctor.rules.hazards.containers import check_containers
 from doctor.rules.hazards.devices import check_visible_devices
@@ -20,7 +21,7 @@ from doctor.rules.hazards.wsl import check_wsl
 RULES = [
     Rule(
         "containers",
-        "a container that should have a GPU has one",
+        Msg("a container that should have a GPU has one"),
         check_containers,
         (
             "container-no-gpu-access",
@@ -28,22 +29,22 @@ RULES = [
             "container-missing-compute-capability",
         ),
     ),
-    Rule("shm", "/dev/shm is large enough for DataLoader workers", check_shm, ("shm-too-small",)),
+    Rule("shm", Msg("/dev/shm is large enough for DataLoader workers"), check_shm, ("shm-too-small",)),
     Rule(
         "cpu-quota",
-        "the CPU quota matches the CPUs torch sees",
+        Msg("the CPU quota matches the CPUs torch sees"),
         check_cpu_quota,
         ("cpu-quota-low", "cpu-budget"),
     ),
     Rule(
         "memory",
-        "RAM and swap fit the GPUs",
+        Msg("RAM and swap fit the GPUs"),
         check_memory,
         ("ram-smaller-than-gpu-memory", "no-swap-small-ram", "low-available-memory"),
     ),
     Rule(
         "visible-devices",
-        "CUDA_VISIBLE_DEVICES selects real GPUs",
+        Msg("CUDA_VISIBLE_DEVICES selects real GPUs"),
         check_visible_devices,
         (
             "cuda-visible-devices-hides-all",
@@ -55,13 +56,13 @@ RULES = [
     ),
     Rule(
         "library-shadowing",
-        "no other CUDA libraries shadow torch's own",
+        Msg("no other CUDA libraries shadow torch's own"),
         check_library_shadowing,
         ("library-path-shadows-cuda-libs", "cuda-home-version-mismatch"),
     ),
     Rule(
         "mixed-installs",
-        "one torch, installed by one package manager",
+        Msg("one torch, installed by one package manager"),
         check_mixed_installs,
         (
             "mixed-conda-pip-torch",
@@ -73,13 +74,13 @@ RULES = [
     ),
     Rule(
         "interpreter-hygiene",
-        "the target Python is a 64-bit, user-owned environment",
+        Msg("the target Python is a 64-bit, user-owned environment"),
         check_interpreter_hygiene,
         ("python-32-bit", "externally-managed-python", "conda-base-environment"),
     ),
     Rule(
         "wsl",
-        "WSL2 uses the Windows driver's libraries",
+        Msg("WSL2 uses the Windows driver's libraries"),
         check_wsl,
         ("wsl-library-path-order", "wsl-linux-driver-installed"),
     ),

@@ -9,6 +9,7 @@ from typing import Any
 from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.findings import INSTALL, Action
+from doctor.model.i18n import Msg
 from doctor.model.versions import version_tuple
 from doctor.rules import Outcome, not_observed, unknown
 
@@ -76,7 +77,7 @@ def missing(snap: S.Snapshot, section: Any, what: str) -> Outcome | None:
 def unread(what: str, section: Any) -> Outcome:
     """unknown: ``what`` is not in the section, with the probe's reason when it gave one."""
     why = getattr(section, "why", None)
-    return unknown(f"{what} could not be read" + (f": {why}" if why else ""))
+    return unknown(Msg("{what} could not be read", what=what) + (Msg(": {why}", why=why) if why else ""))
 
 
 def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:

@@ -6,6 +6,7 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import Container
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import container_kind, missing
 
@@ -16,8 +17,8 @@ _LEAD_RULE_STATUSES = (S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_P
 def _gpu_remedy(kind: str | None) -> Fix:
     if kind == "kubernetes":
         return Fix(
-            "Request a GPU in the pod spec (resources.limits: nvidia.com/gpu: 1) and make sure the NVIDIA "
-            "device plugin (or the GPU operator) runs on the node.",
+            Msg("Request a GPU in the pod spec (resources.limits: nvidia.com/gpu: 1) and make sure the NVIDIA "
+            "device plugin (or the GPU operator) runs on the node."),
             [
                 "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPUS:.status.allocatable.nvidia\\.com/gpu"
             ],
@@ -25,7 +26,7 @@ def _gpu_remedy(kind: str | None) -> Fix:
         )
     if kind == "podman":
         return Fix(
-            "Recreate the container with the GPUs passed through CDI (generate the CDI spec on the host once).",
+            Msg("Recreate the container with the GPUs passed through CDI (generate the CDI spec on the host once)."),
             [
                 "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml  # on the host",
                 "podman run --device nvidia.com/gpu=all <image> ...",
@@ -33,8 +34,8 @@ def _gpu_remedy(kind: str | None) -> Fix:
             ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"],
         )
     return Fix(
-        "Recreate the container with the GPUs passed in (docker run --gpus all); the host needs the NVIDIA "
-        "Container Toolkit configured as a Docker runtime.",
+        Msg("Recreate the container with the GPUs passed in (docker run --gpus all); the host needs the NVIDIA "
+        "Container Toolkit configured as a Docker runtime."),
         [
             "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker  # on the host",
             "docker run --gpus all <image> ...",
@@ -53,19 +54,19 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
     kind = container_kind(snap)
     status = snap.nvidia.status
     if not kind:
-        return skipped("not in a container")
+        return skipped(Msg("not in a container"))
     if status in _LEAD_RULE_STATUSES:
-        return skipped(f"the NVIDIA driver check explains this driver state ({status})")
+        return skipped(Msg("the NVIDIA driver check explains this driver state ({status})", status=status))
     expects = list(snap.gpu_wanted)
     build = torch_build(snap)
     if build is not None and build.kind == "cuda":
-        expects.append(f"torch {build.label} is a CUDA build")
+        expects.append(Msg("torch {label} is a CUDA build", label=build.label))
     nvd = facts.nvidia_visible_devices
     hidden_by_nvd = nvd is not None and nvd.strip().lower() in ("", "void", "none")
     if nvd is not None and not hidden_by_nvd:
-        expects.append(f"NVIDIA_VISIBLE_DEVICES={nvd}")
+        expects.append(Msg("NVIDIA_VISIBLE_DEVICES={nvd}", nvd=nvd))
     if facts.cuda_image:
-        expects.append("a CUDA image (" + ", ".join(facts.cuda_image_evidence) + ")")
+        expects.append(Msg("a CUDA image (") + ", ".join(facts.cuda_image_evidence) + ")")
     gpu_nodes = facts.gpu_device_nodes
     driver_works = status == S.NVIDIA_OK and bool(snap.nvidia.gpus)
     evidence = {
@@ -93,7 +94,7 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
         if hidden_by_nvd and expects:
             fix = _gpu_remedy(kind)
             fix.summary = (
-                "Recreate the container with NVIDIA_VISIBLE_DEVICES=all (or the GPUs you want). "
+                Msg("Recreate the container with NVIDIA_VISIBLE_DEVICES=all (or the GPUs you want). ")
                 + fix.summary
             )
             if kind not in ("kubernetes", "podman"):
@@ -102,10 +103,10 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
                 Finding(
                     "nvidia-visible-devices-hides-all",
                     severity,
-                    f"NVIDIA_VISIBLE_DEVICES={nvd!r} gives this container no GPU",
-                    f"Inside this {kind} container there are {nodes}. The NVIDIA container runtime reads "
-                    f"NVIDIA_VISIBLE_DEVICES when the container starts: 'void' or empty injects nothing, 'none' injects "
-                    "the driver libraries but no GPU. torch will report torch.cuda.is_available() == False.",
+                    Msg("NVIDIA_VISIBLE_DEVICES={nvd!r} gives this container no GPU", nvd=nvd),
+                    Msg("Inside this {kind} container there are {nodes}. The NVIDIA container runtime reads "
+                    "NVIDIA_VISIBLE_DEVICES when the container starts: 'void' or empty injects nothing, 'none' injects "
+                    "the driver libraries but no GPU. torch will report torch.cuda.is_available() == False.", kind=kind, nodes=nodes),
                     evidence | {"NVIDIA_VISIBLE_DEVICES": nvd},
                     fix,
                 )
@@ -115,11 +116,11 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
                 Finding(
                     "container-no-gpu-access",
                     severity,
-                    f"this {kind} container has no GPU access ({nodes})",
-                    f"The environment expects a GPU ({'; '.join(expects)}), but the container was started without "
-                    'the NVIDIA runtime passing the GPUs in, so torch sees no device ("Found no NVIDIA driver on your '
-                    'system" or torch.cuda.is_available() == False). GPUs are given to a container when it is '
-                    "created; nothing inside it can add them.",
+                    Msg("this {kind} container has no GPU access ({nodes})", kind=kind, nodes=nodes),
+                    Msg("The environment expects a GPU ({expects}), but the container was started without "
+                    "the NVIDIA runtime passing the GPUs in, so torch sees no device (\"Found no NVIDIA driver on your "
+                    "system\" or torch.cuda.is_available() == False). GPUs are given to a container when it is "
+                    "created; nothing inside it can add them.", expects='; '.join(expects)),
                     evidence,
                     _gpu_remedy(kind),
                 )
@@ -133,12 +134,12 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
                 Finding(
                     "container-missing-compute-capability",
                     WARNING,
-                    f"NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute'",
-                    "The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with 'utility' "
-                    "alone nvidia-smi works but CUDA (and so torch) finds no driver.",
+                    Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute'", caps=caps),
+                    Msg("The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with 'utility' "
+                    "alone nvidia-smi works but CUDA (and so torch) finds no driver."),
                     evidence | {"NVIDIA_DRIVER_CAPABILITIES": caps},
                     Fix(
-                        "Recreate the container with NVIDIA_DRIVER_CAPABILITIES=compute,utility.",
+                        Msg("Recreate the container with NVIDIA_DRIVER_CAPABILITIES=compute,utility."),
                         ["docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."],
                     ),
                 )

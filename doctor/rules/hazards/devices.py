@@ -9,6 +9,7 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import VisibleDevices
 from doctor.model.findings import INFO, WARNING, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import missing, usable_gpus
 
@@ -88,7 +89,7 @@ def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
     if build is not None and build.kind == "rocm":
         # ROCm reads HIP_/ROCR_VISIBLE_DEVICES first; not modelled here
-        return skipped("a ROCm build selects devices with HIP_VISIBLE_DEVICES, which is not checked")
+        return skipped(Msg("a ROCm build selects devices with HIP_VISIBLE_DEVICES, which is not checked"))
     gpus = usable_gpus(snap)
     value = facts.CUDA_VISIBLE_DEVICES
     order = facts.CUDA_DEVICE_ORDER
@@ -105,11 +106,11 @@ def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
                 Finding(
                     "cuda-device-order-differs",
                     INFO,
-                    "cuda:0 may not be nvidia-smi's GPU 0 on this mixed-GPU machine",
-                    "CUDA numbers devices fastest first by default, nvidia-smi and NVML by PCI bus, so cuda:N and "
-                    "nvidia-smi's GPU N can be different cards. Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both agree.",
+                    Msg("cuda:0 may not be nvidia-smi's GPU 0 on this mixed-GPU machine"),
+                    Msg("CUDA numbers devices fastest first by default, nvidia-smi and NVML by PCI bus, so cuda:N and "
+                    "nvidia-smi's GPU N can be different cards. Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both agree."),
                     {"gpus": [_describe(g) for g in gpus], "CUDA_DEVICE_ORDER": order},
-                    Fix("Make CUDA number GPUs like nvidia-smi.", ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]),
+                    Fix(Msg("Make CUDA number GPUs like nvidia-smi."), ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]),
                 )
             ]
         return []
@@ -128,32 +129,32 @@ def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-duplicate",
                 severity,
-                f"CUDA_VISIBLE_DEVICES={value!r} repeats {parsed['duplicate']!r}, which hides every GPU",
-                "CUDA (and torch, which parses it the same way) treats a repeated entry as an invalid list and "
-                "shows no device at all: torch.cuda.is_available() == False.",
+                Msg("CUDA_VISIBLE_DEVICES={value!r} repeats {duplicate!r}, which hides every GPU", value=value, duplicate=parsed['duplicate']),
+                Msg("CUDA (and torch, which parses it the same way) treats a repeated entry as an invalid list and "
+                "shows no device at all: torch.cuda.is_available() == False."),
                 evidence | {"duplicate": parsed["duplicate"]},
-                Fix("List each GPU once.", [f"export CUDA_VISIBLE_DEVICES={shlex.quote(','.join(unique))}"]),
+                Fix(Msg("List each GPU once."), [f"export CUDA_VISIBLE_DEVICES={shlex.quote(','.join(unique))}"]),
             )
         ]
     shown, unmatched = map_visible_devices(parsed, gpus) if gpus and parsed["kind"] != "mig" else (None, [])
     ignored = [str(e).strip() for e in parsed["ignored"]] + unmatched
     if not parsed["entries"] or shown == []:
         reason = (
-            "is empty"
+            Msg("is empty")
             if not value.strip()
-            else f"starts with {ignored[0]!r}, which " + ("matches no GPU" if unmatched else "is not a GPU")
+            else Msg("starts with {ignored!r}, which ", ignored=ignored[0]) + (Msg("matches no GPU") if unmatched else Msg("is not a GPU"))
         )
         return [
             Finding(
                 "cuda-visible-devices-hides-all",
                 severity,
-                f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",
-                f"The value {reason}; CUDA stops reading the list at the first entry that is negative, invalid or "
-                "matches no device, so torch sees no GPU (torch.cuda.is_available() == False)."
-                + (f" This machine has {len(gpus)} GPU(s)." if gpus else ""),
+                Msg("CUDA_VISIBLE_DEVICES={value!r} hides every GPU", value=value),
+                Msg("The value {reason}; CUDA stops reading the list at the first entry that is negative, invalid or "
+                "matches no device, so torch sees no GPU (torch.cuda.is_available() == False).", reason=reason)
+                + (Msg(" This machine has {len} GPU(s).", len=len(gpus)) if gpus else ""),
                 evidence | {"ignored": ignored},
                 Fix(
-                    "Unset it, or list the GPUs to use (nvidia-smi -L shows indices and UUIDs).",
+                    Msg("Unset it, or list the GPUs to use (nvidia-smi -L shows indices and UUIDs)."),
                     ["unset CUDA_VISIBLE_DEVICES", "nvidia-smi -L"],
                 ),
             )
@@ -165,12 +166,12 @@ def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-no-match",
                 WARNING,
-                f"CUDA_VISIBLE_DEVICES={value!r}: {', '.join(map(repr, ignored))} ignored",
-                f"CUDA stops at the first entry that is invalid, negative or matches no GPU, and drops the rest; torch "
-                f"sees only {', '.join(kept)}." + (f" This machine has {len(gpus)} GPU(s)." if gpus else ""),
+                Msg("CUDA_VISIBLE_DEVICES={value!r}: {map} ignored", value=value, map=', '.join(map(repr, ignored))),
+                Msg("CUDA stops at the first entry that is invalid, negative or matches no GPU, and drops the rest; torch "
+                "sees only {kept}.", kept=', '.join(kept)) + (Msg(" This machine has {len} GPU(s).", len=len(gpus)) if gpus else ""),
                 evidence | {"ignored": ignored},
                 Fix(
-                    "List only GPUs that exist (nvidia-smi -L shows indices and UUIDs).",
+                    Msg("List only GPUs that exist (nvidia-smi -L shows indices and UUIDs)."),
                     [f"export CUDA_VISIBLE_DEVICES={shlex.quote(','.join(kept))}", "nvidia-smi -L"],
                 ),
             )
@@ -182,12 +183,12 @@ def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-subset",
                 INFO,
-                f"torch sees {len(shown)} of {len(gpus)} GPUs: {mapping}",
-                f"CUDA_VISIBLE_DEVICES={value!r} selects and orders the GPUs torch sees."
+                Msg("torch sees {len} of {len2} GPUs: {mapping}", len=len(shown), len2=len(gpus), mapping=mapping),
+                Msg("CUDA_VISIBLE_DEVICES={value!r} selects and orders the GPUs torch sees.", value=value)
                 + (order_note if by_index else ""),
                 evidence | {"mapping": mapping},
                 Fix(
-                    "Set CUDA_DEVICE_ORDER=PCI_BUS_ID so the indices mean nvidia-smi's.",
+                    Msg("Set CUDA_DEVICE_ORDER=PCI_BUS_ID so the indices mean nvidia-smi's."),
                     ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"],
                 )
                 if by_index and order_note

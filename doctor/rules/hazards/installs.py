@@ -23,6 +23,7 @@ from doctor.model.findings import (
     Finding,
     Fix,
 )
+from doctor.model.i18n import Msg
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
@@ -48,7 +49,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     if py is None or py.error:
         if leftovers:
             return leftovers
-        return unknown(UNINSPECTED) if py is not None else not_observed(snap, "the target interpreter's packages")
+        return unknown(UNINSPECTED) if py is not None else not_observed(snap, Msg("the target interpreter's packages"))
     findings: list[Finding] = leftovers
     torches = _torch_dists(py)
     conda = conda_torch(snap)
@@ -63,18 +64,18 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "mixed-conda-pip-torch",
                 WARNING,
-                "torch is installed both by conda and by " + "/".join(sorted({d.installer for d in pip_torch})),
-                f"conda-meta in {prefix} records "
+                Msg("torch is installed both by conda and by ") + "/".join(sorted({d.installer for d in pip_torch})),
+                Msg("conda-meta in {prefix} records ", prefix=prefix)
                 + ", ".join(f"{r.name} {r.version} ({r.build})" for r in conda.torch)
-                + " while the torch dist-info there was written by "
+                + Msg(" while the torch dist-info there was written by ")
                 + pip_torch[0].installer
-                + f" (torch {pip_torch[0].version}). The two package managers overwrite each other's files, so "
+                + Msg(" (torch {version}). The two package managers overwrite each other's files, so "
                 "the torch you import can mix both builds. Keep one: the pip wheel (the official conda 'pytorch' channel "
-                "stopped at 2.5).",
+                "stopped at 2.5).", version=pip_torch[0].version),
                 {"conda.records": as_plain(list(conda.torch + conda.cuda)), "dists": as_plain(pip_torch),
                  "conda.prefix": prefix},
                 Fix(
-                    "Remove the conda packages, then reinstall the pip wheels so their files are whole again.",
+                    Msg("Remove the conda packages, then reinstall the pip wheels so their files are whole again."),
                     actions=[
                         Action(CONDA_REMOVE, tuple(dict.fromkeys(names)), text=str(prefix)),
                         uninstall,
@@ -93,14 +94,14 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "user-site-torch-shadows",
                 WARNING,
-                f"a torch in the user site ({user_path}) shadows the environment's own",
-                f"{listing}. The user site comes before site-packages on sys.path, so `import torch` loads "
-                f"torch {in_user[0].version} from {in_user[0].location}, not the environment's "
-                f"torch {elsewhere[0].version}.",
+                Msg("a torch in the user site ({user_path}) shadows the environment's own", user_path=user_path),
+                Msg("{listing}. The user site comes before site-packages on sys.path, so `import torch` loads "
+                "torch {version} from {location}, not the environment's "
+                "torch {version2}.", listing=listing, version=in_user[0].version, location=in_user[0].location, version2=elsewhere[0].version),
                 {"dists": as_plain(torches), "user_site": as_plain(py.user_site), "torch_origin": py.torch_origin},
                 Fix(
-                    "Remove the user-site copy (pip removes the first one on sys.path, which is the user site), or "
-                    "ignore the user site with PYTHONNOUSERSITE=1.",
+                    Msg("Remove the user-site copy (pip removes the first one on sys.path, which is the user site), or "
+                    "ignore the user site with PYTHONNOUSERSITE=1."),
                     actions=[uninstall, Action(SHELL, text="export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it")],
                 ),
             )
@@ -112,13 +113,13 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "duplicate-torch-installs",
                 WARNING,
-                f"{len(torches)} torch distributions are visible on sys.path",
-                f"{listing}. `import torch` loads the one from {winner.location} (torch "
-                f"{winner.version}), while pip and importlib.metadata may report another; stale files from the "
-                "other copy cause confusing version and import errors.",
+                Msg("{len} torch distributions are visible on sys.path", len=len(torches)),
+                Msg("{listing}. `import torch` loads the one from {location} (torch "
+                "{version}), while pip and importlib.metadata may report another; stale files from the "
+                "other copy cause confusing version and import errors.", listing=listing, location=winner.location, version=winner.version),
                 {"dists": as_plain(torches), "torch_origin": origin},
                 Fix(
-                    "Uninstall until no torch is left (pip removes one copy per run), then install once.",
+                    Msg("Uninstall until no torch is left (pip removes one copy per run), then install once."),
                     actions=[uninstall] * len(torches) + [again],
                 ),
             )
@@ -132,14 +133,14 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 Finding(
                     "conda-cuda-mismatch",
                     WARNING,
-                    "conda's "
+                    Msg("conda's ")
                     + ", ".join(f"{r.name} {r.version}" for r in bad)
-                    + f" does not match the pip wheel's CUDA {cuda}",
-                    "The pip wheel brings its own CUDA libraries (nvidia-* wheels); conda's CUDA packages in the same "
-                    "environment put other versions of the same libraries on the library path of this environment.",
+                    + Msg(" does not match the pip wheel's CUDA {cuda}", cuda=cuda),
+                    Msg("The pip wheel brings its own CUDA libraries (nvidia-* wheels); conda's CUDA packages in the same "
+                    "environment put other versions of the same libraries on the library path of this environment."),
                     {"conda.records": as_plain(bad), "torch.cuda": cuda, "conda.prefix": prefix},
                     Fix(
-                        "Remove the conda CUDA packages; the wheel does not need them.",
+                        Msg("Remove the conda CUDA packages; the wheel does not need them."),
                         actions=[Action(CONDA_REMOVE, tuple(r.name for r in bad), text=str(prefix))],
                     ),
                 )
@@ -179,16 +180,16 @@ def check_install_leftovers(snap: S.Snapshot, table) -> list[Finding]:
         Finding(
             "interrupted-install-leftovers",
             ERROR if broken else WARNING,
-            f"an interrupted install left {len(paths)} item(s) in {', '.join(folders)}",
-            "pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; "
-            + (f"{', '.join(_base(p) for p in broken)} has no RECORD, so pip can neither uninstall nor upgrade "
-               "it (\"RECORD file not found\"); " if broken else "")
-            + "these were left when an install stopped half way. Left there, pip check and imports see a mix "
-            "of two builds.",
+            Msg("an interrupted install left {len} item(s) in {folders}", len=len(paths), folders=', '.join(folders)),
+            Msg("pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; ")
+            + (Msg("{items} has no RECORD, so pip can neither uninstall nor upgrade "
+               "it (\"RECORD file not found\"); ", items=', '.join(_base(p) for p in broken)) if broken else "")
+            + Msg("these were left when an install stopped half way. Left there, pip check and imports see a mix "
+            "of two builds."),
             {"leftovers": paths},
             Fix(
-                "Remove the leftovers" + (", then reinstall what has no RECORD" if broken else "")
-                + " (a restore file from torchdoctor fix brings back the builds from before).",
+                Msg("Remove the leftovers") + (Msg(", then reinstall what has no RECORD") if broken else "")
+                + Msg(" (a restore file from torchdoctor fix brings back the builds from before)."),
                 actions=actions,
             ),
         )
@@ -205,7 +206,7 @@ def _base(path: str) -> str:
 def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
     interp = snap.interpreter
     if interp.error or not interp.path:
-        return unknown(UNINSPECTED) if interp.error else not_observed(snap, "the target interpreter")
+        return unknown(UNINSPECTED) if interp.error else not_observed(snap, Msg("the target interpreter"))
     findings = []
     evidence = {
         "interpreter.path": interp.path,
@@ -219,12 +220,12 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "python-32-bit",
                 ERROR,
-                f"{interp.path} is a 32-bit Python: no torch wheels exist for it",
-                'PyTorch publishes 64-bit wheels only; pip answers "Could not find a version that satisfies the '
-                'requirement torch (from versions: none)".',
+                Msg("{path} is a 32-bit Python: no torch wheels exist for it", path=interp.path),
+                Msg("PyTorch publishes 64-bit wheels only; pip answers \"Could not find a version that satisfies the "
+                "requirement torch (from versions: none)\"."),
                 evidence,
                 Fix(
-                    "Install a 64-bit Python and create the environment with it.",
+                    Msg("Install a 64-bit Python and create the environment with it."),
                     ["py -3.12-64 -m venv .venv" if windows else "uv venv --python 3.12 .venv"],
                 ),
             )
@@ -236,14 +237,14 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "externally-managed-python",
                 WARNING,
-                f"{interp.path} is the system Python, marked EXTERNALLY-MANAGED (PEP 668)",
-                'pip refuses to install into it ("error: externally-managed-environment"), and forcing it with '
-                "--break-system-packages can break the distribution's own tools. Use a virtual environment."
-                + (f" The distribution says: {text.splitlines()[0][:200]}" if text else ""),
+                Msg("{path} is the system Python, marked EXTERNALLY-MANAGED (PEP 668)", path=interp.path),
+                Msg("pip refuses to install into it (\"error: externally-managed-environment\"), and forcing it with "
+                "--break-system-packages can break the distribution's own tools. Use a virtual environment.")
+                + (Msg(" The distribution says: {splitlines}", splitlines=text.splitlines()[0][:200]) if text else ""),
                 evidence,
                 Fix(
-                    "Create a virtual environment and install torch there (Debian/Ubuntu may need "
-                    "`sudo apt install python3-venv` first).",
+                    Msg("Create a virtual environment and install torch there (Debian/Ubuntu may need "
+                    "`sudo apt install python3-venv` first)."),
                     actions=[reinstall(snap, VENV, ".venv")],
                 ),
             )
@@ -254,12 +255,12 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "conda-base-environment",
                 WARNING,
-                f"the target is conda's base environment ({interp.prefix or interp.path})",
-                "Installing torch into base ties it to conda's own dependencies; an upgrade of either can break the "
-                "other, and conda refuses to remove packages base needs. Use a separate environment.",
+                Msg("the target is conda's base environment ({prefix})", prefix=interp.prefix or interp.path),
+                Msg("Installing torch into base ties it to conda's own dependencies; an upgrade of either can break the "
+                "other, and conda refuses to remove packages base needs. Use a separate environment."),
                 evidence,
                 Fix(
-                    "Create an environment for torch and install it there.",
+                    Msg("Create an environment for torch and install it there."),
                     actions=[
                         Action(SHELL, text=f"conda create -n torch python={version}"),
                         Action(SHELL, text="conda activate torch"),

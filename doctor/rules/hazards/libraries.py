@@ -10,6 +10,7 @@ from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name
 from doctor.rules import not_observed, skipped, unknown, without_torch
@@ -73,11 +74,11 @@ def check_library_shadowing(snap: S.Snapshot, table) -> list[Finding]:
     if torch_build(snap) is None:
         return without_torch(snap)
     if torch_build(snap).kind == "unknown":
-        return unknown("whether torch is a CUDA build is not known")
+        return unknown(Msg("whether torch is a CUDA build is not known"))
     if not is_cuda_build(snap):
-        return skipped("not a CUDA build of torch: it loads no CUDA library")
+        return skipped(Msg("not a CUDA build of torch: it loads no CUDA library"))
     if snap.environment.libraries is None and snap.environment.cuda_home is None:
-        return not_observed(snap, "the library search path and CUDA_HOME", snap.environment.error)
+        return not_observed(snap, Msg("the library search path and CUDA_HOME"), snap.environment.error)
     return _check_ld_library_path(snap) + _check_cuda_home(snap)
 
 
@@ -133,16 +134,16 @@ def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
         Finding(
             "library-path-shadows-cuda-libs",
             ERROR if broke else WARNING,
-            f"{variable} puts other CUDA library versions ahead of torch's own",
-            f"{listing}. The dynamic loader searches {variable} before the wheel's nvidia/*/lib folders for "
+            Msg("{variable} puts other CUDA library versions ahead of torch's own", variable=variable),
+            Msg("{listing}. The dynamic loader searches {variable} before the wheel's nvidia/*/lib folders for "
             "libraries that torch's libraries load indirectly (cuBLAS loads cuBLASLt, cuSPARSE loads nvJitLink, "
-            "cuDNN loads its sub-libraries), so these files can be picked instead. Typical errors: "
+            "cuDNN loads its sub-libraries), so these files can be picked instead. Typical errors: ", listing=listing, variable=variable)
             + "; ".join(f'"{s}"' for s in symptoms)
             + ".",
             {"variable": variable, "value": libs.value, "offending": offending},
             Fix(
-                f"Take those folders out of {variable} (also where it is set: ~/.bashrc, the module system, the "
-                "container image).",
+                Msg("Take those folders out of {variable} (also where it is set: ~/.bashrc, the module system, the "
+                "container image).", variable=variable),
                 [export(variable, keep, windows)],
             ),
         )
@@ -160,11 +161,11 @@ def _check_cuda_home(snap: S.Snapshot) -> list[Finding]:
         Finding(
             "cuda-home-version-mismatch",
             INFO,
-            f"{what} ({home.path}) is CUDA {mm_text(toolkit)}, torch was built with CUDA {mm_text(cuda)}",
-            "This matters only when building CUDA extensions (torch.utils.cpp_extension, pip installs that compile): "
-            f'"The detected CUDA version ({mm_text(toolkit)}) mismatches the version that was used to compile PyTorch '
-            f'({mm_text(cuda)}). Please make sure to use the same CUDA versions." (an error when the major '
-            "versions differ, a warning otherwise).",
+            Msg("{what} ({path}) is CUDA {mm_text}, torch was built with CUDA {mm_text2}", what=what, path=home.path, mm_text=mm_text(toolkit), mm_text2=mm_text(cuda)),
+            Msg("This matters only when building CUDA extensions (torch.utils.cpp_extension, pip installs that compile): "
+            "\"The detected CUDA version ({mm_text}) mismatches the version that was used to compile PyTorch "
+            "({mm_text2}). Please make sure to use the same CUDA versions.\" (an error when the major "
+            "versions differ, a warning otherwise).", mm_text=mm_text(toolkit), mm_text2=mm_text(cuda)),
             {"cuda_home": as_plain(home), "torch.cuda": cuda},
             _toolkit_fix(snap, home, cuda),
         )
@@ -183,10 +184,10 @@ def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
     if match:
         path = match[-1].path
         line = f'$env:CUDA_HOME = "{path}"' if windows else f"export CUDA_HOME={shlex.quote(path)}"
-        return Fix(f"Before building extensions, point CUDA_HOME at the CUDA {mm_text(cuda)} toolkit installed in "
-                   f"{path}.", [line])
+        return Fix(Msg("Before building extensions, point CUDA_HOME at the CUDA {mm_text} toolkit installed in "
+                   "{path}.", mm_text=mm_text(cuda), path=path), [line])
     others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
     major, minor = want if want and want[1] is not None else (mm_text(cuda), 0)
-    return Fix(f"No CUDA {mm_text(cuda)} toolkit is installed here (toolkits found: {others}). Before building "
-               f"extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA repository: "
-               f"{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.", links=[TOOLKIT_DOWNLOADS])
+    return Fix(Msg("No CUDA {mm_text} toolkit is installed here (toolkits found: {others}). Before building "
+               "extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA repository: "
+               "{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.", mm_text=mm_text(cuda), others=others, major=major, minor=minor, TOOLKIT_DOWNLOADS=TOOLKIT_DOWNLOADS), links=[TOOLKIT_DOWNLOADS])

@@ -7,6 +7,7 @@ import math
 from doctor.model import snapshot as S
 from doctor.model.environment import Cpu, Memory, Shm
 from doctor.model.findings import INFO, WARNING, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import GIB, MIB, container_kind, gib, missing, unread
 
@@ -23,7 +24,7 @@ SHM_ERRORS = (
 
 def check_shm(snap: S.Snapshot, table) -> list[Finding]:
     if snap.host.os == "windows":
-        return skipped("no /dev/shm on Windows")
+        return skipped(Msg("no /dev/shm on Windows"))
     gap = missing(snap, snap.environment.shm, "the size of /dev/shm")
     if gap is not None:
         return gap
@@ -37,11 +38,11 @@ def check_shm(snap: S.Snapshot, table) -> list[Finding]:
     workers = _recommended_workers(snap.environment.cpu or Cpu()) or 1
     need = max(workers, 1) * 2 * _TYPICAL_BATCH
     detail = (
-        f"/dev/shm holds {total / MIB:.0f} MiB. DataLoader workers hand every batch to the main process through "
-        f"shared memory: with {workers} worker(s) and the default prefetch_factor=2, {2 * workers} batches sit in "
-        f"/dev/shm at once (64 RGB 224x224 float32 images alone take {_TYPICAL_BATCH / MIB:.0f} MiB each, about "
-        f'{need / MIB:.0f} MiB in all). When it fills up the workers die with: "{SHM_ERRORS[0]}" and '
-        f'"{SHM_ERRORS[1]}".'
+        Msg("/dev/shm holds {value:.0f} MiB. DataLoader workers hand every batch to the main process through "
+        "shared memory: with {workers} worker(s) and the default prefetch_factor=2, {value2} batches sit in "
+        "/dev/shm at once (64 RGB 224x224 float32 images alone take {value3:.0f} MiB each, about "
+        "{value4:.0f} MiB in all). When it fills up the workers die with: \"{SHM_ERRORS}\" and "
+        "\"{SHM_ERRORS2}\".", value=total / MIB, workers=workers, value2=2 * workers, value3=_TYPICAL_BATCH / MIB, value4=need / MIB, SHM_ERRORS=SHM_ERRORS[0], SHM_ERRORS2=SHM_ERRORS[1])
     )
     evidence = {
         "shm.total_bytes": total,
@@ -52,20 +53,20 @@ def check_shm(snap: S.Snapshot, table) -> list[Finding]:
     }
     if kind == "kubernetes":
         fix = Fix(
-            "Mount an in-memory emptyDir on /dev/shm in the pod spec: volumes: [{name: dshm, emptyDir: {medium: "
-            "Memory, sizeLimit: 8Gi}}] and, in the container, volumeMounts: [{name: dshm, mountPath: /dev/shm}].",
+            Msg("Mount an in-memory emptyDir on /dev/shm in the pod spec: volumes: [{{name: dshm, emptyDir: {{medium: "
+            "Memory, sizeLimit: 8Gi}}}}] and, in the container, volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]."),
             [],
             ["https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"],
         )
     elif kind:
         engine = "podman" if kind == "podman" else "docker"
         fix = Fix(
-            "Recreate the container with a larger /dev/shm (or share the host's IPC namespace).",
+            Msg("Recreate the container with a larger /dev/shm (or share the host's IPC namespace)."),
             [f"{engine} run --shm-size=8g <image> ...", f"{engine} run --ipc=host <image> ..."],
         )
     else:
         fix = Fix(
-            "Remount /dev/shm larger (make it permanent in /etc/fstab), or use num_workers=0.",
+            Msg("Remount /dev/shm larger (make it permanent in /etc/fstab), or use num_workers=0."),
             ["sudo mount -o remount,size=8G /dev/shm"],
         )
     severity = WARNING if kind else INFO
@@ -74,7 +75,7 @@ def check_shm(snap: S.Snapshot, table) -> list[Finding]:
         Finding(
             "shm-too-small",
             severity,
-            f"/dev/shm is only {total / MIB:.0f} MiB {where}",
+            Msg("/dev/shm is only {value:.0f} MiB {where}", value=total / MIB, where=where),
             detail,
             evidence,
             fix,
@@ -117,8 +118,8 @@ def check_cpu_quota(snap: S.Snapshot, table) -> list[Finding]:
     }
     evidence |= {"budget": budget, "recommended_num_workers": workers}
     fix = Fix(
-        f"Size the DataLoader and torch's threads to {budget} CPU(s): DataLoader(..., num_workers={workers}) "
-        f"and torch.set_num_threads({budget}), or:",
+        Msg("Size the DataLoader and torch's threads to {budget} CPU(s): DataLoader(..., num_workers={workers}) "
+        "and torch.set_num_threads({budget}), or:", budget=budget, workers=workers),
         [f"export OMP_NUM_THREADS={budget}"],
     )
     if isinstance(quota, (int, float)) and quota < visible / 2:
@@ -126,24 +127,24 @@ def check_cpu_quota(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "cpu-quota-low",
                 WARNING,
-                f"the cgroup CPU quota ({quota:g} CPUs) is far below the {visible} CPUs this process sees",
-                f"{cpu.quota_source or 'The cgroup'} limits this process to {quota:g} CPUs, but "
-                f"os.sched_getaffinity() shows {visible}. torch sizes its intra-op thread pool and the DataLoader's "
-                f"suggested max workers from the visible CPUs (torch's cpu_count ignores CFS quotas), so "
-                f"{visible} threads share {quota:g} CPUs and get throttled. Use at most {workers} DataLoader workers.",
+                Msg("the cgroup CPU quota ({quota:g} CPUs) is far below the {visible} CPUs this process sees", quota=quota, visible=visible),
+                Msg("{quota_source} limits this process to {quota:g} CPUs, but "
+                "os.sched_getaffinity() shows {visible}. torch sizes its intra-op thread pool and the DataLoader's "
+                "suggested max workers from the visible CPUs (torch's cpu_count ignores CFS quotas), so "
+                "{visible} threads share {quota:g} CPUs and get throttled. Use at most {workers} DataLoader workers.", quota_source=cpu.quota_source or 'The cgroup', quota=quota, visible=visible, workers=workers),
                 evidence,
                 fix,
             )
         ]
     if count and budget < count:
-        why = f"a CPU quota of {quota:g}" if quota else f"an affinity mask of {visible}"
+        why = Msg("a CPU quota of {quota:g}", quota=quota) if quota else Msg("an affinity mask of {visible}", visible=visible)
         return [
             Finding(
                 "cpu-budget",
                 INFO,
-                f"this process may use {budget} of the machine's {count} CPUs: use num_workers={workers}",
-                f"{why.capitalize()} CPUs limits this process. A DataLoader with more than {workers} workers "
-                "(plus the main process) only adds context switches.",
+                Msg("this process may use {budget} of the machine's {count} CPUs: use num_workers={workers}", budget=budget, count=count, workers=workers),
+                Msg("{capitalize} CPUs limits this process. A DataLoader with more than {workers} workers "
+                "(plus the main process) only adds context switches.", capitalize=why.capitalize(), workers=workers),
                 evidence,
                 fix,
             )
@@ -178,13 +179,13 @@ def check_memory(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "ram-smaller-than-gpu-memory",
                 INFO,
-                f"RAM ({gib(total)}) is smaller than the GPUs' memory ({gib(gpu_mib * MIB)})",
-                "Checkpoints pass through host RAM on their way to the GPU (torch.load maps to the CPU first unless "
-                "told otherwise), so a model that fills the GPUs may not fit in RAM while loading.",
+                Msg("RAM ({gib}) is smaller than the GPUs' memory ({gib2})", gib=gib(total), gib2=gib(gpu_mib * MIB)),
+                Msg("Checkpoints pass through host RAM on their way to the GPU (torch.load maps to the CPU first unless "
+                "told otherwise), so a model that fills the GPUs may not fit in RAM while loading."),
                 evidence,
                 Fix(
-                    "Load checkpoints straight to the device and memory-mapped: torch.load(path, mmap=True, "
-                    'map_location="cuda"), or add swap/RAM.'
+                    Msg("Load checkpoints straight to the device and memory-mapped: torch.load(path, mmap=True, "
+                    "map_location=\"cuda\"), or add swap/RAM.")
                 ),
             )
         )
@@ -194,13 +195,13 @@ def check_memory(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "no-swap-small-ram",
                 INFO,
-                f"no swap and only {gib(total)} of RAM",
-                "Without swap the kernel's OOM killer ends the process the moment RAM runs out; DataLoader workers "
-                'then die with "DataLoader worker (pid …) is killed by signal: Killed."',
+                Msg("no swap and only {gib} of RAM", gib=gib(total)),
+                Msg("Without swap the kernel's OOM killer ends the process the moment RAM runs out; DataLoader workers "
+                "then die with \"DataLoader worker (pid …) is killed by signal: Killed.\""),
                 evidence,
                 Fix(
-                    "Add a swap file"
-                    + (" on the host (a container cannot add swap)" if in_container else "")
+                    Msg("Add a swap file")
+                    + (Msg(" on the host (a container cannot add swap)") if in_container else "")
                     + ".",
                     []
                     if in_container
@@ -216,11 +217,11 @@ def check_memory(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "low-available-memory",
                 INFO,
-                f"only {gib(available)} of {gib(total)} RAM is available",
-                "Other processes hold most of the RAM; loading a model or starting DataLoader workers may be killed "
-                "by the OOM killer.",
+                Msg("only {gib} of {gib2} RAM is available", gib=gib(available), gib2=gib(total)),
+                Msg("Other processes hold most of the RAM; loading a model or starting DataLoader workers may be killed "
+                "by the OOM killer."),
                 evidence,
-                Fix("Find what holds the memory and stop it.", ["ps aux --sort=-rss | head"]),
+                Fix(Msg("Find what holds the memory and stop it."), ["ps aux --sort=-rss | head"]),
             )
         )
     return findings

@@ -8,6 +8,7 @@ import shlex
 from doctor.model import snapshot as S
 from doctor.model.environment import Libraries, Wsl
 from doctor.model.findings import WARNING, Finding, Fix
+from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import WSL_LIB_DIR, export, missing, same_dir, split_path
 
@@ -19,7 +20,7 @@ def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
             return gap
     wsl = snap.environment.wsl or Wsl()
     if not (wsl.is_wsl or snap.host.wsl):
-        return skipped("not WSL")
+        return skipped(Msg("not WSL"))
     findings = []
     libs = snap.environment.libraries or Libraries()
     offenders = []
@@ -46,7 +47,7 @@ def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
             ]
             commands.append(export("LD_LIBRARY_PATH", [WSL_LIB_DIR] + rest))
         for conf_file in dict.fromkeys(o["file"] for o in conf_offenders):
-            commands.append(f"sudo mv {shlex.quote(conf_file)} {shlex.quote(conf_file)}.disabled && sudo ldconfig")
+            commands.append(Msg("sudo mv {quote} {quote}.disabled && sudo ldconfig", quote=shlex.quote(conf_file)))
         where = [f"{e.path} ({', '.join(e.driver_libs)}) in LD_LIBRARY_PATH" for e in offenders] + [
             f"{o['dir']} ({', '.join(o['driver_libs'])}) from {o['file']}" for o in conf_offenders
         ]
@@ -54,11 +55,11 @@ def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
             Finding(
                 "wsl-library-path-order",
                 WARNING,
-                f"libcuda/libnvidia-ml are found before {WSL_LIB_DIR}",
-                "On WSL2 the Windows driver provides libcuda.so and libnvidia-ml.so in /usr/lib/wsl/lib; copies found "
-                f"earlier ({'; '.join(where)}) cannot talk to the GPU, so nvidia-smi fails and torch sees no device.",
+                Msg("libcuda/libnvidia-ml are found before {WSL_LIB_DIR}", WSL_LIB_DIR=WSL_LIB_DIR),
+                Msg("On WSL2 the Windows driver provides libcuda.so and libnvidia-ml.so in /usr/lib/wsl/lib; copies found "
+                "earlier ({where}) cannot talk to the GPU, so nvidia-smi fails and torch sees no device.", where='; '.join(where)),
                 {"offending": where, "LD_LIBRARY_PATH": libs.value},
-                Fix(f"Put {WSL_LIB_DIR} first.", commands),
+                Fix(Msg("Put {WSL_LIB_DIR} first.", WSL_LIB_DIR=WSL_LIB_DIR), commands),
             )
         )
     linux_driver = wsl.linux_driver or []
@@ -66,20 +67,20 @@ def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
         files = [p for p in linux_driver if ".so." in p]
         commands = [f"sudo apt-get purge $(dpkg -S {shlex.quote(f)} | cut -d: -f1)" for f in files[:1]]
         if any("dkms" in p or "/proc/driver" in p or "/sys/module" in p for p in linux_driver):
-            commands.append("dkms status  # then: sudo apt-get purge the nvidia-dkms-* package it names")
-        commands.append("sudo ldconfig")
+            commands.append(Msg("dkms status  # then: sudo apt-get purge the nvidia-dkms-* package it names"))
+        commands.append(Msg("sudo ldconfig"))
         findings.append(
             Finding(
                 "wsl-linux-driver-installed",
                 WARNING,
-                "a Linux NVIDIA driver is installed inside WSL",
-                "Under WSL2 the Windows NVIDIA driver is the driver; NVIDIA's CUDA on WSL guide says not to install a "
-                f"Linux display driver in the distribution. Its libraries shadow the ones in {WSL_LIB_DIR} "
-                f"and break CUDA. Found: {', '.join(linux_driver)}.",
+                Msg("a Linux NVIDIA driver is installed inside WSL"),
+                Msg("Under WSL2 the Windows NVIDIA driver is the driver; NVIDIA's CUDA on WSL guide says not to install a "
+                "Linux display driver in the distribution. Its libraries shadow the ones in {WSL_LIB_DIR} "
+                "and break CUDA. Found: {linux_driver}.", WSL_LIB_DIR=WSL_LIB_DIR, linux_driver=', '.join(linux_driver)),
                 {"linux_driver": list(linux_driver)},
                 Fix(
-                    "Remove the Linux driver packages (keep the CUDA toolkit, if any); update the driver on Windows "
-                    "instead.",
+                    Msg("Remove the Linux driver packages (keep the CUDA toolkit, if any); update the driver on Windows "
+                    "instead."),
                     commands,
                     ["https://docs.nvidia.com/cuda/wsl-user-guide/index.html"],
                 ),
