@@ -126,6 +126,24 @@ def test_driver_first_keeps_torch_and_names_the_downgrade_beside_it(rtx5090_pypi
             f'2.11.0): {m.python} -m pip install "torch==2.11.0+cu128" --index-url {PYTORCH}/cu128') in text
 
 
+def test_a_cpu_build_on_a_gpu_is_never_kept_for_the_driver_to_run(tmp_path):
+    """RTX 5090, driver 570, torch 2.13.0+cpu: the version is kept, the CPU build is not. The driver way installs the
+    CUDA build of 2.13.0 after the driver update (once "a driver that supports CUDA  (the table does not know its
+    minimum)" and "torch 2.13.0+cpu stays")."""
+    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.13.0+cpu", cuda=None)
+    m = Machine(tmp_path, venv, [RTX5090])
+    code, report = m.json("check", "--no-smoke")
+    assert code == 1 and "torch-cpu-build" in ids(report, "error")
+    plan = report["plan"]
+    assert plan["status"] == "driver-first" and plan["target"]["label"] == "2.13.0+cu130"
+    assert [s["kind"] for s in plan["steps"]] == ["driver", "install"]
+    assert plan["steps"][0]["command"] == UBUNTU_580
+    assert plan["steps"][1]["command"] == f'{m.python} -m pip install "torch==2.13.0+cu130" --index-url {PYTORCH}/cu130'
+    assert plan["alternative"]["label"] == "2.11.0+cu128"
+    text = m.cli("check", "--no-smoke").stdout
+    assert "stays" not in text and "CUDA  (" not in text and "does not know its minimum" not in text
+
+
 @pytest.mark.parametrize("how", ["--no-driver-change", "container", "slurm"])
 def test_where_the_driver_cannot_change_the_downgrade_comes_first(rtx5090_pypi_2121, how):
     m = rtx5090_pypi_2121

@@ -373,9 +373,10 @@ def _nearest(fitting: list, anchor: str | None) -> Fit | None:
 
 
 def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) -> Fit:
-    """After a driver update, the installed build itself when it has kernels for every GPU (nothing to reinstall)."""
+    """After a driver update, the installed build itself when it has kernels for every GPU (nothing to reinstall).
+    Only a variant worth considering here counts: a CPU build on a machine with an NVIDIA GPU is never "kept"."""
     variant = machine.installed_variant
-    if variant and variant in release.recommendable_variants(machine.platform) and variant != later.wheel.variant:
+    if variant and variant in wanted_variants(release, machine) and variant != later.wheel.variant:
         own = fit(table, release, patch, variant, machine, ccs)
         if own.gpus_ok and own.driver.level != UNKNOWN:
             return own
