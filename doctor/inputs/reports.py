@@ -344,6 +344,8 @@ def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict
 def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
     """The first fact whose value is not a plain one (text, number, true/false or null): the rules compare
     facts as such, and a list where a version belongs would crash them."""
+    if not _has_odd_fact(value):  # nearly always: no path strings built
+        return None
     if isinstance(value, Fact):
         if value.value is None or isinstance(value.value, (str, int, float, bool)):
             return None
@@ -361,6 +363,27 @@ def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
     return None
 
 
+def _has_odd_fact(value: Any) -> bool:
+    """Whether ``_odd_fact`` finds one (the same walk, without the paths)."""
+    if isinstance(value, Fact):
+        inner = value.value
+        return not (inner is None or isinstance(inner, (str, int, float, bool)))
+    names = _instance_fields(type(value))
+    if names is not None:
+        return any(_has_odd_fact(getattr(value, name)) for name in names)
+    if isinstance(value, list):
+        return any(_has_odd_fact(item) for item in value)
+    return False
+
+
+@functools.cache
+def _instance_fields(cls: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass's instances; None for anything else (a class itself included)."""
+    if cls is type or not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
     """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]".
 
@@ -371,14 +394,14 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
     out: list[str] = []
     stated_only = _sparse(cls)[0]
     for name, field_type in field_types(cls):  # resolved once per class, not per report
-        path = f"{where}.{name}"
         if name not in data:
             if name not in stated_only:
-                out.append(path)
+                out.append(f"{where}.{name}")
             continue
         tp, value = _dataclass_in(field_type), data[name]
         if tp is None:
             continue
+        path = f"{where}.{name}"
         if isinstance(value, list):
             for item in value:
                 out.extend(p for p in missing_fields(tp, item, f"{path}[]") if p not in out)
