@@ -364,24 +364,31 @@ def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
 
 
 def _has_odd_fact(value: Any) -> bool:
-    """Whether ``_odd_fact`` finds one (the same walk, without the paths)."""
+    """Whether ``_odd_fact`` finds one: the same walk without the paths, into only the fields whose type can
+    hold a fact (a report is read by type: a fact is never anywhere else)."""
     if isinstance(value, Fact):
         inner = value.value
         return not (inner is None or isinstance(inner, (str, int, float, bool)))
-    names = _instance_fields(type(value))
-    if names is not None:
-        return any(_has_odd_fact(getattr(value, name)) for name in names)
     if isinstance(value, list):
         return any(_has_odd_fact(item) for item in value)
-    return False
+    names = _fact_fields(type(value))
+    return names is not None and any(_has_odd_fact(getattr(value, name)) for name in names)
 
 
 @functools.cache
-def _instance_fields(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass's instances; None for anything else (a class itself included)."""
+def _fact_fields(cls: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass's instances whose type can hold a Fact; None for anything else."""
     if cls is type or not dataclasses.is_dataclass(cls):
         return None
-    return tuple(f.name for f in dataclasses.fields(cls))
+    return tuple(name for name, tp in field_types(cls) if _holds_fact(tp, frozenset((cls,))))
+
+
+def _holds_fact(tp: Any, seen: frozenset) -> bool:
+    if isinstance(tp, type) and issubclass(tp, Fact):
+        return True
+    if dataclasses.is_dataclass(tp):
+        return tp not in seen and any(_holds_fact(t, seen | {tp}) for _, t in field_types(tp))
+    return tp is Any or any(_holds_fact(arg, seen) for arg in typing.get_args(tp))
 
 
 def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
