@@ -396,25 +396,34 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
 
     The environment's sparse keys are never missing (doctor/model/environment.py): a key written only
     when stated, or any key of a section that may be just its reason, was simply not stated."""
-    if not dataclasses.is_dataclass(cls) or not isinstance(data, dict) or _sparse(cls)[1]:
+    plan = _missing_plan(cls) if isinstance(data, dict) else None
+    if plan is None:
         return []
     out: list[str] = []
-    stated_only = _sparse(cls)[0]
-    for name, field_type in field_types(cls):  # resolved once per class, not per report
+    for name, stated_only, tp in plan:
         if name not in data:
-            if name not in stated_only:
+            if not stated_only:
                 out.append(f"{where}.{name}")
             continue
-        tp, value = _dataclass_in(field_type), data[name]
         if tp is None:
             continue
-        path = f"{where}.{name}"
+        value, path = data[name], f"{where}.{name}"
         if isinstance(value, list):
             for item in value:
                 out.extend(p for p in missing_fields(tp, item, f"{path}[]") if p not in out)
         else:
             out.extend(missing_fields(tp, value, path))
     return out
+
+
+@functools.cache
+def _missing_plan(cls: type) -> tuple[tuple[str, bool, type | None], ...] | None:
+    """Per field of ``cls``: (name, written only when stated, the dataclass it holds); None where nothing can be
+    missing (not a dataclass, or a section that may be just its reason). Worked out once per class."""
+    if not dataclasses.is_dataclass(cls) or _sparse(cls)[1]:
+        return None
+    stated_only = _sparse(cls)[0]
+    return tuple((name, name in stated_only, _dataclass_in(tp)) for name, tp in field_types(cls))
 
 
 @functools.cache
