@@ -101,6 +101,6 @@ def as_report_dict(obj) -> dict[str, Any]:
 _ATOMS = frozenset((str, int, float, bool))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - the rank side imports this on Python 3.8 (no functools.cache)
 def _report_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls) if f.metadata.get("report", True))

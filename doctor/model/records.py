@@ -103,7 +103,7 @@ def _compile_init(cls, frozen: bool):
             namespace[f"_default_{name}"] = f.default
             param = f"{name}=_default_{name}"
         if param:
-            (keyword if f.kw_only else positional).append(param)
+            (keyword if getattr(f, "kw_only", False) else positional).append(param)  # 3.8: no kw_only
         body.append(f"_setattr(__self, {name!r}, {value})" if frozen else f"__self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append("__self.__post_init__()")
