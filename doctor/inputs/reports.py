@@ -344,6 +344,8 @@ def _from_report_dict(data: dict[str, Any], source: str) -> tuple[Snapshot, dict
 def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
     """The first fact whose value is not a plain one (text, number, true/false or null): the rules compare
     facts as such, and a list where a version belongs would crash them."""
+    if not _has_odd_fact(value):  # nearly always: no path strings built
+        return None
     if isinstance(value, Fact):
         if value.value is None or isinstance(value.value, (str, int, float, bool)):
             return None
@@ -361,30 +363,67 @@ def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
     return None
 
 
+def _has_odd_fact(value: Any) -> bool:
+    """Whether ``_odd_fact`` finds one: the same walk without the paths, into only the fields whose type can
+    hold a fact (a report is read by type: a fact is never anywhere else)."""
+    if isinstance(value, Fact):
+        inner = value.value
+        return not (inner is None or isinstance(inner, (str, int, float, bool)))
+    if isinstance(value, list):
+        return any(_has_odd_fact(item) for item in value)
+    names = _fact_fields(type(value))
+    return names is not None and any(_has_odd_fact(getattr(value, name)) for name in names)
+
+
+@functools.cache
+def _fact_fields(cls: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass's instances whose type can hold a Fact; None for anything else."""
+    if cls is type or not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(name for name, tp in field_types(cls) if _holds_fact(tp, frozenset((cls,))))
+
+
+def _holds_fact(tp: Any, seen: frozenset) -> bool:
+    if isinstance(tp, type) and issubclass(tp, Fact):
+        return True
+    if dataclasses.is_dataclass(tp):
+        return tp not in seen and any(_holds_fact(t, seen | {tp}) for _, t in field_types(tp))
+    return tp is Any or any(_holds_fact(arg, seen) for arg in typing.get_args(tp))
+
+
 def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
     """Dataclass fields absent from ``data`` (recursively), as dotted paths; list items as "[]".
 
     The environment's sparse keys are never missing (doctor/model/environment.py): a key written only
     when stated, or any key of a section that may be just its reason, was simply not stated."""
-    if not dataclasses.is_dataclass(cls) or not isinstance(data, dict) or _sparse(cls)[1]:
+    plan = _missing_plan(cls) if isinstance(data, dict) else None
+    if plan is None:
         return []
     out: list[str] = []
-    stated_only = _sparse(cls)[0]
-    for name, field_type in field_types(cls):  # resolved once per class, not per report
-        path = f"{where}.{name}"
+    for name, stated_only, tp in plan:
         if name not in data:
-            if name not in stated_only:
-                out.append(path)
+            if not stated_only:
+                out.append(f"{where}.{name}")
             continue
-        tp, value = _dataclass_in(field_type), data[name]
         if tp is None:
             continue
+        value, path = data[name], f"{where}.{name}"
         if isinstance(value, list):
             for item in value:
                 out.extend(p for p in missing_fields(tp, item, f"{path}[]") if p not in out)
         else:
             out.extend(missing_fields(tp, value, path))
     return out
+
+
+@functools.cache
+def _missing_plan(cls: type) -> tuple[tuple[str, bool, type | None], ...] | None:
+    """Per field of ``cls``: (name, written only when stated, the dataclass it holds); None where nothing can be
+    missing (not a dataclass, or a section that may be just its reason). Worked out once per class."""
+    if not dataclasses.is_dataclass(cls) or _sparse(cls)[1]:
+        return None
+    stated_only = _sparse(cls)[0]
+    return tuple((name, name in stated_only, _dataclass_in(tp)) for name, tp in field_types(cls))
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import field, fields, is_dataclass
 from typing import Any
 
@@ -86,9 +87,20 @@ class CheckResult:
 def as_report_dict(obj) -> dict[str, Any]:
     """A finding or check as the report holds it: its fields, without working data (``actions``)."""
     out = {}
-    for f in fields(obj):
-        if not f.metadata.get("report", True):
-            continue
-        value = getattr(obj, f.name)
-        out[f.name] = as_report_dict(value) if is_dataclass(value) else copy.deepcopy(value)
+    for name in _report_fields(type(obj)):
+        value = getattr(obj, name)
+        if value is None or type(value) in _ATOMS:
+            out[name] = value  # what deepcopy gives for text, numbers, true/false
+        elif is_dataclass(value):
+            out[name] = as_report_dict(value)
+        else:
+            out[name] = copy.deepcopy(value)
     return out
+
+
+_ATOMS = frozenset((str, int, float, bool))
+
+
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - the rank side imports this on Python 3.8 (no functools.cache)
+def _report_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.metadata.get("report", True))

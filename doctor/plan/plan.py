@@ -12,7 +12,7 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 
 from __future__ import annotations
 
-from dataclasses import asdict, field, replace
+from dataclasses import field, replace
 
 from doctor.compat.builds import torch_build
 from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
@@ -34,7 +34,7 @@ from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.i18n import Msg
 from doctor.model.records import record
-from doctor.model.snapshot import Snapshot, TorchPin
+from doctor.model.snapshot import Snapshot, TorchPin, as_plain
 from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, render_argv
 from doctor.plan.distributions import advise, cuda_range_for, own_build
@@ -90,7 +90,7 @@ class Plan:
     pins_variant: str | None = None  # the index they come from ("cu128"; None: the installer's default)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return as_plain(self)  # dataclasses.asdict without its deepcopy of every string
 
     @property
     def commands(self) -> list[str]:
