@@ -170,3 +170,13 @@ def test_readme_zh_shows_the_real_output(tmp_path, scenario, extra):
                         lang_env="zh_CN.UTF-8", columns=100)
     readme = (Path(__file__).resolve().parents[1] / "README.zh.md").read_text(encoding="utf-8")
     assert chinese.replace("<TMP>", "/tmp/demo").strip("\n") in readme
+
+
+def test_the_chinese_readme_has_the_same_two_set_up_commands():
+    """README.zh.md gives the English README's two commands, character for character."""
+    root = Path(__file__).resolve().parents[1]
+    english = (root / "README.md").read_text(encoding="utf-8")
+    chinese = (root / "README.zh.md").read_text(encoding="utf-8")
+    test_command = english.split("<!-- test-command -->\n```sh\n", 1)[1].split("\n```", 1)[0]
+    check_command = next(line for line in english.splitlines() if line.startswith("python3 -m venv .tdvenv"))
+    assert test_command in chinese and check_command in chinese
