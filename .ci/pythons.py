@@ -1,16 +1,11 @@
 """The quick test suite (-m "not slow") on other Pythons: the lowest one pyproject.toml declares and the newest.
 
     python .ci/pythons.py 3.10 3.13
-    python .ci/pythons.py --with-this-python 3.10 3.13   # and the whole suite under this Python, side by side
 
 For each version: find a real interpreter (pyenv's, then pythonX.Y on PATH, then `uv python find`), make
 `.venv-X.Y` in the checkout (reused when it is already that Python), install torchdoctor with its test
 extras into it, run `pytest -m "not slow"`. The installs run one after the other (they share the checkout),
 the test runs side by side; each one's output is printed when it is done.
-
-`--with-this-python` (the README's test command) also runs the whole suite (`pytest -q`) under the Python that
-runs this script, started once the installs are done, beside the others: the whole suite mostly keeps one core
-busy and waits on children, so the three together take about as long as it alone (CI under 10 minutes).
 
 A version that cannot be found is skipped with a loud line, and fails the run when CI is set (.ci/run sets
 it; GitHub and GitLab set it too): CI must not pass by testing less than it says.
@@ -75,15 +70,9 @@ def prepare(version: str, base: str) -> tuple[Path | None, str]:
     return python, ""
 
 
-def start(label: str, argv: list[str]) -> tuple[str, subprocess.Popen, object, float]:
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
-    return label, proc, log, time.monotonic()
-
-
-def main(versions: list[str], this_python: bool = False) -> int:
+def main(versions: list[str]) -> int:
     strict = bool(os.environ.get("CI"))
-    failed, ready, started = [], [], []
+    failed, started = [], []
     for version in versions:
         base = find(version)
         if base is None:
@@ -99,24 +88,19 @@ def main(versions: list[str], this_python: bool = False) -> int:
             print(f"pythons: FAILED Python {version}: {why}", flush=True)
             failed.append(version)
             continue
-        ready.append((version, python))
-    # Every install is done before any test starts: pip writes into the checkout (the egg-info).
-    if this_python:
-        here = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        started.append(start(f"Python {here} ({sys.executable}): pytest -q (the whole suite)",
-                             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
-    for version, python in ready:
-        started.append(start(f"Python {version}: pytest -m 'not slow'",
-                             [str(python), "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"]))
-    for label, proc, log, began in started:
+        log = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen([str(python), "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
+                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+        started.append((version, proc, log, time.monotonic()))
+    for version, proc, log, began in started:
         code = proc.wait()
         log.seek(0)
         lines = log.read().rstrip().splitlines()
         shown = lines if code else lines[-3:]
-        print(f"pythons: {label} exited {code} after {time.monotonic() - began:.0f}s")
+        print(f"pythons: Python {version}: pytest -m 'not slow' exited {code} after {time.monotonic() - began:.0f}s")
         print("\n".join("  " + line for line in shown), flush=True)
         if code:
-            failed.append(label.split(":")[0])
+            failed.append(version)
     if failed:
         print(f"pythons: failed on {', '.join(failed)}", flush=True)
         return 1
@@ -124,7 +108,4 @@ def main(versions: list[str], this_python: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    with_this = "--with-this-python" in args
-    args = [a for a in args if a != "--with-this-python"]
-    raise SystemExit(main(args or ["3.10", "3.13"], with_this))
+    raise SystemExit(main(sys.argv[1:] or ["3.10", "3.13"]))
