@@ -164,7 +164,8 @@ def play(scenario: Scenario, world: World, root: Path) -> Record:
         record.ranks_seen = len(hung_children())
         if not record.child_seen:
             record.stderr, record.returncode = run.err(), run.proc.poll()
-            record.note = "the hung child never appeared"
+            # what the run said it did instead (seen once, under CI load: exit 1, nothing on stderr)
+            record.note = f"the hung child never appeared; stdout: {run.out()[-800:]!r}"
             if run.proc.poll() is not None:  # refused before starting anything: nothing can be left
                 record.exit_seconds = 0.0
                 time.sleep(SETTLE)
