@@ -508,7 +508,10 @@ def _main(argv: list[str] | None = None) -> int:
         return exitcodes.INTERRUPTED
     except typer.TyperException as exc:  # usage errors (typer's bundled click exceptions)
         show = getattr(exc, "show", None)
-        if show:
+        lines = _usage_error_lines(args, exc)
+        if lines:
+            print("\n".join(lines), file=sys.stderr)
+        elif show:
             show()
         else:
             print(f"torchdoctor: error: {exc}", file=sys.stderr)
@@ -529,6 +532,18 @@ def _main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a report
         _internal_error(exc)
         return exitcodes.INTERNAL
+
+
+def _usage_error_lines(args: list[str], exc: BaseException) -> list[str] | None:
+    """click's usage error in the run's language (doctor/app/language.py), or None to let click print it."""
+    ctx = getattr(exc, "ctx", None)
+    format_message = getattr(exc, "format_message", None)
+    if ctx is None or format_message is None:
+        return None
+    from doctor.app.language import usage_error_lines
+
+    usage = ctx.get_usage().removeprefix("Usage: ").strip()
+    return usage_error_lines(args, usage, ctx.command_path, format_message())
 
 
 def _internal_error(exc: BaseException) -> None:

@@ -131,6 +131,28 @@ def test_usage_errors_in_chinese_keep_exit_2(tmp_path, args, line):
     assert chinese.stderr.strip() == line and english.stderr.startswith("torchdoctor: error: " + args[1])
 
 
+@pytest.mark.parametrize("args,lang", [
+    (["check", "--no-smok"], "zh_CN.UTF-8"),
+    (["check", "--no-smok", "--lang", "zh"], "C.UTF-8"),
+    (["check", "--lang=zh", "--no-smok"], "C.UTF-8"),
+])
+def test_parser_usage_errors_in_chinese_keep_exit_2_and_the_option_names(tmp_path, args, lang):
+    """typer's own usage errors (an unknown option): the frame in Chinese, click's message and the options as
+    they are, exit 2; English is click's own text."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
+    english = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-smok"], capture_output=True, text=True,
+                             cwd=tmp_path, env=dict(env, LANG="C.UTF-8"), timeout=60)
+    chinese = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
+                             env=dict(env, LANG=lang), timeout=60)
+    assert chinese.returncode == english.returncode == 2
+    assert english.stderr.splitlines() == [
+        "Usage: torchdoctor check [OPTIONS]", "Try 'torchdoctor check -h' for help.", "",
+        "Error: No such option: --no-smok (Possible options: --no-smoke)"]
+    assert chinese.stderr.splitlines() == [
+        "用法：torchdoctor check [OPTIONS]", "运行 'torchdoctor check -h' 查看帮助。", "",
+        "错误：No such option: --no-smok (Possible options: --no-smoke)"]
+
+
 @pytest.mark.slow
 def test_markdown_report_in_chinese_keeps_its_json_english(tmp_path):
     python, env = machine(tmp_path, "no-torch")

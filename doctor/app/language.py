@@ -50,3 +50,21 @@ def error_line(exc: BaseException) -> str:
 def say(template: str, **params) -> str:
     """One line the app prints itself, in the run's language."""
     return localize(Msg(template, **params))
+
+
+def usage_error_lines(args: list[str], usage: str, command: str, message: str) -> list[str] | None:
+    """A usage error of the command line parser (typer/click: an unknown option, a missing value) in the
+    language of the run, or None for English (click then prints its own). ``--lang`` is read from the
+    arguments here, since parsing them is what failed; click's own message stays as click says it."""
+    lang = None
+    for i, arg in enumerate(args):
+        value = arg.partition("=")[2] if arg.startswith("--lang=") else (
+            args[i + 1] if arg == "--lang" and i + 1 < len(args) else None)
+        if value is not None:
+            lang = parse_language(value)
+    lang = lang or language_from_env()
+    if lang == EN:
+        return None
+    return [localize(Msg("Usage: {usage}", usage=usage), lang),
+            localize(Msg("Try '{command} -h' for help.", command=command), lang), "",
+            localize(Msg("Error: {message}", message=message), lang)]
