@@ -1,4 +1,4 @@
-"""typer builds only the command that runs (doctor/cli.py, _only_the_command): what users see is the same as
+"""typer builds only the command that runs (doctor/cli/commands.py, _only_the_command): what users see is the same as
 with every command built: the top-level help, a command's help and usage errors, and shell completion."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 import typer
 
 from doctor import cli
+from doctor.cli import commands
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,7 +24,7 @@ def _full(args: list[str]) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = typer.main.get_command(cli.app).main(args=args, prog_name="torchdoctor", standalone_mode=False)
+            code = typer.main.get_command(commands.app).main(args=args, prog_name="torchdoctor", standalone_mode=False)
         except typer.Exit as exc:
             code = exc.exit_code
         except Exception as exc:  # noqa: BLE001 - a usage error: show it as main() does
@@ -46,8 +47,8 @@ def _ours(args: list[str]) -> tuple[int, str]:
                                   ["nosuchcommand"], ["--version"]])
 def test_same_output_as_with_every_command_built(args):
     assert _ours(args)[1] == _full(args)[1]
-    assert cli.app.registered_commands and len(cli.app.registered_commands) == len(
-        {c.callback for c in cli.app.registered_commands})  # restored after each run
+    assert commands.app.registered_commands and len(commands.app.registered_commands) == len(
+        {c.callback for c in commands.app.registered_commands})  # restored after each run
 
 
 @pytest.mark.parametrize("words,cword,expected", [("torchdoctor check --no-sm", "2", "--no-smoke"),

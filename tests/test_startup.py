@@ -42,7 +42,9 @@ def test_help_and_version_load_only_the_cli(argv):
     mods = modules_after(argv)
     # No probe, rule, table or command module: help is typer alone (the commands import lazily).
     # doctor.app.process: the signal guard every command runs in (signal and threading, loaded by typer anyway).
-    assert doctor_modules(mods) <= {"doctor", "doctor.cli", "doctor.errors", "doctor.exitcodes", "doctor.app",
+    # doctor.cli.fast/actions: the fast path looked at the line first and left it to typer (commands).
+    assert doctor_modules(mods) <= {"doctor", "doctor.cli", "doctor.cli.fast", "doctor.cli.actions",
+                                    "doctor.cli.commands", "doctor.errors", "doctor.exitcodes", "doctor.app",
                                     "doctor.app.process"}
     assert not (HEAVY_ANYWHERE | {"psutil", "pynvml", "concurrent.futures", "json"}) & mods
     if argv[0].startswith("--"):

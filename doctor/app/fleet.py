@@ -3,7 +3,7 @@
 The reports are read by doctor/inputs/nodes.py; this module counts findings, drivers, torch builds
 and GPU models, names the nodes that differ from the majority, and groups the nodes by the fix they
 need (pure functions after the read). The human and Markdown views are doctor/render/fleet.py;
-``summarize_command`` is what the typer command in doctor/cli.py runs.
+``summarize_command`` is what the typer command in doctor/cli/commands.py runs.
 """
 
 from __future__ import annotations

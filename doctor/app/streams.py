@@ -4,7 +4,7 @@ is wrapped: our glyphs become ASCII stand-ins (✓ → +, ✗ → x, ≤ → <=,
 character it cannot encode becomes a JSON-style escape (\\u00e9), so nothing is lost silently and JSON
 stays valid. Nothing is wrapped on a stream that can encode them (the usual UTF-8 terminal or pipe).
 
-``guard_streams`` is called by doctor/cli.py before anything is printed; it costs one ``str.encode``.
+``guard_streams`` is called by doctor/cli/__init__.py before anything is printed; it costs one ``str.encode``.
 """
 
 from __future__ import annotations

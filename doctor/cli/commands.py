@@ -1,6 +1,6 @@
-"""The command line. Heavy modules (rich, pynvml, the probes) are imported inside the commands,
-so that `torchdoctor --help` stays fast. `main(argv) -> int` is the one entry point; every
-expected error becomes one line on stderr and a documented exit code (doctor/exitcodes.py).
+"""The command line as typer reads it: every command, its options and help. Heavy modules (rich, pynvml,
+the probes) are imported inside the commands, so that `torchdoctor --help` stays fast. The entry point,
+``doctor.cli.main``, comes here for whatever the fast path (fast.py) does not read itself.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from doctor import __version__, exitcodes
+from doctor.cli import actions
 from doctor.errors import DoctorError
 
 app = typer.Typer(
@@ -74,10 +75,7 @@ LangOpt = Annotated[str | None, typer.Option(
 
 
 def _use_language(lang: str | None, fmt: str | None = None) -> None:
-    """This command's language, chosen before anything is said (doctor/app/language.py)."""
-    from doctor.app.language import use_language
-
-    use_language(lang, fmt)
+    actions.use_language(lang, fmt)
 
 
 class Installer(str, Enum):
@@ -133,11 +131,7 @@ class ExplainFormat(str, Enum):
 
 def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
     """--format, or --json (its alias); both at once must agree."""
-    if json_out and chosen is not None and chosen.value != "json":
-        from doctor.app.language import Msg
-
-        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=chosen.value))
-    return "json" if json_out else (chosen.value if chosen is not None else default)
+    return actions.chosen_format(json_out, chosen.value if chosen is not None else None, default)
 
 
 FromOpt = Annotated[list[Path] | None, typer.Option(
@@ -194,20 +188,14 @@ def check(
       torchdoctor check --no-smoke --require cuda --min-gpus 1 --format github
       torchdoctor check --from collect_env.txt
     """
-    from doctor.app.check import run_check
-    from doctor.app.options import CheckOptions
-
-    _use_language(lang, _format(json_out, output_format))
-    raise typer.Exit(run_check(CheckOptions(
-        python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose,
-        smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=list(ignore or []),
-        inputs=list(from_ or []), format=output_format.value if output_format else None, output=output,
-        redact=not no_redact, require=list(require or []), min_gpus=min_gpus,
-        min_compute_capability=min_compute_capability, min_gpu_memory=min_gpu_memory, torch=torch_spec,
-        cuda=cuda, config=config, quiet=quiet, no_driver_change=no_driver_change, index_url_base=index_url_base,
-        cache=not no_cache,
-        mirror=mirror,
-    )))
+    raise typer.Exit(actions.check(
+        python=python, no_smoke=no_smoke, json_out=json_out, table=table, verbose=verbose, quiet=quiet,
+        smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=ignore, from_=from_,
+        output_format=output_format.value if output_format else None, output=output, no_redact=no_redact,
+        require=require, min_gpus=min_gpus, min_compute_capability=min_compute_capability,
+        min_gpu_memory=min_gpu_memory, torch_spec=torch_spec, cuda=cuda, config=config,
+        no_driver_change=no_driver_change, index_url_base=index_url_base, no_cache=no_cache, mirror=mirror, lang=lang,
+    ))
 
 
 @app.command(short_help="Write a redacted report to attach to a bug ticket.")
@@ -237,16 +225,12 @@ def report(
       torchdoctor report -o report.json
       torchdoctor report --format markdown | xclip -selection clipboard
     """
-    from doctor.app.check import run_report
-    from doctor.app.options import CheckOptions
-
-    _use_language(lang, _format(json_out, output_format, "json"))
-    raise typer.Exit(run_report(CheckOptions(
-        python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
-        format=_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
-        torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, cache=not no_cache,
-        mirror=mirror,
-    )))
+    raise typer.Exit(actions.report(
+        output=output, output_format=output_format.value if output_format else None, json_out=json_out,
+        quiet=quiet, no_redact=no_redact, python=python, no_smoke=no_smoke, table=table,
+        smoke_timeout=smoke_timeout, torch_spec=torch_spec, no_driver_change=no_driver_change,
+        index_url_base=index_url_base, no_cache=no_cache, mirror=mirror, lang=lang,
+    ))
 
 
 @app.command(short_help="Carry out the fix plan with pip or uv (--dry-run: only print it).")
@@ -431,19 +415,6 @@ def list_rules(
     raise typer.Exit(run_rules_listing(_format(json_out, output_format), output))
 
 
-def _guard_streams() -> None:
-    """A stdout or stderr that cannot encode our glyphs (cp1252, ascii) gets ASCII stand-ins instead of a
-    UnicodeEncodeError (doctor/app/streams.py); checking costs one encode, wrapping happens only then."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            "✓✗≤→…·—".encode(getattr(stream, "encoding", None) or "utf-8")
-        except (UnicodeEncodeError, LookupError):
-            from doctor.app.streams import guard_streams
-
-            guard_streams()
-            return
-
-
 @contextlib.contextmanager
 def _only_the_command(args: list[str]):
     """typer turns every command's signature into click parameters before it parses anything (~10 ms for the
@@ -484,16 +455,9 @@ def _never_run() -> None:
     raise RuntimeError("a command outline was invoked")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from doctor.app.process import guard
-
-    with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
-        return _main(argv)
-
-
-def _main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else list(argv)
-    _guard_streams()
+def run(args: list[str]) -> int:
+    """The command line read by typer: what the fast path (doctor/cli/fast.py) leaves to it. typer's own
+    exceptions end here; the others are the caller's (doctor/cli/__init__.py)."""
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
         with _only_the_command(args):
@@ -517,21 +481,6 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"torchdoctor: error: {exc}", file=sys.stderr)
         code = getattr(exc, "exit_code", exitcodes.USAGE)
         return code if code in (exitcodes.OK, exitcodes.USAGE) else exitcodes.USAGE
-    except DoctorError as exc:
-        from doctor.app.language import error_line
-
-        print(error_line(exc), file=sys.stderr)  # one line (in the run's language), then its evidence indented
-        for line in exc.details:
-            print(f"  {line}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("torchdoctor: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
-    except BrokenPipeError:
-        return exitcodes.OK
-    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a report
-        _internal_error(exc)
-        return exitcodes.INTERNAL
 
 
 def _usage_error_lines(args: list[str], exc: BaseException) -> list[str] | None:
@@ -544,19 +493,3 @@ def _usage_error_lines(args: list[str], exc: BaseException) -> list[str] | None:
 
     usage = ctx.get_usage().removeprefix("Usage: ").strip()
     return usage_error_lines(args, usage, ctx.command_path, format_message())
-
-
-def _internal_error(exc: BaseException) -> None:
-    import os
-    import platform
-    import traceback
-
-    print(f"torchdoctor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
-    print(f"  please report it with: torchdoctor {__version__}, Python {platform.python_version()}, "
-          f"{platform.platform()}, at {where}", file=sys.stderr)
-    if os.environ.get("TORCHDOCTOR_DEBUG"):
-        traceback.print_exception(exc)
-    else:
-        print("  (set TORCHDOCTOR_DEBUG=1 for the full traceback)", file=sys.stderr)

@@ -1,0 +1,81 @@
+"""The command line. ``main(argv) -> int`` is the one entry point; every expected error becomes one line
+on stderr and a documented exit code (doctor/exitcodes.py).
+
+A plain `check` or `report` command line is read by the fast path (fast.py) without importing typer and
+click (~25 ms of every run); anything else (help, another command, a word the fast path does not know, a
+value it would have to convert differently) goes to typer (commands.py), which owns usage errors and help.
+Both call the same code (actions.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from doctor import __version__, exitcodes
+from doctor.errors import DoctorError
+
+
+def main(argv: list[str] | None = None) -> int:
+    from doctor.app.process import guard
+
+    with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    from doctor.cli.fast import fast_command
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    _guard_streams()
+    try:
+        command = fast_command(args)
+        if command is not None:
+            return command()
+        from doctor.cli.commands import run
+
+        return run(args)
+    except DoctorError as exc:
+        from doctor.app.language import error_line
+
+        print(error_line(exc), file=sys.stderr)  # one line (in the run's language), then its evidence indented
+        for line in exc.details:
+            print(f"  {line}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("torchdoctor: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        return exitcodes.OK
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a report
+        _internal_error(exc)
+        return exitcodes.INTERNAL
+
+
+def _guard_streams() -> None:
+    """A stdout or stderr that cannot encode our glyphs (cp1252, ascii) gets ASCII stand-ins instead of a
+    UnicodeEncodeError (doctor/app/streams.py); checking costs one encode, wrapping happens only then."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "✓✗≤→…·—".encode(getattr(stream, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            from doctor.app.streams import guard_streams
+
+            guard_streams()
+            return
+
+
+def _internal_error(exc: BaseException) -> None:
+    import os
+    import platform
+    import traceback
+    from pathlib import Path
+
+    print(f"torchdoctor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"{Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else "?"
+    print(f"  please report it with: torchdoctor {__version__}, Python {platform.python_version()}, "
+          f"{platform.platform()}, at {where}", file=sys.stderr)
+    if os.environ.get("TORCHDOCTOR_DEBUG"):
+        traceback.print_exception(exc)
+    else:
+        print("  (set TORCHDOCTOR_DEBUG=1 for the full traceback)", file=sys.stderr)
