@@ -29,13 +29,16 @@ import math
 import os
 import queue
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only in annotations here; each function that runs a child imports it (see _spawn)
+    import subprocess
 
 MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
 MAX_LINE = 64 << 10  # stream_run: a longer line is cut there
@@ -208,6 +211,8 @@ PR_SET_PDEATHSIG = 1
 def _new_group(hard_limit: float | None = None) -> dict:
     """Popen options: a process group of its own; on POSIX also the child's own end (module docstring)."""
     if os.name == "nt":
+        import subprocess
+
         return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)}
     if hard_limit is None:
         return {"start_new_session": True}
@@ -227,6 +232,7 @@ def _new_group(hard_limit: float | None = None) -> dict:
 
 
 def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **popen) -> subprocess.Popen:
+    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     child_env = dict(os.environ if env is None else env)
     child_env[OWNER_VAR] = str(os.getpid())
     return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))
@@ -294,6 +300,7 @@ def run(
     """Run ``argv`` to its end, its time limit or its output limit. ``sessions``: the child may start
     processes in sessions of their own (torchrun's ranks): when it is stopped, they are looked for too.
     ``on_line``: also called with each stdout line as it comes (progress)."""
+    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     args = [str(a) for a in argv]
     timeout = limit_seconds(timeout)
     start = time.perf_counter()
@@ -358,6 +365,7 @@ def _await(proc: subprocess.Popen, readers: list[_Collector], timeout: float) ->
     """Wait for the child to end (True) or its time limit (False). The end of its output is what is
     waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
     exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
+    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     deadline = time.monotonic() + timeout
     exited_at = None
     for reader in readers:
@@ -390,6 +398,7 @@ def _finish_readers(proc: subprocess.Popen, readers: list[_Collector], drain: fl
 
 
 def _wait(proc: subprocess.Popen, seconds: float) -> None:
+    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     try:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -418,6 +427,7 @@ def stream_run(
     ``grace`` seconds; the result says ``timed_out``. Never raises, except that a KeyboardInterrupt (and
     the app's ``Interrupted`` for SIGTERM/SIGHUP) is passed on after the child's group was stopped: interrupted, then killed after
     ``interrupt_grace`` seconds (default ``grace``; 0: killed at once)."""
+    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     args = [str(a) for a in argv]
     timeout = limit_seconds(timeout)
     start = time.perf_counter()

@@ -11,12 +11,12 @@ libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" 
 from __future__ import annotations
 
 import os
-import re
 import struct
 import threading
 import time
 from pathlib import Path
 
+from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import BinaryKernels, Dist
 from doctor.probes.kernels import find_torch_cuda_library, find_torchvision_library, read_kernels
 
@@ -24,7 +24,7 @@ ABSENT = "absent"
 _TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
 _CONDA_LIB_NAMES = ("libtorch_cuda.so", "libtorch_cuda_cu.so")
 # The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash: "libcudart-1a2b3c4d.so.12").
-_CUDA_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
+_CUDA_NEEDED = lazy_compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
 _MAX_SECTIONS = 1 << 16
 _MAX_DYNAMIC = 1 << 20  # a .dynamic section is a few hundred entries of 16 bytes
 _MAX_NAME = 256

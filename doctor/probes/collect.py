@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
 from doctor.model.environment import Environment
@@ -123,10 +123,10 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             lambda why: TorchRuntime(status="error", detail=why),
         )
 
-    pool = ThreadPoolExecutor(max_workers=3)
+    tasks: list[_Task] = []
     try:
-        f_runtime = pool.submit(runtime) if smoke else None
-        f_inspect = pool.submit(inspect)
+        f_runtime = _Task(runtime, tasks) if smoke else None
+        f_inspect = _Task(inspect, tasks)
         from doctor.probes.binaries import EarlyRead
 
         # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
@@ -146,7 +146,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
                 lambda why: Nvidia(status="unknown", detail=why, attempts=[why]),
             )
 
-        f_nvidia = pool.submit(nvidia)
+        f_nvidia = _Task(nvidia, tasks)
         from doctor.probes.environment import probe_environment
         from doctor.probes.host import probe_host
         from doctor.probes.provenance import probe_provenance
@@ -183,13 +183,14 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         )
     except KeyboardInterrupt:
         # The children run in their own process groups, which Ctrl-C does not reach: end them now,
-        # or the pool would wait for each one's time limit.
+        # or the wait below would last each one's time limit.
         from doctor.runner import kill_running
 
         kill_running()
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for task in tasks:
+            task.wait()
     if install.status == "absent" and snap.runtime.status == "import-error":
         # The two ran side by side; with no torch installed the failed import says nothing new.
         snap.runtime = TorchRuntime(status="skipped", detail="torch is not installed: nothing to import")
@@ -197,6 +198,33 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         snap.environment.python = python_facts
     snap.environment.hostname = _hostname()
     return snap
+
+
+class _Task:
+    """One probe on a thread of its own, started at once; ``result()`` waits, then returns what it returned or
+    raises what it raised. (concurrent.futures' pool and futures did the same; importing them and the logging
+    they use cost ~4 ms of every run.)"""
+
+    def __init__(self, fn, tasks: list[_Task]):
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name=f"probe-{getattr(fn, '__name__', 'task')}")
+        self._thread.start()
+        tasks.append(self)
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self):
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _inspection_cache(env, cwd: str):

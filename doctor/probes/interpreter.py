@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,8 +17,10 @@ from typing import Any
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
+from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
+from doctor.probes.which import which
 from doctor.runner import RunResult, run
 
 INSPECTOR = Path(__file__).resolve().parent.parent / "target" / "inspector.py"
@@ -45,7 +45,7 @@ def choose_interpreter(
     python: str | None,
     env: Mapping[str, str],
     cwd: str,
-    which: Callable[..., str | None] = shutil.which,
+    which: Callable[..., str | None] = which,
 ) -> tuple[str | None, str]:
     """Pick the interpreter whose torch the user runs, and say why.
 
@@ -208,7 +208,7 @@ def _failure_text(path: str, result: RunResult) -> str:
 
 
 # A traceback's frames ("  File ...", the source line under it) say where, not why.
-_FRAME = re.compile(r'^\s+File "|^Traceback \(most recent call last\)|^\s+\^+\s*$')
+_FRAME = lazy_compile(r'^\s+File "|^Traceback \(most recent call last\)|^\s+\^+\s*$')
 
 
 def useful_lines(stderr: str, limit: int = 8) -> list[str]:

@@ -3,12 +3,11 @@ brand prefixes first, then form-factor and memory suffixes."""
 
 from __future__ import annotations
 
-import re
-
+from doctor.model.patterns import lazy_compile
 from doctor.table.rows import GpuModel
 
-_NAME_PREFIX_RE = re.compile(r"^(nvidia|tesla|geforce)\s+")
-_NAME_SUFFIX_RE = re.compile(
+_NAME_PREFIX_RE = lazy_compile(r"^(nvidia|tesla|geforce)\s+")
+_NAME_SUFFIX_RE = lazy_compile(
     r"(\s+laptop gpu|\s+with max-q design|\s+mig\s.*|[\s-]+(sxm\d*|pcie|pci-e|fhhl|nvl|ac|hbm\d*e?|\d+\s?gb?))$"
 )
 
