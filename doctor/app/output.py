@@ -58,22 +58,34 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
         buf = io.StringIO()
         render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet, plain=True)
         return buf.getvalue()
-    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet, plain=not to_terminal(sys.stdout))
+    kind = text_kind(sys.stdout)
+    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet, plain=kind == "plain",
+                terminal=kind if kind in ("color", "no-color") else None)
     return None
 
 
-def to_terminal(stream) -> bool:
-    """Whether rich would treat ``stream`` as a terminal (colour, styles): a tty, or FORCE_COLOR /
-    TTY_INTERACTIVE / TTY_COMPATIBLE set as rich reads them. Otherwise the text view needs no rich."""
+def text_kind(stream, env=None) -> str:
+    """How rich would write the text view to ``stream``, decided as rich decides it (rich 13-15, POSIX):
+    "plain" (no terminal, or a dumb one: no styles at all), "color", "no-color" (NO_COLOR: attributes, no
+    colours), or "rich" where only rich can tell (Windows consoles, a stream whose isatty fails)."""
     import os
 
-    env = os.environ
-    if env.get("FORCE_COLOR") or env.get("TTY_INTERACTIVE") == "1" or env.get("TTY_COMPATIBLE") == "1":
-        return True
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return True  # not a file rich can judge: let rich decide
+    env = os.environ if env is None else env
+    if os.name == "nt":
+        return "rich"
+    compatible, force = env.get("TTY_COMPATIBLE", ""), env.get("FORCE_COLOR")
+    if compatible in ("0", "1"):
+        terminal = compatible == "1"
+    elif force is not None:
+        terminal = force != ""
+    else:
+        try:
+            terminal = bool(stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return "rich"
+    if not terminal or env.get("TERM", "").lower() in ("dumb", "unknown"):
+        return "plain"
+    return "no-color" if env.get("NO_COLOR", "") != "" else "color"
 
 
 def _append_step_summary(path: str, report: dict) -> str:

@@ -35,13 +35,18 @@ def console(file=None, width: int | None = None):
     return Console(file=file or sys.stdout, highlight=False, soft_wrap=True, width=width)
 
 
-def _kit(plain: bool):
-    """(make a console, Text): rich's, or for output that reaches no terminal the stand-ins of plain.py, which
-    print the same bytes without importing rich."""
+def _kit(plain: bool, terminal: str | None = None):
+    """(make a console, Text): rich's, or stand-ins that print the same bytes without importing rich: plain.py's
+    for output that reaches no terminal, ansi.py's for a terminal (``terminal``: "color", or "no-color" under
+    NO_COLOR)."""
     if plain:
         from doctor.render import plain as kit
 
         return (lambda file, width: kit.Console(file or sys.stdout)), kit.Text
+    if terminal in ("color", "no-color"):
+        from doctor.render import ansi
+
+        return (lambda file, width: ansi.Console(file or sys.stdout, no_color=terminal == "no-color")), ansi.Text
     from rich.text import Text
 
     return console, Text
@@ -164,12 +169,14 @@ def _check_lines(con, Text, checks: list[dict], show: set[str]) -> None:
 
 
 def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None,
-                quiet: bool = False, plain: bool = False) -> None:
+                quiet: bool = False, plain: bool = False, terminal: str | None = None) -> None:
     """The human view. ``quiet``: only what needs doing (findings and the fix), nothing when healthy.
-    ``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without rich."""
+    ``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without rich. ``terminal``:
+    "color" or "no-color" for a terminal as rich would style it (doctor/app/output.py): rich's bytes, without
+    rich; None: rich itself."""
     from doctor.render.verdict import plan_line, verdict_line
 
-    make_console, Text = _kit(plain)  # noqa: N806 - the class, whichever kit it comes from
+    make_console, Text = _kit(plain, terminal)  # noqa: N806 - the class, whichever kit it comes from
     con = make_console(file, width)
     snap = report.get("snapshot") or {}
     table = report.get("table") or {}
