@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import queue
 import signal
 import sys
 import threading
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only in annotations here; each function that runs a child imports it (see _spawn)
+    import queue
     import subprocess
 
 MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
@@ -458,6 +458,8 @@ def stream_run(
     def on_timeout() -> None:
         fired.set()
         stop(grace)
+
+    import queue  # only a streamed run (fix) needs it
 
     lines: queue.Queue[str | None] = queue.Queue(maxsize=10_000)
     assert proc.stdout is not None

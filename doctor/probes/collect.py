@@ -7,7 +7,6 @@ None of them raises: a probe that crashes anyway becomes a fact saying so.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import threading
 from collections.abc import Callable
@@ -169,7 +168,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
                          lambda why: Project(why=why))
         snap = Snapshot(
             tool_version=__version__,
-            collected_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            collected_at=_now_utc(),
             origin="probe",
             host=host,
             nvidia=f_nvidia.result(),
@@ -250,6 +249,14 @@ def _host_fallback():
     from doctor.model.snapshot import Host
 
     return Host()
+
+
+def _now_utc() -> str:
+    """``datetime.now(timezone.utc).isoformat(timespec="seconds")`` ("2026-11-30T14:05:09+00:00"), without
+    importing datetime (~1 ms)."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def _hostname() -> str:

@@ -8,7 +8,6 @@ are decided once, by the environment probe's families (``doctor/probes/environme
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from collections.abc import Mapping
@@ -57,6 +56,8 @@ def detect_libc(root: str, platform_module: ModuleType) -> str:
     if lib:
         return f"{lib} {version}".strip()
     # platform.libc_ver() knows only glibc; musl shows itself by its dynamic loader.
+    import glob
+
     for pattern in ("/lib/ld-musl-*.so.1", "/usr/lib/ld-musl-*.so.1"):
         if glob.glob(_under(root, pattern)):
             return "musl"

@@ -55,8 +55,8 @@ import stat
 import struct
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 STATUS_OK = "ok"
 STATUS_NO_GPU_CODE = "no-gpu-code"  # a real finding: a CPU-only library
@@ -82,8 +82,9 @@ class _Unknown(Exception):
     """Internal: the input cannot be read; the message is the one-line reason."""
 
 
-@dataclass(frozen=True)
-class FatbinScan:
+# Value classes as NamedTuples: frozen dataclasses compile six methods each when the module is imported
+# (~3.5 ms for these three, on every check); a NamedTuple is built in a tenth of that.
+class FatbinScan(NamedTuple):
     """What one ``.nv_fatbin`` section holds, from its headers alone (``parse_fatbin``)."""
 
     containers: int = 0  # fatbin containers walked
@@ -92,8 +93,7 @@ class FatbinScan:
     why: str | None = None  # set when the section is corrupt: the other fields then mean nothing
 
 
-@dataclass(frozen=True)
-class Kernels:
+class Kernels(NamedTuple):
     """The GPU code of one library file (``read_kernels``)."""
 
     status: str  # STATUS_OK, STATUS_NO_GPU_CODE or STATUS_UNKNOWN
@@ -343,8 +343,7 @@ def _walk_entries(reader, ranges: list[tuple[int, int, bytes | None]]) -> list[s
 # --- finding the section in an ELF or PE file ---------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Section:
+class _Section(NamedTuple):
     offset: int  # in the file
     size: int
     address: int  # where it is loaded (what the wrapper pointers point at)

@@ -5,7 +5,6 @@ TORCHDOCTOR_SYSROOT seam), and "could not look" (None) is never mistaken for "fo
 
 from __future__ import annotations
 
-import glob
 import os
 
 from doctor.probes.host import read_text
@@ -28,8 +27,15 @@ def read_pci_nvidia_devices(root: str = "/") -> list[str] | None:
     if not os.path.isdir(base):
         return None
     found = []
-    for vendor_path in glob.glob(os.path.join(base, "*", "vendor")):
-        device = os.path.dirname(vendor_path)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    for name in names:  # glob's "*/vendor" (no hidden entries), without importing glob
+        device = os.path.join(base, name)
+        vendor_path = os.path.join(device, "vendor")
+        if name.startswith(".") or not os.path.lexists(vendor_path):
+            continue
         vendor = read_text("/", vendor_path) or ""
         klass = read_text("/", os.path.join(device, "class")) or ""
         if vendor.strip().lower() == NVIDIA_PCI_VENDOR and klass.strip().lower().startswith("0x03"):

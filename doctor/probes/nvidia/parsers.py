@@ -5,7 +5,6 @@ tests/fixtures/nvidia/ (a new recording there is a new test).
 
 from __future__ import annotations
 
-import csv
 import re
 from typing import Any
 
@@ -82,6 +81,8 @@ def parse_smi_query(csv_text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> li
     """
     rows = []
     # NUL bytes are garbage here; Python 3.10's csv raises on them ("line contains NUL"), 3.11+ does not
+    import csv  # only where nvidia-smi printed a query (a machine with a driver)
+
     for record in csv.reader(csv_text.replace("\x00", "").splitlines(), skipinitialspace=True):
         if len(record) != len(fields):
             continue
