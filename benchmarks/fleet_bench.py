@@ -77,9 +77,9 @@ def node_report(template: dict, index: int) -> dict:
         report["snapshot"]["nvidia"]["gpus"][3]["name"] = value
     elif what == "finding":
         finding = Finding(value, ERROR, "torch's CUDA does not match", fix=Fix("reinstall", [FIX_COMMAND]))
-        import dataclasses
+        from doctor.model.records import asdict
 
-        report["findings"].append(dataclasses.asdict(finding))
+        report["findings"].append(asdict(finding))
         report["plan"] = {
             "status": "planned",
             "steps": [{"kind": "pip", "description": "reinstall", "command": FIX_COMMAND}],

@@ -1,11 +1,11 @@
-"""``@record`` (doctor/model/records.py) behaves as ``@dataclass``: the first calls of a class bind their
-arguments without compiling an ``__init__``, later ones use the compiled one; both must give the same objects
-and the same errors as dataclass itself."""
+"""``@record`` (doctor/model/records.py) behaves as ``@dataclass`` without the dataclasses module: the same
+fields, ``__init__`` (bound without compiling for a class's first calls, compiled later), repr, equality, hash
+and errors, and ``fields``/``replace``/``asdict`` as dataclasses' own."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
+from typing import ClassVar
 
 import pytest
 
@@ -15,6 +15,7 @@ from doctor.model.records import record
 
 def make(kind: str, frozen: bool):
     deco = dataclasses.dataclass(frozen=frozen) if kind == "dataclass" else record(frozen=frozen)
+    field = dataclasses.field if kind == "dataclass" else records.field
 
     @deco
     class Thing:
@@ -91,5 +92,61 @@ def test_a_class_built_often_gets_the_compiled_init():
 def test_a_frozen_record_stays_frozen_after_binding():
     cls = make("record", True)
     obj = cls("a")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenInstanceError):
         obj.name = "b"
+
+
+def test_fields_replace_asdict_and_class_attributes_as_dataclasses_gives_them():
+    for frozen in (False, True):
+        reference, ours = make("dataclass", frozen), make("record", frozen)
+        want = [(f.name, f.init, f.repr, f.compare, f.kw_only, f.default is dataclasses.MISSING,
+                 f.default_factory is dataclasses.MISSING) for f in dataclasses.fields(reference)]
+        got = [(f.name, f.init, f.repr, f.compare, f.kw_only, f.default is records.MISSING,
+                f.default_factory is records.MISSING) for f in records.fields(ours)]
+        assert got == want
+        for name in ("name", "count", "tags", "hidden", "made", "note"):
+            assert (name in vars(ours)) == (name in vars(reference)), name
+            assert getattr(ours, name, None) == getattr(reference, name, None), name
+        a, b = reference("a", 1, [2], note="n"), ours("a", 1, [2], note="n")
+        assert state(dataclasses.replace(a, count=5)) == state(records.replace(b, count=5))
+        assert dataclasses.asdict(a) == records.asdict(b)
+        assert (type(b).__hash__ is None) == (type(a).__hash__ is None) == (not frozen)
+        assert b == ours("a", 1, [2], note="n") and b != ours("b")
+        with pytest.raises(ValueError):
+            records.replace(b, hidden=3)
+    # records' helpers take a stdlib dataclass too
+    plain = make("dataclass", False)("x")
+    assert [f.name for f in records.fields(plain)] == [f.name for f in dataclasses.fields(plain)]
+    assert records.is_record(plain) and records.asdict(plain) == dataclasses.asdict(plain)
+
+
+def test_declaration_errors_are_dataclass_s():
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        @record
+        class Bad:
+            a: int = 0
+            b: int
+
+    with pytest.raises(ValueError, match="mutable default"):
+        @record
+        class Mutable:
+            a: list = []  # noqa: RUF012 - the point of the test
+
+    @record
+    class WithClassVar:
+        a: int = 0
+        kinds: ClassVar[tuple] = ("x",)
+
+    assert [f.name for f in records.fields(WithClassVar)] == ["a"]
+
+
+def test_the_model_never_imports_dataclasses():
+    """The point of records: a static check imports neither dataclasses nor the inspect module it brings."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport doctor.model.snapshot, doctor.model.findings, doctor.model.environment, "
+            "doctor.table.compat, doctor.plan.plan, doctor.runner\n"
+            "print(sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr

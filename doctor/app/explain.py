@@ -14,13 +14,12 @@ import os
 import re
 import stat
 import sys
-from dataclasses import field
 from pathlib import Path
 
 from doctor import __version__, exitcodes
 from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
-from doctor.model.records import record
+from doctor.model.records import field, record
 
 EXPLAIN_SCHEMA_VERSION = 1
 MAX_KEEP_BYTES = 64 * 1024 * 1024  # keep the last this much; the matcher looks at the last 4 MB anyway

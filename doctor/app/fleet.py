@@ -12,13 +12,12 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from doctor import exitcodes
 from doctor.inputs.nodes import NONE, UNKNOWN, NodeReport, read_node_reports
-from doctor.model.records import record
+from doctor.model.records import field, record
 
 # The dimensions on which a node can be the odd one out, in display order (NodeReport attributes).
 DIMENSIONS = ("driver", "torch_build", "gpu_models", "findings")

@@ -5,12 +5,11 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 
 from __future__ import annotations
 
-from dataclasses import field
 from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
 

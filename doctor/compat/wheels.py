@@ -9,13 +9,12 @@ wheel is the smallest change that does?".
 from __future__ import annotations
 
 import functools
-from dataclasses import field, replace
 
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
-from doctor.model.records import memo, record
+from doctor.model.records import field, memo, record, replace
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 

@@ -7,11 +7,10 @@ torchdoctor CLI reads it back and renders it (doctor/render/distributed.py). Its
 
 from __future__ import annotations
 
-import dataclasses
-
 from doctor import __version__, exitcodes
 from doctor.distributed.analysis import analyze, slowest_rank
 from doctor.model.findings import ERROR, INFO, WARNING
+from doctor.model.records import asdict
 from doctor.plan.commands import Commands
 
 DISTRIBUTED_SCHEMA_VERSION = 1
@@ -51,7 +50,7 @@ def build_report(
         "bandwidth": rank0.get("bandwidth") or [],
         "slowest_rank": slowest_rank(ranks),
         "topology": {e.get("node") or str(e["rank"]): e["topology"] for e in ranks if e.get("topology")},
-        "findings": [dataclasses.asdict(f) for f in findings],
+        "findings": [asdict(f) for f in findings],
         "summary": {
             "errors": errors,
             "warnings": sum(f.severity == WARNING for f in findings),

@@ -16,10 +16,9 @@ readers never report a key of such a sparse section as missing.
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from doctor.model.records import record
+from doctor.model.records import field, record
 
 # Field metadata key and its values: how a field of a sparse section is written (see the module doc).
 WRITTEN = "written"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import copy
 import functools
-from dataclasses import field, fields, is_dataclass
 from typing import Any
 
-from doctor.model.records import record
+from doctor.model.records import field, fields, is_record, record
 
 ERROR = "error"
 WARNING = "warning"
@@ -91,7 +90,7 @@ def as_report_dict(obj) -> dict[str, Any]:
         value = getattr(obj, name)
         if value is None or type(value) in _ATOMS:
             out[name] = value  # what deepcopy gives for text, numbers, true/false
-        elif is_dataclass(value):
+        elif is_record(value):
             out[name] = as_report_dict(value)
         else:
             out[name] = copy.deepcopy(value)

@@ -7,12 +7,11 @@ checking the machine is a rule's (rules/requirements.py).
 from __future__ import annotations
 
 import re
-from dataclasses import field, fields, replace
 from typing import Any
 
 from doctor.errors import DoctorError
 from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
+from doctor.model.records import field, fields, record, replace
 
 BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
 RULE = "requirements"

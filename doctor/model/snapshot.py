@@ -8,15 +8,13 @@ on another. A fact that could not be read keeps *why* (``Fact.why``), never just
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import types
 import typing
-from dataclasses import field
 from typing import Any
 
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
-from doctor.model.records import record
+from doctor.model.records import MISSING, Field, field, fields, is_record, record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -307,7 +305,7 @@ def _converter(cls: type):
         return lambda obj: [as_plain(v) for v in obj]
     if cls is dict:
         return lambda obj: {as_plain(k): as_plain(v) for k, v in obj.items()}
-    if cls is not type and dataclasses.is_dataclass(cls):
+    if cls is not type and is_record(cls):
         sparse = _sparse_fields(cls)
         if sparse is not None:
             return lambda obj: _sparse_plain(obj, *sparse)
@@ -323,7 +321,7 @@ def _as_plain(obj: Any) -> Any:
     """``as_plain`` for anything else (subclasses, tuples, ...), by asking what it is."""
     if isinstance(obj, _ATOMS):
         return obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if is_record(obj) and not isinstance(obj, type):
         sparse = _sparse_fields(type(obj))
         if sparse is not None:
             return _sparse_plain(obj, *sparse)
@@ -339,23 +337,23 @@ def _as_plain(obj: Any) -> Any:
 
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+    return tuple(f.name for f in fields(cls))
 
 
 @functools.cache
 def _sparse_fields(cls: type) -> tuple[tuple[tuple[str, bool, Any], ...], str | None] | None:
     """For an environment section (doctor/model/environment.py): (name, written only when stated, default)
     per field, and its reason field; None for every other dataclass (all fields always written)."""
-    marks = {f.name: f.metadata.get(WRITTEN) for f in dataclasses.fields(cls)}
+    marks = {f.name: f.metadata.get(WRITTEN) for f in fields(cls)}
     if not any(marks.values()):
         return None
-    spec = tuple((f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in dataclasses.fields(cls))
+    spec = tuple((f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in fields(cls))
     reason = next((name for name, mark in marks.items() if mark == ALONE_WHEN_UNREAD), None)
     return spec, reason
 
 
-def _default(f: dataclasses.Field) -> Any:
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def _sparse_plain(obj: Any, spec: tuple[tuple[str, bool, Any], ...], reason: str | None) -> dict[str, Any]:
@@ -380,7 +378,7 @@ def field_types(cls: type) -> tuple[tuple[str, Any], ...]:
     """(name, resolved type) of each field of a dataclass, computed once per class: resolving the
     string annotations (typing.get_type_hints) was most of the time of reading a report back."""
     hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+    return tuple((f.name, hints[f.name]) for f in fields(cls))
 
 
 def _build(tp: Any, data: Any, where: str = "snapshot") -> Any:
@@ -394,7 +392,7 @@ Reader = typing.Callable[[Any, str], Any]
 def _reader(tp: Any) -> Reader:
     """How to read JSON data as ``tp``, worked out once per type: asking typing and dataclasses about
     every value again cost more than the rest of reading a report back (the environment's many sections)."""
-    if dataclasses.is_dataclass(tp):
+    if is_record(tp):
         return _dataclass_reader(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

@@ -16,11 +16,10 @@ plus an explicit ``--index-url`` are equivalent where it is right and exact wher
 from __future__ import annotations
 
 import shlex
-from dataclasses import field
 
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
 from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
+from doctor.model.records import field, record
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"

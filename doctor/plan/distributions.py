@@ -10,7 +10,6 @@ GPUs, and a Jetson's driver comes with its JetPack, so the remedy is NVIDIA's bu
 from __future__ import annotations
 
 import functools
-from dataclasses import field
 
 from doctor.compat.coverage import RUNS, bound_verdict
 from doctor.compat.distributions import (
@@ -26,7 +25,7 @@ from doctor.compat.distributions import (
 )
 from doctor.compat.wheels import machine_from_snapshot
 from doctor.model.findings import Finding
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 from doctor.plan.commands import Commands, conda_install_argv, render_argv

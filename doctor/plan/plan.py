@@ -12,8 +12,6 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 
 from __future__ import annotations
 
-from dataclasses import field, replace
-
 from doctor.compat.builds import torch_build
 from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
 from doctor.compat.drivers import DriverChange, driver_advice, driver_change
@@ -33,7 +31,7 @@ from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.i18n import Msg
-from doctor.model.records import record
+from doctor.model.records import field, record, replace
 from doctor.model.snapshot import Snapshot, TorchPin, as_plain
 from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, render_argv

@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from doctor.model.i18n import Msg
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.runner import Runner, RunResult, run, signal_name
 

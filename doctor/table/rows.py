@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import field
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.model.versions import major_minor as _major_minor
 
 _SM_NUMBER_RE = lazy_compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")

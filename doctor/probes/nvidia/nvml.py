@@ -17,11 +17,10 @@ import os
 import sys
 import threading
 import warnings
-from dataclasses import field
 from typing import Any
 
 from doctor.model.files import read_bytes
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.model.snapshot import Fact, Gpu
 from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query

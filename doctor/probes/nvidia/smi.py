@@ -8,10 +8,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any
 
-from doctor.model.records import record
+from doctor.model.records import field, record
 from doctor.model.snapshot import NVIDIA_OK, NVIDIA_UNKNOWN, Fact, Gpu
 from doctor.probes.nvidia.parsers import (
     QUERY_FIELDS,
