@@ -67,30 +67,35 @@ class DriverVerdict:
     unverified: tuple[str, ...] = ()
 
 
-@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
 def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     """Can this machine's driver run a build made with ``cuda``? (None: not a CUDA build.)"""
+    return _driver_verdict(table, cuda, machine.os, machine.driver_version, machine.driver_max_cuda)
+
+
+@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
+def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, driver_max_cuda) -> DriverVerdict:
+    # keyed by the three facts it reads, not the whole Machine: machines that differ in GPUs share the answers
     if cuda is None:
         return DriverVerdict(NATIVE)
     want = version_tuple(cuda)
     row = table.cuda_driver(cuda)
     major_row = table.major_floor(want[0]) if want else None
-    windows = machine.os == "windows"
+    windows = os_name == "windows"
     needed = (row.min_windows if windows else row.min_linux) if row else None
     floor = (major_row.min_windows if windows else major_row.min_linux) if major_row else None
     unverified = tuple(
         f"cuda {r}" for r, x in ((cuda, row), (f"{want[0]}.x" if want else "", major_row)) if x and x.confidence != "verified"
     )
-    have_max = version_tuple(machine.driver_max_cuda)
+    have_max = version_tuple(driver_max_cuda)
     if have_max and want:
         if want[:2] <= have_max[:2]:
             return DriverVerdict(NATIVE, needed, floor, unverified)
-        have = version_tuple(machine.driver_version)
+        have = version_tuple(driver_version)
         below_floor = bool(have and floor and version_tuple(floor) and have < version_tuple(floor))
         if want[0] == have_max[0] and not below_floor:
             return DriverVerdict(MINOR_COMPAT, needed, floor, unverified)
         return DriverVerdict(TOO_OLD, needed, floor, unverified)
-    have = version_tuple(machine.driver_version)
+    have = version_tuple(driver_version)
     if have and needed and version_tuple(needed):
         if have >= version_tuple(needed):
             return DriverVerdict(NATIVE, needed, floor, unverified)
@@ -198,13 +203,40 @@ def rank_fits(fits: list[Fit], installed_variant: str | None = None) -> list[Fit
     return sorted(fits, key=key)
 
 
+# best_in_release's answers, keyed by the facts they read and id(release), id(patch) (checked against the objects
+# kept: hashing a Release hashes its patches). Asked once per release for every new machine of a fleet or --from.
+_BEST: dict = {}
+
+
 def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driver: bool = True) -> Fit | None:
+    # The installed variant only decides the variants without an NVIDIA GPU, and the order when it is one of the
+    # fitting variants (else it ranks like none).
+    m, ccs = machine, machine.gpu_ccs if ccs is None else tuple(ccs)
+    facts = (table, id(release), id(patch), need_driver, m.platform, m.os, m.nvidia_present,
+             None if m.nvidia_present else m.installed_variant, m.driver_version, m.driver_max_cuda, ccs)
+    good = _BEST.get(facts)
+    if good is None or good[0] is not release or good[1] is not patch:
+        good = _keep(facts, (release, patch, _good_fits(table, release, patch, machine, ccs, need_driver)))
+    installed = m.installed_variant if any(f.wheel.variant == m.installed_variant for f in good[2]) else None
+    best = _BEST.get(facts + (installed,))
+    if best is None or best[0] is not release or best[1] is not patch:
+        ranked = rank_fits(list(good[2]), installed)
+        best = _keep(facts + (installed,), (release, patch, ranked[0] if ranked else None))
+    return best[2]
+
+
+def _keep(key, value):
+    if len(_BEST) >= 65536:
+        _BEST.clear()
+    _BEST[key] = value
+    return value
+
+
+def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) -> tuple[Fit, ...]:
     fits = [fit(table, release, patch, v, machine, ccs) for v in wanted_variants(release, machine)]
     # Without an NVIDIA GPU there is no driver to judge a CUDA build by: the installed kind is kept.
     no_driver_to_judge = not machine.nvidia_present
-    good = [f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge)]
-    ranked = rank_fits(good, machine.installed_variant)
-    return ranked[0] if ranked else None
+    return tuple(f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge))
 
 
 def change_cost(anchor: str | None, f: Fit) -> str:
@@ -228,21 +260,24 @@ def python_label(machine: Machine) -> str:
     return f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)" if machine.free_threaded and mm else machine.python
 
 
-@memo(maxsize=8192)  # pure; asked for every release per report
 def python_problem(release, machine: Machine, patch=None) -> str | None:
     """Why ``patch`` (default: the latest) of ``release`` publishes no torch wheel for this Python, or None.
 
     The minor range of the release; for a free-threaded interpreter, the free-threaded builds of that patch
     (2.12.1 dropped cp313t); the exact ``Requires-Python`` recorded for the latest patch (patch-level
     exclusions such as ``!=3.14.1``)."""
-    py = machine.python
+    return _python_problem(release, machine.python, machine.free_threaded, patch)
+
+
+@memo(maxsize=8192)  # pure; asked for every release per report: keyed by the two facts it reads, not the Machine
+def _python_problem(release, py: str | None, free_threaded: bool, patch) -> str | None:
     if py is None:
         return None
     patch = patch or release.latest
     if not release.supports_python(py):
         return f"torch {release.minor} has wheels for Python {release.python_min} to {release.python_max}"
     mm = major_minor(py)
-    if machine.free_threaded and mm:
+    if free_threaded and mm:
         tag = f"{mm[0]}.{mm[1]}t"
         builds = release.free_threaded_for(patch.torch)
         if tag not in builds:
@@ -382,16 +417,36 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
     return later
 
 
-@functools.lru_cache(maxsize=512)  # pure: the rules and the plan ask it the same questions, and so do fleets
+def _distinct(ccs):
+    return tuple(sorted(set(ccs))) if ccs else ccs
+
+
 def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
     the installed version when that one does not match it."""
+    # It reads the GPUs' capabilities as a set (no Fit it returns has bad_ccs), not how many there are: one entry
+    # serves 1 to 8 GPUs of a model. A plain tuple as the key: cheaper to hash than a Machine.
+    m = machine
+    key = (m.platform, m.os, m.python, _distinct(m.gpu_ccs), m.nvidia_present, m.driver_version, m.driver_max_cuda,
+           m.installed_variant, m.free_threaded)
+    return _choose_keyed(table, key, installed_version, _distinct(ccs), wanted)
+
+
+@functools.lru_cache(maxsize=4096)  # pure: the rules and the plan ask it the same questions, and so do fleets
+def _choose_keyed(table, key: tuple, installed_version: str | None, ccs, wanted: str | None) -> Choice:
+    platform, os_, python, gpu_ccs, present, driver, driver_max, variant, free_threaded = key
+    machine = Machine(platform=platform, os=os_, python=python, gpu_ccs=gpu_ccs, gpu_count=0, nvidia_present=present,
+                      driver_version=driver, driver_max_cuda=driver_max, installed_variant=variant,
+                      free_threaded=free_threaded)
+    return _choose(table, machine, installed_version, ccs, wanted)
+
+
+def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     spec = public_spec(wanted)
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):
         return _choose_wanted(table, machine, spec, ccs)
-    on_platform = [r for r in table.releases if r.variants_for(machine.platform)]
-    usable = [(r, p) for r in on_platform if (p := usable_patch(r, machine, spec)) is not None]
+    usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted))
     if not usable:
         return Choice(None, None, None, f"no torch release in the table has wheels for Python "
                       f"{python_label(machine)} on {machine.platform}")
@@ -449,6 +504,14 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
             return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
                           f"for Python {python_label(machine)} ({python_problem(release, machine)})")
     return Choice(None, None, None, Msg("no published wheel has kernels for every GPU of this machine"))
+
+
+@functools.lru_cache(maxsize=1024)  # every new machine asks it; it reads the platform, the Python and the specifier
+def _usable(table, platform: str, python: str | None, free_threaded: bool, wanted: str | None) -> tuple:
+    """(release, newest usable patch) on this platform for this Python, oldest release first."""
+    machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded)  # what python_ok reads
+    spec = public_spec(wanted)
+    return tuple((r, p) for r in table.releases if r.variants_for(platform) and (p := usable_patch(r, machine, spec)))
 
 
 def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:

@@ -6,6 +6,7 @@ import copy
 import functools
 from typing import Any
 
+from doctor.model.i18n import Msg, _rebuild
 from doctor.model.records import field, fields, is_record, record
 
 ERROR = "error"
@@ -90,14 +91,34 @@ def as_report_dict(obj) -> dict[str, Any]:
         value = getattr(obj, name)
         if value is None or type(value) in _ATOMS:
             out[name] = value  # what deepcopy gives for text, numbers, true/false
+        elif type(value) in _COPIED:
+            out[name] = _copied(value)
         elif is_record(value):
             out[name] = as_report_dict(value)
         else:
-            out[name] = copy.deepcopy(value)
+            out[name] = _copied(value)
     return out
 
 
 _ATOMS = frozenset((str, int, float, bool))
+
+
+def _copied(value):
+    """``copy.deepcopy`` of evidence (dicts and lists of text, numbers and messages) without its memo and dispatch:
+    most of the time of building a report. Anything else still goes through deepcopy."""
+    cls = type(value)
+    if value is None or cls in _ATOMS:
+        return value
+    if cls is dict:
+        return {k if type(k) in _ATOMS else copy.deepcopy(k): _copied(v) for k, v in value.items()}
+    if cls is list:
+        return [_copied(v) for v in value]
+    if cls is Msg:
+        return _rebuild(value.template, _copied(value.params), value.structural, str(value))
+    return copy.deepcopy(value)
+
+
+_COPIED = frozenset((dict, list, Msg))
 
 
 @functools.lru_cache(maxsize=None)  # noqa: UP033 - the rank side imports this on Python 3.8 (no functools.cache)

@@ -410,14 +410,39 @@ def _reader(tp: Any) -> Reader:
 
 
 def _dataclass_reader(cls: type) -> Reader:
-    fields = [(name, _reader(field_type)) for name, field_type in field_types(cls)]
+    fields = [(name, _as_is(field_type), _reader(field_type)) for name, field_type in field_types(cls)]
 
     def read(data: Any, where: str) -> Any:
         if not isinstance(data, dict):
             raise SnapshotFormatError(f"{where}: expected an object, got {type(data).__name__}")
-        return cls(**{name: read_field(data[name], f"{where}.{name}") for name, read_field in fields if name in data})
+        values = {}
+        for name, as_is, read_field in fields:
+            if name in data:
+                value = data[name]
+                # a value its reader would return unchanged is taken as it is, without naming where it is
+                values[name] = value if type(value) in as_is else read_field(value, f"{where}.{name}")
+        return cls(**values)
 
     return read
+
+
+_ANY_TYPE = frozenset((str, int, float, bool, type(None), list, dict))
+
+
+@functools.cache
+def _as_is(tp: Any) -> frozenset:
+    """The exact types of JSON values that the reader of ``tp`` returns unchanged: text, integers, booleans and
+    null where the type takes them (a float reader makes an integer a float: never as is), anything for Any."""
+    if tp is Any:
+        return _ANY_TYPE
+    if tp in (str, int, bool):
+        return frozenset((tp,))
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if all(arg in (str, int, bool, type(None)) for arg in args):
+            return frozenset(args)
+    return frozenset()
 
 
 def _union_reader(options: list[Reader], nullable: bool) -> Reader:

@@ -44,8 +44,8 @@ class Release:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_version", {_public(p.torch): p for p in self.patches})
 
-    def __hash__(self) -> int:  # the dict fields are not hashable; a release is identified by its patches
-        return hash((self.minor, self.patches))
+    def __hash__(self) -> int:  # the dict fields are not hashable; a release is identified by its minor (equal
+        return hash(self.minor)  # releases have equal minors; hashing the patches too cost every cached call)
 
     @property
     def latest(self) -> Patch:
