@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from doctor.app.diagnose import enrich
 from doctor.compat import wheels
 from doctor.compat.builds import torch_build
 from doctor.inputs.reports import read_report
+from doctor.model.records import replace
 from doctor.table.load import load_table
 
 ROOT = Path(__file__).resolve().parents[1]
