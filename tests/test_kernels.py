@@ -452,7 +452,7 @@ def test_module_stays_stdlib_only():
     imported = {line.split()[1].split(".")[0] for line in source.splitlines()
                 if line.startswith(("import ", "from "))}
     assert imported <= {"__future__", "os", "re", "stat", "struct", "time", "collections", "dataclasses",
-                        "pathlib", "typing"}
+                        "pathlib"}
 
 
 # --- the real libraries (slow) --------------------------------------------------------------------

@@ -54,9 +54,8 @@ import re
 import stat
 import struct
 import time
-from collections import Counter
+from collections import Counter, namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 STATUS_OK = "ok"
 STATUS_NO_GPU_CODE = "no-gpu-code"  # a real finding: a CPU-only library
@@ -82,29 +81,27 @@ class _Unknown(Exception):
     """Internal: the input cannot be read; the message is the one-line reason."""
 
 
-# Value classes as NamedTuples: frozen dataclasses compile six methods each when the module is imported
-# (~3.5 ms for these three, on every check); a NamedTuple is built in a tenth of that.
-class FatbinScan(NamedTuple):
-    """What one ``.nv_fatbin`` section holds, from its headers alone (``parse_fatbin``)."""
+# Value classes as plain named tuples: frozen dataclasses compile six methods each when the module is
+# imported (~3.5 ms for these three, on every check), and typing.NamedTuple compiles every annotation given as
+# text (~1 ms more than this); collections.namedtuple builds each in ~0.1 ms.
+class FatbinScan(namedtuple("FatbinScan", "containers with_code counts why", defaults=(0, 0, (), None))):
+    """What one ``.nv_fatbin`` section holds, from its headers alone (``parse_fatbin``): ``containers``
+    walked; ``with_code``, those holding at least one cubin or PTX entry; ``counts``, (target, containers
+    holding it) sorted by target; ``why``, set when the section is corrupt (the other fields then mean
+    nothing)."""
 
-    containers: int = 0  # fatbin containers walked
-    with_code: int = 0  # of those, the ones holding at least one cubin or PTX entry
-    counts: tuple[tuple[str, int], ...] = ()  # (target, containers holding it), sorted by target
-    why: str | None = None  # set when the section is corrupt: the other fields then mean nothing
+    __slots__ = ()
 
 
-class Kernels(NamedTuple):
-    """The GPU code of one library file (``read_kernels``)."""
+class Kernels(namedtuple("Kernels", "status why path sm ptx partial containers counts seconds",
+                         defaults=((), (), (), 0, (), 0.0))):
+    """The GPU code of one library file (``read_kernels``): ``status`` (STATUS_OK, STATUS_NO_GPU_CODE or
+    STATUS_UNKNOWN), ``why`` (None when ok, else one line: "not an ELF or PE file", ...), ``path``; ``sm``, the
+    cubin targets held by at least half of the containers, sorted; ``ptx``, the PTX targets ("compute_50") by
+    the same rule; ``partial``, the targets held by fewer (a handful of kernels only); ``containers``;
+    ``counts``, every target with the number of containers holding it; ``seconds``."""
 
-    status: str  # STATUS_OK, STATUS_NO_GPU_CODE or STATUS_UNKNOWN
-    why: str | None  # None when ok; otherwise one line ("not an ELF or PE file", ...)
-    path: str
-    sm: tuple[str, ...] = ()  # cubin targets held by at least half of the containers, sorted
-    ptx: tuple[str, ...] = ()  # PTX targets ("compute_50") by the same rule
-    partial: tuple[str, ...] = ()  # targets (cubin or PTX) held by fewer: a handful of kernels only
-    containers: int = 0
-    counts: tuple[tuple[str, int], ...] = ()  # every target with the number of containers holding it
-    seconds: float = 0.0
+    __slots__ = ()
 
 
 # --- the pure parser ----------------------------------------------------------------------------
@@ -343,10 +340,8 @@ def _walk_entries(reader, ranges: list[tuple[int, int, bytes | None]]) -> list[s
 # --- finding the section in an ELF or PE file ---------------------------------------------------
 
 
-class _Section(NamedTuple):
-    offset: int  # in the file
-    size: int
-    address: int  # where it is loaded (what the wrapper pointers point at)
+# offset in the file, size, and the address it is loaded at (what the wrapper pointers point at)
+_Section = namedtuple("_Section", "offset size address")
 
 
 def _locate(reader, file_size: int) -> tuple[str, _Section | None, _Section | None]:
