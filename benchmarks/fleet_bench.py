@@ -24,12 +24,24 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from doctor.model.environment import Environment  # noqa: E402
 from doctor.model.findings import ERROR, Finding, Fix  # noqa: E402
 from doctor.model.report import build_report  # noqa: E402
-from doctor.model.snapshot import Dist, Fact, Gpu, Nvidia, Snapshot, TorchInstall  # noqa: E402
+from doctor.model.snapshot import (  # noqa: E402
+    Dist,
+    Fact,
+    Gpu,
+    Nvidia,
+    SmokeStep,
+    Snapshot,
+    TorchInstall,
+    TorchRuntime,
+)
 
 DRIVER = "570.124.06"
 TORCH = "2.13.0+cu128"
 GPU = "NVIDIA H100 80GB HBM3"
 FIX_COMMAND = "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# The smoke test's time differs on every real node (as do memory, disk and timings): each report here differs
+# from the others in it, not only in the host name, so no reader can skip a report as a repeat of another.
+RUNTIME_SECONDS = 2.4321
 
 # node index -> what is planted there (and the dimension the summary must flag)
 OUTLIERS = {
@@ -56,15 +68,23 @@ def template_report() -> dict:
         install=TorchInstall(
             status="ok", torch=Dist(name="torch", version=TORCH, build_version=TORCH, cuda="12.8")
         ),
+        runtime=TorchRuntime(status="ok", seconds=RUNTIME_SECONDS, torch_version=TORCH, cuda_version="12.8",
+                             backend="cuda", cuda_available=True, device_count=8,
+                             steps=[SmokeStep("import", "ok", 1.9), SmokeStep("matmul", "ok", 0.012, device=0)]),
         environment=Environment(hostname="node00000"),
     )
     table = {"version": "2026.11.29", "verified_on": "2026-11-29", "path": "builtin"}
     return build_report(snapshot, table, [], [], {"status": "nothing-to-do", "steps": []}, 0)
 
 
+def node_seconds(index: int) -> float:
+    return round(RUNTIME_SECONDS + index / 100_000, 5)
+
+
 def node_report(template: dict, index: int) -> dict:
     report = copy.deepcopy(template)
     report["snapshot"]["environment"]["hostname"] = f"node{index:05d}"
+    report["snapshot"]["runtime"]["seconds"] = node_seconds(index)
     planted = OUTLIERS.get(index)
     if planted is None:
         return report
@@ -91,14 +111,16 @@ def node_report(template: dict, index: int) -> dict:
 def write_fleet(folder: str, nodes: int = 10_000, broken: bool = True) -> set[str]:
     """Write `nodes` reports under folder/rackNN/; return the names of the planted odd nodes."""
     template = template_report()
-    plain = json.dumps(template)  # hostname "node00000": healthy nodes differ only in the name
+    plain = json.dumps(template)  # hostname "node00000": healthy nodes differ in the name and the smoke test's time
+    assert plain.count(f'"seconds": {RUNTIME_SECONDS}') == 1
     for index in range(nodes):
         rack = os.path.join(folder, f"rack{index // 500:02d}")
         os.makedirs(rack, exist_ok=True)
         if index in OUTLIERS:
             text = json.dumps(node_report(template, index))
         else:
-            text = plain.replace('"hostname": "node00000"', f'"hostname": "node{index:05d}"')
+            text = plain.replace('"hostname": "node00000"', f'"hostname": "node{index:05d}"').replace(
+                f'"seconds": {RUNTIME_SECONDS}', f'"seconds": {node_seconds(index)}')
         with open(os.path.join(rack, f"node{index:05d}.json"), "w") as fh:
             fh.write(text)
     if broken:  # one truncated upload: must be listed as unreadable, not crash the run
