@@ -109,7 +109,7 @@ class Command:
     rss_kib: list[int] = field(default_factory=list)
     last_stdout: bytes = b""
     env_extra: dict[str, str] = field(default_factory=dict)  # e.g. PYTHONPATH of another checkout
-    tty: bool = False  # stdout is a pseudo-terminal (the text view on a user's screen)
+    tty: bool = False  # stdout and stderr are a pseudo-terminal (the text view on a user's screen)
 
 
 class CommandFailed(Exception):
@@ -120,19 +120,20 @@ def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tu
     """Wall seconds and peak RSS (KiB, the largest process of the tree) of one whole-process run."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         master = drain = None
-        stdout = out if keep_stdout else subprocess.DEVNULL
+        stdout, stderr, screen = (out if keep_stdout else subprocess.DEVNULL), err, bytearray()
         if cmd.tty:
             import pty
             import threading
 
             master, stdout = pty.openpty()
-            drain = threading.Thread(target=_drain, args=(master,), daemon=True)
+            stderr = stdout  # a user's screen: the progress status on stderr is decided as it would be there
+            drain = threading.Thread(target=_drain, args=(master, screen), daemon=True)
             drain.start()
         start = time.perf_counter()
         proc = subprocess.Popen(
             cmd.argv,
             stdout=stdout,
-            stderr=err,
+            stderr=stderr,
             env={**env, **cmd.env_extra},
             cwd=tempfile.gettempdir(),
         )
@@ -145,7 +146,7 @@ def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tu
             os.close(master)
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
-        err_text = err.read().decode(errors="replace")
+        err_text = (bytes(screen) if cmd.tty else err.read()).decode(errors="replace")
         out.seek(0)
         if keep_stdout:
             cmd.last_stdout = out.read()
@@ -155,14 +156,18 @@ def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tu
     return seconds, usage.ru_maxrss
 
 
-def _drain(fd: int) -> None:
-    """Read a pseudo-terminal until the child is gone (its output must not fill the pty's buffer)."""
+def _drain(fd: int, keep: bytearray) -> None:
+    """Read a pseudo-terminal until the child is gone (its output must not fill the pty's buffer); the last
+    4 KB are kept for an error message."""
     while True:
         try:
-            if not os.read(fd, 65536):
-                return
+            chunk = os.read(fd, 65536)
         except OSError:  # EIO: the other side closed
             return
+        if not chunk:
+            return
+        keep.extend(chunk)
+        del keep[:-4096]
 
 
 def measure(commands: list[Command], rounds: int, env: dict[str, str]) -> None:

@@ -95,3 +95,54 @@ def test_the_child_lines_in_words():
 def test_long_paths_keep_their_end():
     path = "/opt/" + "x" * 80 + "/bin/python"
     assert short_path(path).endswith("/bin/python") and len(short_path(path)) == 48
+
+
+class _Recorder:
+    """Stands in for the rich status (doctor.app.progress.Progress): records what it is told."""
+
+    made: list = []
+
+    def __init__(self):
+        self.calls, self.started, self.stopped = [], False, False
+        _Recorder.made.append(self)
+
+    def __call__(self, task, words):
+        self.calls.append((task, words))
+
+    def start(self):
+        self.started = True
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_run_done_before_the_delay_shows_nothing(monkeypatch):
+    from doctor.app import progress as P
+
+    _Recorder.made = []
+    monkeypatch.setattr(P, "Progress", _Recorder)
+    with P.progress(True, delay=5.0) as tell:
+        tell("driver", "reading the NVIDIA driver")
+        tell("driver", None)
+    assert _Recorder.made == []  # never built: rich never imported for a quick run
+
+
+def test_a_run_that_lasts_shows_the_latest_task_then_follows(monkeypatch):
+    import time
+
+    from doctor.app import progress as P
+
+    _Recorder.made = []
+    monkeypatch.setattr(P, "Progress", _Recorder)
+    with P.progress(True, delay=0.05) as tell:
+        tell("driver", "reading the NVIDIA driver")
+        tell("packages", "reading the packages")
+        tell("driver", None)
+        deadline = time.monotonic() + 5
+        while not (_Recorder.made and _Recorder.made[0].started) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tell("smoke", "smoke test: matmul on the CPU")
+    shown = _Recorder.made[0]
+    assert shown.started and shown.stopped
+    # what came before the status started is handed over (only what still runs), then what follows
+    assert shown.calls == [("packages", "reading the packages"), ("smoke", "smoke test: matmul on the CPU")]

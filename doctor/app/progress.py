@@ -3,7 +3,8 @@
 report is printed.
 
 Only on a terminal: nothing when stderr is piped or redirected, TERM=dumb, with --json or -q, so logs,
-CI and scripts never see it. rich is imported only when it will be shown.
+CI and scripts never see it. And only for a run that lasts: the status starts after DELAY_S, so a check that
+is done sooner (a static check on a known machine: ~0.1 s) shows no flicker and never imports rich (~40 ms).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import threading
 from contextlib import contextmanager
 
 from doctor.model.i18n import Msg, localize
+
+DELAY_S = 0.3  # a run done sooner shows no status at all
 
 
 def wanted(quiet: bool = False, json_output: bool = False, stream=None) -> bool:
@@ -57,16 +60,61 @@ class Progress:
         self._status.stop()
 
 
+class _Later:
+    """The callback the probes get: it keeps the tasks' words until the status starts (``start``, on a timer
+    thread after DELAY_S), then passes them on. ``stop`` ends the status, or keeps it from ever starting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: dict[str, str] = {}
+        self._display: Progress | None = None
+        self._stopped = False
+
+    def __call__(self, task: str, words: str | None) -> None:
+        with self._lock:
+            display = self._display
+            if display is None:
+                self._tasks.pop(task, None)
+                if words is not None:
+                    self._tasks[task] = words
+                return
+        display(task, words)
+
+    def start(self) -> None:
+        try:
+            display = Progress()  # imports rich: only a run that lasts gets here
+        except Exception:  # noqa: BLE001 - no status line is better than a traceback from a timer thread
+            return
+        with self._lock:
+            if self._stopped:
+                return
+            for task, words in self._tasks.items():  # in the order they came: the last one shows
+                display(task, words)
+            display.start()
+            self._display = display
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            display = self._display
+        if display is not None:
+            display.stop()
+
+
 @contextmanager
-def progress(show: bool):
+def progress(show: bool, delay: float = DELAY_S):
     """``with progress(show) as tell:`` gives the callback for ProbeOptions.progress (None when not shown);
-    the status is gone when the block ends, before anything else is printed."""
+    the status appears after ``delay`` seconds and is gone when the block ends, before anything else is
+    printed."""
     if not show:
         yield None
         return
-    display = Progress()
-    display.start()
+    later = _Later()
+    timer = threading.Timer(delay, later.start)
+    timer.daemon = True
+    timer.start()
     try:
-        yield display
+        yield later
     finally:
-        display.stop()
+        timer.cancel()
+        later.stop()
