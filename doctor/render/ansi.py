@@ -13,40 +13,11 @@ whatever the text. tests/test_render_ansi.py holds the two to the same bytes.
 
 from __future__ import annotations
 
+from doctor.render.plain import Text
+
 ATTRIBUTES = {"bold": 1, "dim": 2, "italic": 3, "underline": 4, "blink": 5, "reverse": 7, "strike": 9}
 COLORS = {"black": 30, "red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
 _RICH_ONLY = frozenset("\t\n\r\x07\x08\x0b\x0c\x1b")  # what rich splits, expands or strips itself
-
-
-class Text:
-    """A run of text in parts, each with its style, under the text's own style."""
-
-    def __init__(self, text: str = "", style: str = "") -> None:
-        self.style = style or ""
-        self.parts: list[tuple[str, str]] = [(str(text), "")]
-
-    @classmethod
-    def assemble(cls, *parts) -> Text:
-        text = cls()
-        for part in parts:
-            text.append(*part) if isinstance(part, tuple) else text.append(part)
-        return text
-
-    def append(self, text: str, style: str | None = None) -> Text:
-        self.parts.append((str(text), style or ""))
-        return self
-
-    def restyle(self, style: str) -> Text:
-        """The text's own style (rich: ``Text.assemble(..., style=...)``)."""
-        self.style = style or ""
-        return self
-
-    @property
-    def plain(self) -> str:
-        return "".join(text for text, _ in self.parts)
-
-    def __str__(self) -> str:
-        return self.plain
 
 
 def codes(style: str, no_color: bool) -> str | None:

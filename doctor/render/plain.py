@@ -9,11 +9,12 @@ from __future__ import annotations
 
 
 class Text:
-    """A run of text; styles are accepted and dropped (no terminal, no colour)."""
+    """A run of text in parts, each with its style, under the text's own style. The plain console drops the
+    styles (no terminal, no colour); the terminal one (ansi.py) writes them as rich does."""
 
     def __init__(self, text: str = "", style: str = "") -> None:
-        del style
-        self._parts = [str(text)]
+        self.style = style or ""
+        self.parts: list[tuple[str, str]] = [(str(text), "")]
 
     @classmethod
     def assemble(cls, *parts) -> Text:
@@ -23,13 +24,17 @@ class Text:
         return text
 
     def append(self, text: str, style: str | None = None) -> Text:
-        del style
-        self._parts.append(str(text))
+        self.parts.append((str(text), style or ""))
+        return self
+
+    def restyle(self, style: str) -> Text:
+        """The text's own style (rich: ``Text.assemble(..., style=...)``)."""
+        self.style = style or ""
         return self
 
     @property
     def plain(self) -> str:
-        return "".join(self._parts)
+        return "".join(text for text, _ in self.parts)
 
     def __str__(self) -> str:
         return self.plain
