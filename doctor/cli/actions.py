@@ -92,10 +92,11 @@ def report(
     from doctor.app.check import run_report
     from doctor.app.options import CheckOptions
 
-    use_language(lang, chosen_format(json_out, output_format, "json"))
+    fmt = chosen_format(json_out, output_format, "json")
+    use_language(lang, fmt)
     return run_report(CheckOptions(
         python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout,
-        format=chosen_format(json_out, output_format, "json"), output=output, redact=not no_redact, quiet=quiet,
+        format=fmt, output=output, redact=not no_redact, quiet=quiet,
         torch=torch_spec, no_driver_change=no_driver_change, index_url_base=index_url_base, cache=not no_cache,
         mirror=mirror,
     ))
