@@ -72,7 +72,7 @@ def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") 
 
 
 def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, localns={"Any": typing.Any})  # the models import Any for type checkers only
     # fields marked metadata={"report": False} are working data, not part of the report
     fields = [f for f in records.fields(cls) if f.metadata.get("report", True)]
     doc = (cls.__doc__ or "").strip().splitlines()

@@ -197,7 +197,7 @@ def test_records_that_point_elsewhere_fall_back_to_the_chained_walk(tmp_path):
 
 
 def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
-    # Every read counts as slow: after three, the rest of each batch is announced first.
+    # Every read counts as slow: after two groups of reads, the rest of each batch is announced first.
     path = write(tmp_path, fatbin_elf(_containers(9)))
     warm = read_kernels(path)
     monkeypatch.setattr(kernels, "_DISK_WAIT", -1.0)
@@ -207,7 +207,8 @@ def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
     data = path.read_bytes()
     with open(path, "rb") as fh:
         reader = kernels._FileReader(fh.fileno(), 100, len(data) - 100)
-        offsets = [0, 7, 500, len(data) - 130, len(data) - 100, len(data)]
+        # More than the first two timed groups (3 + 8 reads), so that the switch happens inside this call.
+        offsets = [0, 7, 500] + [600 + 64 * i for i in range(12)] + [len(data) - 130, len(data) - 100, len(data)]
         expected = [data[100 + o : 100 + o + 48] for o in offsets]
         assert reader.read_many(offsets, 48) == expected
         assert reader._cold

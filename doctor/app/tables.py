@@ -95,11 +95,14 @@ def _read(entry: Path, key: str, read_entry):
         header, _, body = raw[len(MAGIC):].partition(b"\n")
         if header.decode("utf-8", "surrogateescape") != key:
             return None
-        import pickle
+        try:  # the C unpickler alone: pickle.py around it costs ~2 ms to import, for nothing a load uses
+            from _pickle import loads
+        except ImportError:  # an interpreter without the accelerator
+            from pickle import loads
 
         from doctor.table.compat import CompatTable
 
-        table = pickle.loads(body)
+        table = loads(body)
         return table if isinstance(table, CompatTable) else None
     except Exception:  # noqa: BLE001 - a corrupt entry of any kind is a miss; the table is parsed again
         return None

@@ -338,10 +338,10 @@ def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machin
 def public_spec(text: str | None):
     """A SpecifierSet of the torch versions asked for, with local labels dropped (``==2.3.1+cu121`` asks for
     2.3.1: the plan picks the variant that fits this machine); None for no or an unreadable specifier."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if not text or not text.strip():
         return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when asked: ~12 ms to import
+
     parts = []
     for part in text.split(","):
         part = part.strip()
@@ -355,10 +355,10 @@ def public_spec(text: str | None):
 
 
 def in_spec(spec, version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     if spec is None:
         return True
+    from packaging.version import InvalidVersion, Version
+
     try:
         return spec.contains(Version(split_local(version)[0]), prereleases=True)
     except InvalidVersion:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.inputs.halves import map_in_halves
 from doctor.model.files import FileRefused, read_bytes
 
 MAX_REPORT_BYTES = 20 << 20  # a node report is ~20 KB; anything this big is not one
@@ -42,25 +42,51 @@ class UnreadableReport(ValueError):
     """A report file that is not a torchdoctor report; the message is the one-line reason."""
 
 
-def find_report_files(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Files as given, folders searched recursively for *.json (sorted); missing paths as unreadable."""
-    files: list[str] = []
+def find_report_files(paths: Iterable[str]) -> tuple[list[tuple[str, bool]], list[tuple[str, str]]]:
+    """(path, seen as a regular file) of each file as given and each *.json in folders searched recursively
+    (sorted, a folder's own files before its sub-folders', as os.walk lists them; linked folders are not
+    entered); missing paths as unreadable."""
+    files: list[tuple[str, bool]] = []
     missing: list[tuple[str, str]] = []
     for path in paths:
         if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs.sort()
-                files.extend(os.path.join(root, n) for n in sorted(names) if n.endswith(".json"))
+            _walk(path, files)
         elif os.path.exists(path):
-            files.append(path)
+            files.append((path, False))
         else:
             missing.append((path, "no such file or folder"))
     return files, missing
 
 
-def read_node_report(path: str) -> NodeReport:
+def _walk(folder: str, files: list[tuple[str, bool]]) -> None:
+    # os.scandir rather than os.walk: its entries know a regular file without a stat (10,000 stats saved).
     try:
-        data = json.loads(read_bytes(path, MAX_REPORT_BYTES))
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return  # os.walk skips a folder it cannot list, too
+    folders = []
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            if not entry.is_symlink():
+                folders.append(entry.path)
+        elif entry.name.endswith(".json"):
+            try:
+                regular = entry.is_file(follow_symlinks=False)
+            except OSError:
+                regular = False
+            files.append((entry.path, regular))
+    for sub in folders:
+        _walk(sub, files)
+
+
+def read_node_report(path: str, regular: bool = False) -> NodeReport:
+    try:
+        data = json.loads(read_bytes(path, MAX_REPORT_BYTES, regular=regular))
     except FileRefused as exc:
         raise UnreadableReport(str(exc)) from None
     except OSError as exc:
@@ -87,10 +113,18 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
     node = hostname if isinstance(hostname, str) and hostname and hostname != "<host>" else _stem(path)
     driver = _obj(nvidia.get("driver_version")).get("value")
     build = torch.get("build_version") or torch.get("version")
-    models = Counter(str(g.get("name") or "?") for g in _list(nvidia.get("gpus")) if isinstance(g, dict))
+    models: dict[str, int] = {}  # a dict, not a Counter: ~5 us less per report, 50 ms over 10,000
+    for gpu in _list(nvidia.get("gpus")):
+        if isinstance(gpu, dict):
+            name = str(gpu.get("name") or "?")
+            models[name] = models.get(name, 0) + 1
     findings = [f for f in _list(data.get("findings")) if isinstance(f, dict)]
     ids = tuple(sorted({str(f.get("id")) for f in findings if f.get("id")}))
-    steps = [s for s in _list(_obj(data.get("plan")).get("steps")) if isinstance(s, dict)]
+    commands = []
+    for step in _list(_obj(data.get("plan")).get("steps")):
+        command = step.get("command") if isinstance(step, dict) else None
+        if isinstance(command, str) and command:
+            commands.append(command)
     return NodeReport(
         node=node,
         path=path,
@@ -100,9 +134,7 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
         findings=", ".join(ids) or NONE,
         finding_ids=ids,
         errors=sum(f.get("severity") == "error" for f in findings),
-        plan_commands=tuple(
-            str(s["command"]) for s in steps if isinstance(s.get("command"), str) and s["command"]
-        ),
+        plan_commands=tuple(commands),
     )
 
 
@@ -120,12 +152,21 @@ def _stem(path: str) -> str:
 
 
 def read_node_reports(paths: Iterable[str]) -> tuple[list[NodeReport], list[tuple[str, str]]]:
-    """Every readable report under ``paths``, and (path, one-line reason) for the others."""
+    """Every readable report under ``paths``, and (path, one-line reason) for the others (on two cores
+    where there are many: doctor/inputs/halves.py)."""
     files, unreadable = find_report_files(paths)
     nodes = []
-    for path in files:
-        try:
-            nodes.append(read_node_report(path))
-        except UnreadableReport as exc:
-            unreadable.append((path, str(exc)))
+    for path, result in zip(files, map_in_halves(_read_one, files), strict=True):
+        if isinstance(result, NodeReport):
+            nodes.append(result)
+        else:
+            unreadable.append((path[0], result))
     return nodes, unreadable
+
+
+def _read_one(file: tuple[str, bool]) -> NodeReport | str:
+    """The report, or the one-line reason it cannot be read (a value, so that a forked child can send it)."""
+    try:
+        return read_node_report(*file)
+    except UnreadableReport as exc:
+        return str(exc)

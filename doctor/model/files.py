@@ -43,30 +43,38 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | os.PathLike, limit: int, *, truncate: bool = False) -> bytes:
+def read_bytes(path: str | os.PathLike, limit: int, *, truncate: bool = False, regular: bool = False) -> bytes:
     """At most ``limit`` bytes of the regular file ``path``. More than that raises FileRefused, or with
     ``truncate`` gives the first ``limit`` bytes. Anything but a regular file raises FileRefused; a file
-    that cannot be opened or read raises OSError (with ``strerror``)."""
+    that cannot be opened or read raises OSError (with ``strerror``).
+
+    ``regular``: the caller has just seen a regular file there (os.scandir's entry type), so the look before
+    opening is skipped; the opened descriptor is still checked."""
     path = os.fspath(path)
-    mode = os.stat(path).st_mode  # opening a device can have effects (a tape rewinds): look first
-    if not stat.S_ISREG(mode):
-        raise FileRefused(f"{kind_of(mode)}, not a regular file")
-    fd = os.open(path, _FLAGS)
-    try:
-        mode = os.fstat(fd).st_mode  # swapped for something else since the stat?
+    if not regular:
+        mode = os.stat(path).st_mode  # opening a device can have effects (a tape rewinds): look first
         if not stat.S_ISREG(mode):
             raise FileRefused(f"{kind_of(mode)}, not a regular file")
+    fd = os.open(path, _FLAGS)
+    try:
+        info = os.fstat(fd)  # swapped for something else since the stat?
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(f"{kind_of(info.st_mode)}, not a regular file")
+        expected = info.st_size  # 0 for /proc files: those are read by their bytes, to the end
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+            want = min(_CHUNK, limit + 1 - size)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if size == expected and len(chunk) < want:
+                break  # every byte fstat counted, and the read stopped short of what it asked: the end
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > limit:
         if not truncate:
             raise FileRefused(f"more than {megabytes(limit)}")

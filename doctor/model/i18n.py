@@ -21,7 +21,10 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
+    from typing import Any
 
 EN = "en"
 ZH = "zh"

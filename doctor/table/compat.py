@@ -5,9 +5,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
-
+from doctor.model.pep440 import release_key, spec_contains
 from doctor.model.versions import minor_key as _minor_key
 from doctor.model.versions import variant_to_cuda
 from doctor.table.gpus import gpu_indexes, normalise_gpu_name, strip_gpu_suffixes
@@ -53,7 +51,9 @@ class CompatTable:
         self.schema_version = schema_version
         self.table_version = table_version
         self.verified_on = verified_on
-        self.releases = tuple(sorted(releases, key=lambda r: Version(r.minor)))
+        # No packaging objects here: a check loads this table pickled and would import packaging (~12 ms) to
+        # unpickle them. The validated table holds only plain major.minor versions (model/pep440.py).
+        self.releases = tuple(sorted(releases, key=lambda r: _key(r.minor)))
         self.arch_lists = arch_lists
         self.cuda_drivers = cuda_drivers
         self.major_floors = major_floors
@@ -63,33 +63,32 @@ class CompatTable:
         self._releases = {r.minor: r for r in self.releases}
         self._arch = {(a.torch_minor, a.variant, a.platform): a for a in arch_lists}
         # (variant, platform) -> (ascending minors, their rows) for the older-minor fallback
-        self._arch_series: dict[tuple[str, str], tuple[list[Version], list[ArchList]]] = {}
-        for row in sorted(arch_lists, key=lambda a: Version(a.torch_minor)):
+        self._arch_series: dict[tuple[str, str], tuple[list[tuple[int, ...]], list[ArchList]]] = {}
+        for row in sorted(arch_lists, key=lambda a: _key(a.torch_minor)):
             minors, rows = self._arch_series.setdefault((row.variant, row.platform), ([], []))
-            minors.append(Version(row.torch_minor))
+            minors.append(_key(row.torch_minor))
             rows.append(row)
         self._cuda = {c.cuda: c for c in cuda_drivers}
         self._majors = {m.major: m for m in major_floors}
         self._branches = {b.branch: b for b in self.driver_branches}
         self._branch_numbers = [b.branch for b in self.driver_branches]
         self._gpus_exact, self._gpus_loose = gpu_indexes(gpu_models, gpu_aliases or {})
-        self.cuda_toolkits = tuple(sorted(cuda_toolkits, key=lambda t: Version(t.cuda)))
+        self.cuda_toolkits = tuple(sorted(cuda_toolkits, key=lambda t: _key(t.cuda)))
         self.cudnn_rows = cudnn_support
         self.companion_checks = companion_checks
         self._toolkits = {t.cuda: t for t in self.cuda_toolkits}
         # cuda major -> (ascending first cuDNN versions, their rows) for the nearest-lower lookup
-        self._cudnn: dict[int, tuple[list[Version], list[CudnnSupport]]] = {}
-        for row in sorted(cudnn_support, key=lambda c: Version(c.cudnn)):
+        self._cudnn: dict[int, tuple[list[tuple[int, ...]], list[CudnnSupport]]] = {}
+        for row in sorted(cudnn_support, key=lambda c: _key(c.cudnn)):
             versions, rows = self._cudnn.setdefault(row.cuda_major, ([], []))
-            versions.append(Version(row.cudnn))
+            versions.append(_key(row.cudnn))
             rows.append(row)
         self.jetpack_rows = jetpack
         self.driver_support = driver_support
         self._jetpack = {j.l4t: j for j in jetpack}
-        self._companions: dict[str, tuple[tuple[SpecifierSet, CompanionCudaCheck], ...]] = {}
+        self._companions: dict[str, tuple[CompanionCudaCheck, ...]] = {}
         for check in companion_checks:
-            entry = (SpecifierSet(check.versions), check)
-            self._companions[check.package] = (*self._companions.get(check.package, ()), entry)
+            self._companions[check.package] = (*self._companions.get(check.package, ()), check)
 
     def __repr__(self) -> str:
         return f"CompatTable({self.path!r}, table_version={self.table_version!r})"
@@ -113,7 +112,7 @@ class CompatTable:
         if release is None or variant not in release.variants_for(platform):
             return None
         minors, rows = self._arch_series.get((variant, platform), ([], []))
-        at = bisect.bisect_right(minors, Version(minor))
+        at = bisect.bisect_right(minors, _key(minor))
         return rows[at - 1] if at else None
 
     def cuda_driver(self, cuda: str) -> CudaDriver | None:
@@ -158,7 +157,7 @@ class CompatTable:
         versions, rows = self._cudnn.get(cuda_major, ([], []))
         if key is None or not versions:
             return None
-        at = bisect.bisect_right(versions, Version(key))
+        at = bisect.bisect_right(versions, _key(key))
         return rows[at - 1] if at else None
 
     def cudnn_min_cc(self, torch_version: str, variant: str | None = None) -> str | None:
@@ -208,14 +207,19 @@ class CompatTable:
     def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
         """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at
         import: the row whose version range holds it, or None when no row does."""
-        try:
-            wanted = Version(_public(version))
-        except InvalidVersion:
-            return None
-        for spec, check in self._companions.get((package or "").strip().lower(), ()):
-            if spec.contains(wanted, prereleases=True):
+        wanted = _public(version)
+        for check in self._companions.get((package or "").strip().lower(), ()):
+            if spec_contains(check.versions, wanted):  # None: not a version at all
                 return check
         return None
+
+
+def _key(text: str) -> tuple[int, ...]:
+    """The sort key of a major.minor the table parser has validated (and of _minor_key's answers)."""
+    key = release_key(text)
+    if key is None:
+        raise ValueError(f"{text!r} is not a major.minor version")
+    return key
 
 
 def _cc(text: str) -> tuple[int, int]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import functools
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from doctor.model.patterns import lazy_compile
+from doctor.model.pep440 import normal_form, spec_contains
 from doctor.model.records import field, record
 from doctor.model.versions import major_minor as _major_minor
 
@@ -189,12 +187,8 @@ class JetPackRow:
     confidence: str
 
 
-@functools.lru_cache(maxsize=1024)  # pure; a specifier and a Python version are strings
 def _spec_contains(spec: str, python: str) -> bool | None:
-    try:
-        return SpecifierSet(spec).contains(Version(python.rstrip("t")), prereleases=True)
-    except InvalidVersion:
-        return None
+    return spec_contains(spec, python.rstrip("t"))
 
 
 def _sm_number(target: str) -> int | None:
@@ -212,6 +206,6 @@ def _public(version: str) -> str:
     """ "2.7.1+cu128" -> "2.7.1" in packaging's normal form ("2.7" and "2.7.0" stay distinct strings)."""
     base = (version or "").split("+", 1)[0].strip()
     try:
-        return str(Version(base))
-    except InvalidVersion:
+        return normal_form(base)
+    except ValueError:  # packaging's InvalidVersion is a ValueError
         return base

@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any
 
 from doctor.model.files import read_bytes
 from doctor.model.records import field, record
@@ -26,6 +25,10 @@ from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
 from doctor.probes.nvidia.parsers import classify_nvml_error, classify_nvml_failure, normalise_bus_id
 from doctor.runner import run, signal_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
+    from typing import Any
 
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
@@ -76,14 +79,21 @@ QUERY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_qu
 
 
 def pynvml_missing() -> str | None:
-    """Why ``import pynvml`` cannot work here (without importing it), or None when it can be tried."""
-    import importlib.util
+    """Why ``import pynvml`` cannot work here (without importing it), or None when it can be tried.
 
+    importlib.util.find_spec's search for a top-level name, without importing importlib.util (~1.5 ms):
+    a module already imported counts, else each finder on sys.meta_path is asked in turn."""
+    missing = "not importable (ModuleNotFoundError: No module named 'pynvml')"
+    if "pynvml" in sys.modules:  # None there blocks the import
+        return None if sys.modules["pynvml"] is not None else missing
     try:
-        found = importlib.util.find_spec("pynvml")
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is not None and find_spec("pynvml", None) is not None:
+                return None
     except (ImportError, ValueError) as exc:
         return f"not importable ({type(exc).__name__}: {exc})"
-    return None if found else "not importable (ModuleNotFoundError: No module named 'pynvml')"
+    return missing
 
 
 # Where the dynamic loader finds libnvidia-ml.so.1 without LD_LIBRARY_PATH: its cache, and the default and
