@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 def split_small(monkeypatch):
     monkeypatch.setattr(halves, "MIN_ITEMS", 2)
     monkeypatch.setattr(halves, "usable_cpus", lambda: 2)
+    # Earlier tests may leave daemon threads behind (a timed-out probe's); the work forked here takes no lock.
+    monkeypatch.setattr(halves.threading, "active_count", lambda: 1)
 
 
 def square_with_pid(x):
@@ -71,7 +73,12 @@ def test_fleet_summary_is_the_same_read_in_halves(tmp_path, monkeypatch):
     alone = summary_to_dict(summarize_paths([str(tmp_path)]))
     monkeypatch.setattr(halves, "MIN_ITEMS", 2)
     monkeypatch.setattr(halves, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(halves.threading, "active_count", lambda: 1)
+    forked = []
+    real_fork = halves.os.fork
+    monkeypatch.setattr(halves.os, "fork", lambda: forked.append(1) or real_fork())
     split = summary_to_dict(summarize_paths([str(tmp_path)]))
+    assert forked  # the second half was read in a child
     assert split == alone
     assert alone["nodes"] == 300 and len(alone["unreadable"]) == 3  # ours two and the fleet's truncated one
 

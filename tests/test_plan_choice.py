@@ -32,7 +32,14 @@ from doctor.model.records import replace
 from doctor.model.snapshot import Project, Requested, TorchPin
 from doctor.plan.commands import Commands
 from doctor.probes.host import detect_scheduler, find_pythons
-from doctor.probes.project import parse_lock, parse_pyproject, parse_requirements, poetry_spec, project_folder
+from doctor.probes.project import (
+    _is_requirements,
+    parse_lock,
+    parse_pyproject,
+    parse_requirements,
+    poetry_spec,
+    project_folder,
+)
 from doctor.table.load import load_table
 
 
@@ -235,6 +242,14 @@ def test_the_project_folder_is_the_environments_or_a_working_folder_it_belongs_t
     assert project_folder(str(project / ".venv"), str(other), "venv") == project
     assert project_folder(str(tmp_path / "elsewhere/.venv"), str(other), "venv") is None  # not its business
     assert project_folder("/usr", str(other), "system") == other  # a system Python serves the folder it runs in
+
+
+def test_requirements_files_are_recognised_as_pathlibs_glob_did(tmp_path):
+    names = ["requirements.txt", "requirements-dev.txt", "requirements_gpu.txt", "requirements.txt.bak",
+             "requirement.txt", "dev-requirements.txt", "requirements.in", "requirementstxt", ".requirements.txt"]
+    for name in names:
+        (tmp_path / name).write_text("")
+    assert {n for n in names if _is_requirements(n)} == {p.name for p in tmp_path.glob("requirements*.txt")}
 
 
 # --- one builder ---------------------------------------------------------------------------------------------

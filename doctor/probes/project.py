@@ -42,9 +42,16 @@ def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:
 
 def _has_pin_files(folder: Path) -> bool:
     try:
-        return any((folder / name).is_file() for name in PIN_FILES) or any(folder.glob("requirements*.txt"))
+        return any((folder / name).is_file() for name in PIN_FILES) or any(
+            _is_requirements(name) for name in os.listdir(folder))
     except OSError:
         return False
+
+
+def _is_requirements(name: str) -> bool:
+    """``requirements*.txt``, as pathlib's glob matches it (without compiling a pattern on every check)."""
+    name = os.path.normcase(name)  # glob ignores case where the file system does (Windows)
+    return name.startswith("requirements") and name.endswith(".txt")
 
 
 def project_folder(prefix: str | None, cwd: str, env_kind: str = "") -> Path | None:
