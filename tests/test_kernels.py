@@ -215,6 +215,46 @@ def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
         assert reader.read_many(offsets, 48) == expected  # announced up front this time
 
 
+def test_on_a_cold_cache_every_header_is_announced_before_it_is_read(tmp_path, monkeypatch):
+    """Cold, each entry header's page is asked for (WILLNEED) as soon as its offset is known, while the rest of
+    the round is still being parsed: no read after the switch goes to the disk unannounced, and no round waits
+    for a batch of announcements of its own (only the round that noticed the cold cache announces the rest)."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise here")
+    path = write(tmp_path, fatbin_elf(_containers(40)))
+    warm = read_kernels(path)
+    announced, unannounced = set(), []
+    real_advise, real_pread = os.posix_fadvise, os.pread
+
+    def advise(fd, offset, length, advice):
+        announced.add(offset)
+        return real_advise(fd, offset, length, advice)
+
+    def pread(fd, size, offset):
+        if switched[0] and offset not in announced:
+            unannounced.append(offset)
+        return real_pread(fd, size, offset)
+
+    switched = [False]
+    batches = []
+    real_prefetch = kernels._FileReader._prefetch
+
+    def prefetch(self, offsets, size):
+        switched[0] = True
+        batches.append(len(offsets))
+        return real_prefetch(self, offsets, size)
+
+    monkeypatch.setattr(kernels, "_DISK_WAIT", -1.0)  # every read counts as slow
+    monkeypatch.setattr(kernels._FileReader, "_prefetch", prefetch)
+    monkeypatch.setattr(kernels.os, "posix_fadvise", advise)
+    monkeypatch.setattr(kernels.os, "pread", pread)
+    cold = read_kernels(path)
+    assert (cold.sm, cold.counts, cold.containers) == (warm.sm, warm.counts, warm.containers)
+    assert switched[0] and len(announced) > 40
+    assert unannounced == []
+    assert len(batches) == 1
+
+
 def test_only_headers_are_read(tmp_path):
     # 16 MB of payload; /proc/self/io counts the bytes our read calls returned.
     if not Path("/proc/self/io").exists():
