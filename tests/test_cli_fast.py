@@ -1,4 +1,4 @@
-"""The fast path (doctor/cli/fast.py) reads `check` and `report` lines without typer. These tests hold it to
+"""The fast path (doctor/cli/fast.py) reads `check`, `report` and `fleet summarize` lines without typer. These tests hold it to
 the typer commands: the same options with the same kinds and defaults, the same keyword arguments for the
 same command line, and typer for every line it must not read itself."""
 
@@ -20,7 +20,8 @@ SIGNATURES = {name: inspect.signature(getattr(actions, name)).parameters for nam
 
 
 def typer_command(name: str):
-    info = next(c for c in commands.app.registered_commands if (c.name or c.callback.__name__) == name)
+    app, word = (commands.fleet_app, "summarize") if name == "fleet_summarize" else (commands.app, name)
+    info = next(c for c in app.registered_commands if (c.name or c.callback.__name__) == word)
     return typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
 
 
@@ -47,6 +48,10 @@ def test_the_table_is_the_typer_commands_options(name):
     for param in command.params:
         if param.name in ("help",):
             continue
+        if param.param_type_name == "argument":  # the report paths of fleet summarize: required, many
+            assert fast.POSITIONAL[name] == param.name and param.required and param.nargs == -1
+            assert defaults[param.name].default is inspect.Parameter.empty
+            continue
         for word in param.opts + param.secondary_opts:
             words[word] = (param.name, kind_of(param), bool(param.multiple))
         default = param.default
@@ -62,6 +67,7 @@ def test_the_table_is_the_typer_commands_options(name):
     words.pop("-h", None)
     assert table == words
     assert set(defaults) == {p.name for p in command.params}
+    assert name in fast.POSITIONAL or not [p for p in command.params if p.param_type_name == "argument"]
 
 
 def read_by_typer(args, monkeypatch) -> tuple[str, dict]:
@@ -101,6 +107,10 @@ LINES = [
     ["report", "--json", "--python", "py", "--table=t.json", "--smoke-timeout", "3", "--torch", "==2.6.0",
      "--no-driver-change", "--index-url-base", "https://m/whl", "--no-cache", "--mirror", "sjtu", "--lang", "zh",
      "-q", "--quiet", "--no-redact", "--output=x"],
+    ["fleet", "summarize", "reports/"],
+    ["fleet", "summarize", "a.json", "--json", "b.json", "dir"],
+    ["fleet", "summarize", "--format", "markdown", "-o", "f.md", "r/", "--lang", "zh", "-q"],
+    ["fleet", "summarize", "r", "--markdown", "--output=x.md", "--quiet", "--format=text"],
 ]
 
 
@@ -142,6 +152,17 @@ LEFT_TO_TYPER = [
     ["check", "--table", ""],
     ["check", "--verb"],  # a prefix is not an option
     ["check", "--no-smoke", "--from"],
+    ["fleet"],
+    ["fleet", "summarize"],  # the report paths are required
+    ["fleet", "summarize", "--json"],
+    ["fleet", "summarize", "--help"],
+    ["fleet", "summarize", "r", "--format", "pdf"],
+    ["fleet", "summarize", "r", "--format", "github"],  # check's choice, not fleet's
+    ["fleet", "summarize", "-"],
+    ["fleet", "summarize", "r", "--", "x"],
+    ["fleet", "summarize", "r", ""],
+    ["fleet", "bogus"],
+    ["summarize", "r"],
 ]
 
 
@@ -170,6 +191,22 @@ def test_a_plain_check_imports_neither_typer_nor_click(tmp_path):
                           cwd=tmp_path)
     code, loaded = __import__("json").loads(done.stdout.strip().splitlines()[-1])
     assert code in (0, 1), done.stderr
+    assert loaded == []
+
+
+def test_fleet_summarize_as_json_imports_neither_typer_nor_rich(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "broken.json").write_text("{")
+    script = (
+        "import contextlib, io, sys, json\nfrom doctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    code = main(['fleet', 'summarize', {str(tmp_path / 'reports')!r}, '--json'])\n"
+        "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich'))]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    code, loaded = __import__("json").loads(done.stdout.strip().splitlines()[-1])
+    assert code == 2, done.stderr  # nothing readable: the usage exit code, as before
     assert loaded == []
 
 

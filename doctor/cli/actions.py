@@ -1,5 +1,6 @@
-"""What `check` and `report` do with their parameters, typer-free: the typer commands (commands.py) and the
-fast path (fast.py) both call these, so the two ways of reading a command line run the same code.
+"""What `check`, `report` and `fleet summarize` do with their parameters, typer-free: the typer commands
+(commands.py) and the fast path (fast.py) both call these, so the two ways of reading a command line run the
+same code.
 
 The parameters are the typer commands' own, with the same names and defaults (tests/test_cli_fast.py holds
 the two in step); ``output_format`` is the --format value as a string.
@@ -101,3 +102,27 @@ def report(
         mirror=mirror,
     ))
 
+
+
+def fleet_summarize(
+    reports: list[Path],
+    output_format: str | None = None,
+    json_out: bool = False,
+    markdown: bool = False,
+    output: Path | None = None,
+    quiet: bool = False,
+    lang: str | None = None,
+) -> int:
+    from doctor.app.fleet import summarize_command
+
+    if markdown:
+        if json_out or (output_format is not None and output_format != "markdown"):
+            other = "--json" if json_out else f"--format {output_format}"
+            from doctor.app.language import Msg
+
+            raise DoctorError(Msg("{other} and --markdown contradict each other: pick one", other=other))
+        output_format = "markdown"
+    fmt = chosen_format(json_out, output_format)
+    use_language(lang, fmt)
+    return summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
+                             str(output) if output else None, quiet=quiet)

@@ -16,7 +16,6 @@ import typer
 
 from doctor import __version__, exitcodes
 from doctor.cli import actions
-from doctor.errors import DoctorError
 
 app = typer.Typer(
     name="torchdoctor",
@@ -313,19 +312,10 @@ def fleet_summarize(
       torchdoctor fleet summarize reports/
       torchdoctor fleet summarize reports/ --format markdown -o fleet.md
     """
-    from doctor.app.fleet import summarize_command
-
-    if markdown:
-        if json_out or (output_format is not None and output_format.value != "markdown"):
-            other = "--json" if json_out else f"--format {output_format.value}"
-            from doctor.app.language import Msg
-
-            raise DoctorError(Msg("{other} and --markdown contradict each other: pick one", other=other))
-        output_format = FleetFormat.markdown
-    fmt = _format(json_out, output_format)
-    _use_language(lang, fmt)
-    raise typer.Exit(summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
-                                       str(output) if output else None, quiet=quiet))
+    raise typer.Exit(actions.fleet_summarize(
+        reports=reports, output_format=output_format.value if output_format else None, json_out=json_out,
+        markdown=markdown, output=output, quiet=quiet, lang=lang,
+    ))
 
 
 @app.command(short_help="Check torch.distributed across N ranks with torchrun.")

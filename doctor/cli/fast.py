@@ -1,7 +1,8 @@
-"""The fast path: a `check` or `report` command line read without typer and click.
+"""The fast path: a `check`, `report` or `fleet summarize` command line read without typer and click.
 
 Importing typer (and the click it bundles) and building a command costs ~25 ms, a fifth of a static
-`check`. The command lines people and CI type are plain: the command, then options from the table below.
+`check`. The command lines people and CI type are plain: the command, then options from the table below
+(and for `fleet summarize`, the report paths: any word that does not start with "-").
 Those are read here, with click's own rules for them (``--opt value``, ``--opt=value``, the last of a
 repeated option, ``multiple`` options collected in order), into the very keyword arguments the typer
 command passes to actions.py. Anything else returns None and typer reads the line: help, other commands,
@@ -56,7 +57,21 @@ CHECK = {
     "--config": ("config", PATH, False),
 }
 REPORT = {**_SHARED, "--format": ("output_format", ("json", "markdown"), False)}
-OPTIONS = {"check": CHECK, "report": REPORT}
+FLEET_SUMMARIZE = {
+    "--format": ("output_format", ("text", "json", "markdown"), False),
+    "--json": ("json_out", FLAG, False),
+    "--markdown": ("markdown", FLAG, False),
+    "-o": ("output", PATH, False),
+    "--output": ("output", PATH, False),
+    "-q": ("quiet", FLAG, False),
+    "--quiet": ("quiet", FLAG, False),
+    "--lang": ("lang", TEXT, False),
+}
+# action (doctor/cli/actions.py) -> its option table; the words that name it; its positional parameter, if any
+# (a list of paths, one at least)
+OPTIONS = {"check": CHECK, "report": REPORT, "fleet_summarize": FLEET_SUMMARIZE}
+WORDS = {"check": ("check",), "report": ("report",), "fleet_summarize": ("fleet", "summarize")}
+POSITIONAL = {"fleet_summarize": "reports"}
 # Environment variables an option reads when it is not given (click's envvar): typer resolves those.
 ENVVARS = ("TORCHDOCTOR_INDEX_URL_BASE",)
 
@@ -74,19 +89,25 @@ def fast_command(args: list[str], environ=None) -> Callable[[], int] | None:
 
 
 def parse(args: list[str], environ=None) -> tuple[str, dict] | None:
-    """(command, keyword arguments) for a plain `check` / `report` line, else None."""
+    """(action, keyword arguments) for a plain `check` / `report` / `fleet summarize` line, else None."""
     environ = os.environ if environ is None else environ
-    if not args or args[0] not in OPTIONS or environ.get("_TORCHDOCTOR_COMPLETE"):
+    command = next((name for name, named in WORDS.items() if tuple(args[: len(named)]) == named), None)
+    if command is None or environ.get("_TORCHDOCTOR_COMPLETE"):
         return None
     if any(environ.get(name) is not None for name in ENVVARS):
         return None
-    table = OPTIONS[args[0]]
+    table = OPTIONS[command]
+    positional = POSITIONAL.get(command)
     params: dict[str, object] = {}
     seen: set[str] = set()
-    words = args[1:]
+    words = args[len(WORDS[command]) :]
     i = 0
     while i < len(words):
         word = words[i]
+        if positional and word and not word.startswith("-"):
+            params.setdefault(positional, []).append(Path(word))  # type: ignore[union-attr]
+            i += 1
+            continue
         name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
         spec = table.get(name)
         if spec is None:
@@ -118,7 +139,9 @@ def parse(args: list[str], environ=None) -> tuple[str, dict] | None:
         else:
             params[param] = value
         seen.add(param)
-    return args[0], params
+    if positional and positional not in params:
+        return None  # typer's usage error: the argument is required
+    return command, params
 
 
 def _convert(raw: str, kind) -> object | None:
