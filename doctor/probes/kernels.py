@@ -219,9 +219,8 @@ class _FileReader:
         return heads
 
     def advisor(self):
-        """Once the cache has shown cold: a function that announces one header's page as soon as its offset is
-        known (``advise(offset, size)``), so that its read from the disk overlaps the reads still to come in
-        this round. None while warm: a warm cache never pays for the extra system calls."""
+        """Once the cache has shown cold, ``announce(offset, size)``: one header's page asked for as soon as its
+        offset is known, the disk working while the round is parsed. None while warm (no extra system calls)."""
         if not self._cold or not hasattr(os, "posix_fadvise"):
             return None
         fd, base, advise, willneed = self._fd, self._base, os.posix_fadvise, os.POSIX_FADV_WILLNEED
