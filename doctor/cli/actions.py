@@ -103,7 +103,6 @@ def report(
     ))
 
 
-
 def fleet_summarize(
     reports: list[Path],
     output_format: str | None = None,

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 MIN_ITEMS = 2000  # below this a fork (~1-2 ms) and the pickling do not pay
-_PIPE_CHUNK = 1 << 20
+_PIPE_CHUNK = 64 << 10  # a pipe's buffer: a larger read request only allocates a larger buffer
 
 
 def usable_cpus() -> int:
