@@ -5,6 +5,7 @@ opened, and read_bytes stops at the end fstat announced without a last empty rea
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,16 @@ def test_proc_files_that_announce_nothing_are_read_to_the_end():
     if not os.path.exists("/proc/self/status"):
         pytest.skip("no /proc")
     assert b"Pid:" in read_bytes("/proc/self/status", 1 << 20)
+
+
+def test_a_folder_nested_deeper_than_the_recursion_limit_is_listed(tmp_path):
+    import sys
+
+    deep = str(tmp_path)
+    for _ in range(sys.getrecursionlimit() + 50):  # os.makedirs itself recurses
+        deep = os.path.join(deep, "d")
+        os.mkdir(deep)
+    deep = Path(deep)
+    (deep / "r.json").write_text("{}")
+    found, _ = find_report_files([str(tmp_path)])
+    assert [os.path.basename(path) for path, _ in found] == ["r.json"]

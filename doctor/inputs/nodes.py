@@ -61,30 +61,33 @@ def find_report_files(paths: Iterable[str]) -> tuple[list[tuple[str, bool]], lis
     return files, missing
 
 
-def _walk(folder: str, files: list[tuple[str, bool]]) -> None:
+def _walk(top: str, files: list[tuple[str, bool]]) -> None:
     # os.scandir rather than os.walk: its entries know a regular file without a stat (10,000 stats saved).
-    try:
-        with os.scandir(folder) as listing:
-            entries = sorted(listing, key=lambda entry: entry.name)
-    except OSError:
-        return  # os.walk skips a folder it cannot list, too
-    folders = []
-    for entry in entries:
+    # A stack rather than recursion: a folder nested thousands deep is listed, not a RecursionError.
+    stack = [top]
+    while stack:
+        folder = stack.pop()
         try:
-            is_dir = entry.is_dir()
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
         except OSError:
-            is_dir = False
-        if is_dir:
-            if not entry.is_symlink():
-                folders.append(entry.path)
-        elif entry.name.endswith(".json"):
+            continue  # os.walk skips a folder it cannot list, too
+        folders = []
+        for entry in entries:
             try:
-                regular = entry.is_file(follow_symlinks=False)
+                is_dir = entry.is_dir()
             except OSError:
-                regular = False
-            files.append((entry.path, regular))
-    for sub in folders:
-        _walk(sub, files)
+                is_dir = False
+            if is_dir:
+                if not entry.is_symlink():
+                    folders.append(entry.path)
+            elif entry.name.endswith(".json"):
+                try:
+                    regular = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    regular = False
+                files.append((entry.path, regular))
+        stack.extend(reversed(folders))  # the first sub-folder is listed next, as os.walk lists it
 
 
 def read_node_report(path: str, regular: bool = False) -> NodeReport:
