@@ -34,9 +34,6 @@ class NodeReport:
     errors: int = 0
     plan_commands: tuple[str, ...] = ()
 
-    def value(self, dimension: str) -> str:
-        return getattr(self, dimension)
-
 
 _FIELD_NAMES = tuple(f.name for f in fields(NodeReport))
 
