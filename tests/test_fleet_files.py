@@ -88,11 +88,17 @@ def test_proc_files_that_announce_nothing_are_read_to_the_end():
 def test_a_folder_nested_deeper_than_the_recursion_limit_is_listed(tmp_path):
     import sys
 
+    depth = sys.getrecursionlimit() + 50
     deep = str(tmp_path)
-    for _ in range(sys.getrecursionlimit() + 50):  # os.makedirs itself recurses
+    for _ in range(depth):  # os.makedirs itself recurses
         deep = os.path.join(deep, "d")
         os.mkdir(deep)
-    deep = Path(deep)
-    (deep / "r.json").write_text("{}")
-    found, _ = find_report_files([str(tmp_path)])
-    assert [os.path.basename(path) for path, _ in found] == ["r.json"]
+    (Path(deep) / "r.json").write_text("{}")
+    try:
+        found, _ = find_report_files([str(tmp_path)])
+        assert [os.path.basename(path) for path, _ in found] == ["r.json"]
+    finally:  # removed here, bottom up: shutil.rmtree (pytest's clean-up of old runs) recurses too
+        os.remove(os.path.join(deep, "r.json"))
+        for _ in range(depth):
+            os.rmdir(deep)
+            deep = os.path.dirname(deep)
