@@ -89,6 +89,27 @@ def target_python() -> tuple[str | None, str]:
     return str(python), f"built {venv}"
 
 
+def cuda_target(build: bool) -> tuple[str | None, Path | None, str]:
+    """(python, folder to remove, what) of a venv that holds torch 2.14.1 cu130's metadata and, linked in, its
+    503 MB libtorch_cuda.so (else the synthetic one, built only when ``build``): what a check reads on a CUDA
+    machine (the kernel reader, or its cache). Made with tests/fakeenv.py; (None, None, why) without a library."""
+    if REAL_KERNELS_FILE.is_file():
+        library, what = REAL_KERNELS_FILE, "torch 2.14.1 cu130's real libtorch_cuda.so"
+    elif build:
+        library, what = synthetic_libtorch_cuda(), "a synthetic libtorch_cuda.so"
+    else:
+        return None, None, "no libtorch_cuda.so here and --quick builds none"
+    sys.path.insert(0, str(REPO / "tests"))
+    from fakeenv import make_fake_env
+
+    root = Path(tempfile.mkdtemp(prefix="torchdoctor-bench-cuda-"))
+    python = make_fake_env(root / "venv", torch="2.14.1", cuda="13.0")
+    lib = next((root / "venv" / "lib").glob("python3*/site-packages")) / "torch" / "lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "libtorch_cuda.so").symlink_to(library)  # a link: the library's own inode and times stay as they are
+    return str(python), root, what
+
+
 def torchdoctor_argv() -> list[str]:
     """What users run: the console script next to this interpreter, else `python -m doctor`."""
     script = Path(sys.executable).with_name("torchdoctor")
@@ -114,6 +135,10 @@ class Command:
 
 class CommandFailed(Exception):
     pass
+
+
+def by_key(commands: list[Command], key: str) -> Command:
+    return next(c for c in commands if c.key == key)
 
 
 def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tuple[float, int]:
@@ -392,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         Command("floor", "python -c 'import typer' (the floor)", [tool_python, "-c", "import typer"]),
         Command("help", "torchdoctor --help", td + ["--help"], is_torchdoctor=True),
     ]
+    cuda_root = None
     if target:
         py = ["--python", target]
         commands += [
@@ -443,6 +469,17 @@ def main(argv: list[str] | None = None) -> int:
                 [target, str(CHILD), "--mode", "smoke", "--device", "all", "--budget", "54"],
             ),
         ]
+        cuda_python, cuda_root, cuda_what = (None, None, "--no-kernels") if args.no_kernels else cuda_target(
+            build=not args.quick)
+        print(f"CUDA target: {cuda_python or 'none'} ({cuda_what})")
+        if cuda_python:
+            commands.insert(commands.index(by_key(commands, "no_smoke_text")), Command(
+                "no_smoke_cuda",
+                "  same, a CUDA torch (its libtorch_cuda.so linked in)",
+                td + ["check", "--no-smoke", "--json", "--python", cuda_python],
+                OK_CODES,
+                True,
+            ))
     else:
         commands.append(
             Command(
@@ -484,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
             kernels = measure_kernels(2 if args.quick else 5, build=not args.quick)
     except CommandFailed as exc:
         print(f"bench: a command failed: {exc}", file=sys.stderr)
+        if cuda_root is not None:
+            shutil.rmtree(cuda_root, ignore_errors=True)
         return 1
 
     print()
@@ -503,6 +542,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     rows.append((f"check --no-smoke --json (second run) / floor = {nos / floor:5.2f}x ({nos * 1000:.0f} ms)",
                  "<= 1.5x", nos / floor <= 1.5))
+    if "no_smoke_cuda" in by:
+        cu = median(by["no_smoke_cuda"].seconds)
+        rows.append((f"same, a CUDA torch (libtorch_cuda.so read, or its kernels cached) / floor = {cu / floor:5.2f}x "
+                     f"({cu * 1000:.0f} ms)", "<= 1.5x", cu / floor <= 1.5))
     if "collect_env" in by:
         ce = median(by["collect_env"].seconds)
         rows.append((f"check --no-smoke --json / collect_env = {nos / ce:6.1%}", "<= 4%", nos / ce <= 0.04))
@@ -552,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"  (load average after the run: {os.getloadavg()[0]:.2f})")
     shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
+    if cuda_root is not None:
+        shutil.rmtree(cuda_root, ignore_errors=True)
     return 0  # never fail on noise
 
 

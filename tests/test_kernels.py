@@ -50,14 +50,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.probes import kernels
+from doctor.probes.binaries import find_torch_cuda_library, find_torchvision_library
 from doctor.probes.kernels import (
     STATUS_NO_GPU_CODE,
     STATUS_OK,
     STATUS_UNKNOWN,
     FatbinScan,
     Kernels,
-    find_torch_cuda_library,
-    find_torchvision_library,
     kernels_from_scan,
     parse_fatbin,
     read_kernels,

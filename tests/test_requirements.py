@@ -331,3 +331,78 @@ def test_merge_cli_wins():
     assert merge(cli, None) == cli and merge(None, file) == file
     assert merge(Requirements(require=["cpu"]), file).require == ["cpu"]
     assert merge(Requirements(min_gpus=0), file).min_gpus == 0  # an explicit 0 still wins
+
+
+# --- ./pyproject.toml found by looking: parsed only when it may hold our table (the TOML parser costs ~8 ms) ---
+
+OURS = {  # every way a pyproject.toml can hold (or mean, and break) a [tool.torchdoctor] table: always parsed
+    "header": "[tool.torchdoctor]\nstrict = true\n",
+    "spaced header": "[ tool . torchdoctor ]\nstrict = true\n",
+    "quoted header": "[tool.\"torchdoctor\"]\nstrict = true\n",
+    "literal header": "[tool.'torchdoctor' ]\nstrict = true\n",
+    "dotted key": "[tool]\ntorchdoctor.strict = true\n",
+    "top-level dotted key": "tool.torchdoctor.strict = true\n",
+    "inline under tool": "[tool]\ntorchdoctor = { strict = true }\n",
+    "inline tool": "tool = {torchdoctor={strict=true}}\n",
+    "escaped key": "[tool.\"\\u0074orchdoctor\"]\nstrict = true\n",
+    "broken, ours": "[tool.torchdoctor\nstrict = true\n",
+    "broken, tabbed": "[tool.torchdoctor\t\nstrict = true\n",
+}
+NOT_OURS = {  # no table of ours, valid or not
+    "someone else's": "[project]\nname = 'x'\n",
+    "a dependency": "[project]\nname = 'x'\ndependencies = ['torchdoctor>=0.2']\n",
+    "a dependency last in its list": "[project]\nname = 'x'\ndependencies = [\"torchdoctor\"]\n",  # parsed: "]"
+    "broken, not ours": "this is [not toml\n",
+    "a mention in a comment": "# checked with torchdoctor in CI\n[project]\nname = 'x'\n",
+    "a backslash": "[project]\nname = 'x'\ndescription = 'a\\\\b'\n",
+}
+
+
+def _parsed(path, monkeypatch, real):
+    """(answer or error text, whether the TOML parser was asked)."""
+    import doctor.app.config as config
+
+    asked = []
+
+    def toml():
+        asked.append(True)
+        return real()
+
+    monkeypatch.setattr(config, "_toml", toml)
+    try:
+        answer = load_pyproject_requirements(path, explicit=False)
+    except DoctorError as exc:
+        answer = str(exc)
+    return answer, bool(asked)
+
+
+@pytest.mark.parametrize("name", list(OURS))
+def test_a_pyproject_that_may_hold_our_table_is_parsed(tmp_path, monkeypatch, name):
+    import doctor.app.config as config
+
+    answer, asked = _parsed(write(tmp_path, OURS[name]), monkeypatch, config._toml)
+    assert asked
+    if name.startswith("broken"):
+        assert "invalid TOML" in answer
+    else:
+        assert answer == Requirements(strict=True)
+
+
+@pytest.mark.parametrize("name", list(NOT_OURS))
+def test_a_pyproject_without_our_table_is_none_parsed_or_not(tmp_path, monkeypatch, name):
+    import doctor.app.config as config
+
+    path = write(tmp_path, NOT_OURS[name])
+    answer, asked = _parsed(path, monkeypatch, config._toml)
+    assert answer is None
+    # the parser is skipped unless escapes could spell our name, or "torchdoctor" stands where a key would
+    assert asked == (name in ("a backslash", "a dependency last in its list"))
+    if not name.startswith("broken"):  # named with --config, a file is always parsed
+        assert load_pyproject_requirements(path) is None
+
+
+def test_a_utf16_pyproject_of_ours_is_still_refused(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes("[tool.torchdoctor]\nstrict = true\n".encode("utf-16"))
+    with pytest.raises(DoctorError, match="UTF-16"):
+        load_pyproject_requirements(str(path), explicit=False)

@@ -163,8 +163,27 @@ def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
 # ~12 ms (packaging's two big regular expressions), ~4 ms and ~2 ms of every start: a second run compares
 # versions with doctor/model/pep440.py, names typing only for type checkers and unpickles with _pickle.
 # importlib.util: the NVML probe looks for pynvml without it (an editable install's finder imports it anyway).
+# copy (with weakref, ~1 ms): imported only when a converter meets a value it cannot copy itself.
 CHECK_JSON_SECOND_RUN_NEVER = {"packaging", "packaging.version", "packaging.specifiers", "typing", "pickle",
-                               "importlib.util"}
+                               "importlib.util", "copy", "weakref"}
+
+
+def test_a_pyproject_that_is_not_ours_costs_no_toml_parser(tmp_path):
+    """`check` in a project folder (CI runs it there) reads ./pyproject.toml, but parses it only when it may
+    hold [tool.torchdoctor]: the TOML parser (with typing) is ~10 ms, difflib (for --ignore typos) ~2 ms."""
+    python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'app'\ndependencies = ['torch', 'torchdoctor>=0.2']"
+                                            "\n\n[tool.ruff]\nline-length = 100\n")
+    extra = {"TORCHDOCTOR_NVML": "0", "XDG_CACHE_HOME": str(tmp_path / "c")}
+    argv = ["check", "--no-smoke", "--json", "--python", str(python)]
+    modules_after(argv, extra, cwd=project)
+    mods = modules_after(argv, extra, cwd=project)
+    never = {"tomllib", "tomli", "difflib"} | (CHECK_JSON_SECOND_RUN_NEVER - interpreter_start_modules(extra))
+    assert not never & mods, sorted(never & mods)
+    (project / "pyproject.toml").write_text("[tool.torchdoctor]\nignore = ['shm-too-small']\n")
+    assert {"tomllib", "tomli"} & modules_after(argv, extra, cwd=project)  # ours: read, parsed and checked
 
 
 def interpreter_start_modules(env_extra: dict[str, str]) -> set[str]:

@@ -24,8 +24,27 @@ _MENTIONS_US = re.compile(r"^\s*\[+\s*tool\s*\.\s*[\"']?torchdoctor\b|\btool\s*\
 MAX_CONFIG_BYTES = 4 << 20  # a pyproject.toml is a few KB
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+# "torchdoctor" as a key: before "=", "." or "]", bare or quoted ([tool.torchdoctor], tool.torchdoctor.x = 1,
+# torchdoctor = {...} under [tool]); a dependency "torchdoctor>=0.2" is no key.
+_OUR_KEY = re.compile(rb"torchdoctor[\"']?[ \t]*[=.\]]")
+
+
+def _may_name_our_table(raw: bytes) -> bool:
+    """False only when parsing could find neither our table nor a mention of it (so the answer is None, valid
+    TOML or not): no "torchdoctor" as a key, no backslash (a quoted key's escapes can spell it), no UTF-16.
+    Parsing costs ~8 ms (the TOML parser's import) of every run in a project folder."""
+    if b"\\" in raw or raw.startswith(_UTF16_BOMS):
+        return True
+    if b"torchdoctor" not in raw:
+        return False
+    return bool(_OUR_KEY.search(raw) or _MENTIONS_US.search(raw.decode("utf-8", errors="replace")))
+
+
 def _decode(data: bytes, path: str) -> str:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if data.startswith(_UTF16_BOMS):
         raise DoctorError(f"{path}: saved as UTF-16 (PowerShell's > does that): TOML must be UTF-8")
     try:
         return data.decode("utf-8")
@@ -63,11 +82,13 @@ def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = (), exp
         raise DoctorError(f"{path}: cannot read: {exc}") from None
     except OSError as exc:
         raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not explicit and not _may_name_our_table(raw):
+        return None  # not ours, valid or not (see below): parsing it would cost ~8 ms of every run
     toml = _toml()
     try:
         data = toml.loads(_decode(raw, path))
     except (DoctorError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
-        utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+        utf16 = raw.startswith(_UTF16_BOMS)
         text = raw.decode("utf-16" if utf16 else "utf-8", errors="replace")
         if not explicit and not _MENTIONS_US.search(text):
             return None  # someone else's pyproject.toml, broken for them too, but not a config of ours

@@ -59,8 +59,8 @@ NoDriverChangeOpt = Annotated[bool, typer.Option(
     "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
     "(automatic in a container or a cluster job).")]
 NoCacheOpt = Annotated[bool, typer.Option(
-    "--no-cache", help="Ask the target interpreter afresh instead of reusing its last answer from the cache "
-    "(~/.cache/torchdoctor; also TORCHDOCTOR_NO_CACHE=1).")]
+    "--no-cache", help="Ask the target interpreter afresh and read its GPU libraries again instead of reusing "
+    "their last answers from the cache (~/.cache/torchdoctor; also TORCHDOCTOR_NO_CACHE=1).")]
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]

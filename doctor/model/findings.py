@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 
 from doctor.model.i18n import Msg, _rebuild
-from doctor.model.records import field, fields, is_record, record
+from doctor.model.records import deepcopy, field, fields, is_record, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -113,12 +112,12 @@ def _copied(value):
     if value is None or cls in _ATOMS:
         return value
     if cls is dict:
-        return {k if type(k) in _ATOMS else copy.deepcopy(k): _copied(v) for k, v in value.items()}
+        return {k if type(k) in _ATOMS else deepcopy(k): _copied(v) for k, v in value.items()}
     if cls is list:
         return [_copied(v) for v in value]
     if cls is Msg:
         return _rebuild(value.template, _copied(value.params), value.structural, str(value))
-    return copy.deepcopy(value)
+    return deepcopy(value)
 
 
 _COPIED = frozenset((dict, list, Msg))

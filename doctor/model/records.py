@@ -17,7 +17,6 @@ Runs on Python 3.8+ (doctor/distributed/ imports the model in the target interpr
 
 from __future__ import annotations
 
-import copy
 import functools
 import sys
 from operator import attrgetter
@@ -118,6 +117,14 @@ def asdict(obj):
         return type(obj)(asdict(v) for v in obj)
     if isinstance(obj, dict):
         return type(obj)((asdict(k), asdict(v)) for k, v in obj.items())
+    return deepcopy(obj)
+
+
+def deepcopy(obj):
+    """``copy.deepcopy``, imported when first needed: ``copy`` (with ``weakref``) costs ~1 ms of every start,
+    for the values the converters here and in snapshot.py and findings.py almost never meet."""
+    import copy
+
     return copy.deepcopy(obj)
 
 

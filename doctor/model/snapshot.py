@@ -7,12 +7,11 @@ on another. A fact that could not be read keeps *why* (``Fact.why``), never just
 
 from __future__ import annotations
 
-import copy
 import functools
 import types
 
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
-from doctor.model.records import MISSING, Field, field, fields, is_record, record
+from doctor.model.records import MISSING, Field, deepcopy, field, fields, is_record, record
 
 # typing (~4 ms to import) only where a report is read back (field_types, _reader, _as_is), not on a check.
 TYPE_CHECKING = False
@@ -338,7 +337,7 @@ def _as_plain(obj: Any) -> Any:
         return {as_plain(k): as_plain(v) for k, v in obj.items()}
     if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
         return tuple(as_plain(v) for v in obj)
-    return copy.deepcopy(obj)  # anything else: exactly what asdict does
+    return deepcopy(obj)  # anything else: exactly what asdict does
 
 
 @functools.cache

@@ -11,14 +11,12 @@ libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" 
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 from pathlib import Path
 
 from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import BinaryKernels, Dist
-from doctor.probes.kernels import find_torch_cuda_library, find_torchvision_library, read_kernels
 
 ABSENT = "absent"
 _TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
@@ -31,6 +29,28 @@ _MAX_NAME = 256
 
 
 # --- which file -------------------------------------------------------------------------------------
+
+# torch 1.x built with BUILD_SPLIT_CUDA ships libtorch_cuda_cu (the .cu kernels) and
+# libtorch_cuda_cpp instead of libtorch_cuda (not checked on a real wheel here).
+_TORCH_LIBS = ("libtorch_cuda.so", "torch_cuda.dll", "libtorch_cuda_cu.so", "torch_cuda_cu.dll")
+_TORCHVISION_LIBS = ("_C.so", "_C.pyd")
+
+
+def find_torch_cuda_library(site_packages) -> Path | None:
+    """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) under ``site_packages``, or None
+    (a CPU-only torch has none)."""
+    lib = Path(site_packages) / "torch" / "lib"
+    return next((lib / name for name in _TORCH_LIBS if (lib / name).is_file()), None)
+
+
+def find_torchvision_library(site_packages) -> Path | None:
+    """``torchvision/_C.so`` (or ``_C.pyd``, or an ABI-tagged ``_C.*.so``), or None."""
+    folder = Path(site_packages) / "torchvision"
+    found = next((folder / name for name in _TORCHVISION_LIBS if (folder / name).is_file()), None)
+    if found is None and folder.is_dir():
+        found = next(iter(sorted(p for p in folder.glob("_C.*") if p.suffix in (".so", ".pyd"))), None)
+    return found
+
 
 
 def torch_library(dist: Dist | None, prefix: str | None = None) -> Path | None:
@@ -79,6 +99,8 @@ def read_binary(path: Path | None, what: str) -> BinaryKernels:
     if path is None:
         return BinaryKernels(status=ABSENT, why=f"no {what} library found")
     try:
+        from doctor.probes.kernels import read_kernels  # ~3 ms with struct: only when a library is read
+
         found = read_kernels(path)
         needed = read_cuda_needed(path)
     except Exception as exc:  # noqa: BLE001 - a reader bug becomes a fact, never a crash
@@ -89,10 +111,28 @@ def read_binary(path: Path | None, what: str) -> BinaryKernels:
                          seconds=found.seconds)
 
 
+def read_binary_cached(path: Path | None, what: str, cache=None) -> BinaryKernels:
+    """``read_binary``, through ``cache`` (a KernelCache, doctor/probes/kernel_cache.py) when there is one:
+    a library unchanged since its last read is not read again."""
+    if cache is None or path is None:
+        return read_binary(path, what)
+    key = _quiet(lambda: cache.key(path, what))
+    found = cache.lookup(key)
+    if found is not None:
+        found.path = str(path)  # the path as found this time (the key holds the real one)
+        return found
+    started = time.time()
+    kernels = read_binary(path, what)
+    cache.store(key, kernels, started)
+    return kernels
+
+
 def read_cuda_needed(path) -> list[str]:
     """The CUDA libraries an ELF64 little-endian file names in DT_NEEDED ("libcudart.so.12"); [] when there are
     none or the file cannot be read as such. Reads the section headers, the dynamic section and one bounded name
     per entry; never raises."""
+    import struct
+
     try:
         with open(path, "rb") as handle:
             return [name for name in _needed(handle) if _CUDA_NEEDED.match(name)]
@@ -101,6 +141,8 @@ def read_cuda_needed(path) -> list[str]:
 
 
 def _needed(handle) -> list[str]:
+    import struct
+
     def read(offset: int, size: int) -> bytes:
         handle.seek(offset)
         return handle.read(size)
@@ -149,8 +191,9 @@ class EarlyRead:
     torch 2.14.1's 503 MB library); started early, it waits beside the inspector instead of after it. Its
     result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
 
-    def __init__(self, python: str | None):
+    def __init__(self, python: str | None, cache=None):
         self._box: dict[str, tuple] = {}
+        self._cache = cache
         self._thread = None
         found = _quiet(lambda: _likely_torch_library(python)) if python else None
         if found is None:
@@ -161,7 +204,7 @@ class EarlyRead:
 
     def _work(self, path: Path) -> None:
         try:
-            self._box["read"] = (_identity(path), read_binary(path, "torch"))
+            self._box["read"] = (_identity(path), read_binary_cached(path, "torch", self._cache))
         except Exception:  # noqa: BLE001 - the ordinary read will say what is wrong
             pass
 
@@ -193,10 +236,12 @@ def _identity(path: Path):
 
 
 def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaudio: Dist | None,
-                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None) -> None:
+                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None,
+                          cache=None) -> None:
     """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
     thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
-    of torch's likely library started before the inspector returned (used when it is the same file)."""
+    of torch's likely library started before the inspector returned (used when it is the same file). ``cache``:
+    a KernelCache (doctor/probes/kernel_cache.py), or None to read every library."""
     began = time.monotonic()
     jobs = [(dist, find, what) for dist, find, what in (
         (torch, lambda: torch_library(torch, prefix), "torch"),
@@ -210,7 +255,7 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
             path = _quiet(find)
             done = early.result_for(path, max(0.0, began + timeout - time.monotonic())) if (
                 early is not None and what == "torch") else None
-            results[i] = done or read_binary(path, what)
+            results[i] = done or read_binary_cached(path, what, cache)
         except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact naming it
             results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: {exc}")
 

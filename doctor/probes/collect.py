@@ -77,6 +77,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     tell = opts.progress or (lambda task, words: None)
     # Only the real runner's answers are cached (a test's stand-in runner must not fill the user's cache).
     cache = _inspection_cache(env, cwd) if opts.cache and runner is run and python is not None else None
+    kernel_cache = _kernel_cache(env) if opts.cache else None
 
     def step(task: str, words: str, fn):
         """Run one probe, telling the progress display it started and ended."""
@@ -104,7 +105,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         )
         # The libraries are found where the inspector says the packages are: read them on this worker,
         # while NVML, the host and the environment probes run on the others.
-        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early),
+        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early, kernel_cache),
                lambda why: None)
         return found
 
@@ -129,7 +130,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         from doctor.probes.binaries import EarlyRead
 
         # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
-        early = _guard("binaries", lambda: EarlyRead(python), lambda why: None)
+        early = _guard("binaries", lambda: EarlyRead(python, kernel_cache), lambda why: None)
         from doctor.probes.nvidia import probe_nvidia
 
         def nvidia():
@@ -238,11 +239,22 @@ def _inspection_cache(env, cwd: str):
     return InspectionCache(cache_dir(env), INSPECTOR, env=env, cwd=cwd)
 
 
-def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
+def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None, cache=None) -> None:
     from doctor.probes.binaries import read_install_binaries
 
     read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
-                          early)
+                          early, cache)
+
+
+def _kernel_cache(env):
+    """What the kernel reader found last time, per library file (kernel_cache.py), or None when turned off."""
+    from doctor.probes.cache import cache_dir, cache_disabled
+
+    if cache_disabled(env):
+        return None
+    from doctor.probes.kernel_cache import KernelCache
+
+    return KernelCache(cache_dir(env))
 
 
 def _host_fallback():

@@ -57,7 +57,6 @@ import stat
 import struct
 import time
 from collections import Counter, namedtuple
-from pathlib import Path
 
 STATUS_OK = "ok"
 STATUS_NO_GPU_CODE = "no-gpu-code"  # a real finding: a CPU-only library
@@ -574,27 +573,3 @@ def _file_kind(mode: int) -> str:
         if test(mode):
             return kind
     return "not a plain file"
-
-
-# --- where the libraries are --------------------------------------------------------------------
-
-# torch 1.x built with BUILD_SPLIT_CUDA ships libtorch_cuda_cu (the .cu kernels) and
-# libtorch_cuda_cpp instead of libtorch_cuda (not checked on a real wheel here).
-_TORCH_LIBS = ("libtorch_cuda.so", "torch_cuda.dll", "libtorch_cuda_cu.so", "torch_cuda_cu.dll")
-_TORCHVISION_LIBS = ("_C.so", "_C.pyd")
-
-
-def find_torch_cuda_library(site_packages) -> Path | None:
-    """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) under ``site_packages``, or None
-    (a CPU-only torch has none)."""
-    lib = Path(site_packages) / "torch" / "lib"
-    return next((lib / name for name in _TORCH_LIBS if (lib / name).is_file()), None)
-
-
-def find_torchvision_library(site_packages) -> Path | None:
-    """``torchvision/_C.so`` (or ``_C.pyd``, or an ABI-tagged ``_C.*.so``), or None."""
-    folder = Path(site_packages) / "torchvision"
-    found = next((folder / name for name in _TORCHVISION_LIBS if (folder / name).is_file()), None)
-    if found is None and folder.is_dir():
-        found = next(iter(sorted(p for p in folder.glob("_C.*") if p.suffix in (".so", ".pyd"))), None)
-    return found
