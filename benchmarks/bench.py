@@ -12,7 +12,9 @@ the chosen stack costs before torchdoctor does anything: its interpreter startin
 `check --no-smoke` is measured as a second run on an unchanged machine (the warm-up round fills the
 cache of what the target interpreter said; a `--no-cache` row shows the first-run cost); the text check
 runs with a pseudo-terminal as stdout, as on a user's screen. The target environment is a venv with the real CPU torch
-wheel, built like tests/realtorch.py does (and reused from the same cache folder).
+wheel, built like tests/realtorch.py does (and reused from the same cache folder). Two more rows time the same
+check in a project folder (a pyproject.toml that is not ours, as in CI) and against a venv holding a CUDA torch's
+libtorch_cuda.so (torch 2.14.1's real one when tests/test_kernels.py left it, else a synthetic one; none with --quick).
 
 --quick (CI) runs fewer rounds and fewer reports. The script exits 0 whatever the numbers are:
 it fails (exit 1) only when a command itself fails, never on noise.
@@ -89,6 +91,25 @@ def target_python() -> tuple[str | None, str]:
     return str(python), f"built {venv}"
 
 
+# A project's pyproject.toml as CI runs `check` beside it: torchdoctor among its dev dependencies, no table of ours.
+PROJECT_PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "trainer"
+version = "1.4.0"
+requires-python = ">=3.10"
+dependencies = ["torch>=2.5", "numpy", "tqdm"]
+
+[project.optional-dependencies]
+dev = ["pytest", "ruff", "torchdoctor>=0.2"]
+
+[tool.ruff]
+line-length = 120
+"""
+
+
 def cuda_target(build: bool) -> tuple[str | None, Path | None, str]:
     """(python, folder to remove, what) of a venv that holds torch 2.14.1 cu130's metadata and, linked in, its
     503 MB libtorch_cuda.so (else the synthetic one, built only when ``build``): what a check reads on a CUDA
@@ -131,6 +152,7 @@ class Command:
     last_stdout: bytes = b""
     env_extra: dict[str, str] = field(default_factory=dict)  # e.g. PYTHONPATH of another checkout
     tty: bool = False  # stdout and stderr are a pseudo-terminal (the text view on a user's screen)
+    cwd: str | None = None  # where it runs (default: $TMPDIR, a folder without a pyproject.toml)
 
 
 class CommandFailed(Exception):
@@ -160,7 +182,7 @@ def run_once(cmd: Command, env: dict[str, str], keep_stdout: bool = False) -> tu
             stdout=stdout,
             stderr=stderr,
             env={**env, **cmd.env_extra},
-            cwd=tempfile.gettempdir(),
+            cwd=cmd.cwd or tempfile.gettempdir(),
         )
         # os.wait4, not proc.wait(): it also returns the child's resource usage (peak RSS).
         _, status, usage = os.wait4(proc.pid, 0)
@@ -417,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         Command("floor", "python -c 'import typer' (the floor)", [tool_python, "-c", "import typer"]),
         Command("help", "torchdoctor --help", td + ["--help"], is_torchdoctor=True),
     ]
-    cuda_root = None
+    cleanup: list[Path] = []  # folders made for the run
     if target:
         py = ["--python", target]
         commands += [
@@ -469,9 +491,21 @@ def main(argv: list[str] | None = None) -> int:
                 [target, str(CHILD), "--mode", "smoke", "--device", "all", "--budget", "54"],
             ),
         ]
+        project = Path(tempfile.mkdtemp(prefix="torchdoctor-bench-project-"))
+        cleanup.append(project)
+        (project / "pyproject.toml").write_text(PROJECT_PYPROJECT)
+        commands.insert(commands.index(by_key(commands, "no_smoke_text")), Command(
+            "no_smoke_project",
+            "  same, in a project folder (its pyproject.toml names no [tool.torchdoctor])",
+            td + ["check", "--no-smoke", "--json"] + py,
+            OK_CODES,
+            True,
+            cwd=str(project),
+        ))
         cuda_python, cuda_root, cuda_what = (None, None, "--no-kernels") if args.no_kernels else cuda_target(
             build=not args.quick)
         print(f"CUDA target: {cuda_python or 'none'} ({cuda_what})")
+        cleanup += [cuda_root] if cuda_root else []
         if cuda_python:
             commands.insert(commands.index(by_key(commands, "no_smoke_text")), Command(
                 "no_smoke_cuda",
@@ -521,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
             kernels = measure_kernels(2 if args.quick else 5, build=not args.quick)
     except CommandFailed as exc:
         print(f"bench: a command failed: {exc}", file=sys.stderr)
-        if cuda_root is not None:
-            shutil.rmtree(cuda_root, ignore_errors=True)
+        for folder in cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
         return 1
 
     print()
@@ -542,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     rows.append((f"check --no-smoke --json (second run) / floor = {nos / floor:5.2f}x ({nos * 1000:.0f} ms)",
                  "<= 1.5x", nos / floor <= 1.5))
+    if "no_smoke_project" in by:
+        pj = median(by["no_smoke_project"].seconds)
+        rows.append((f"same, in a project folder (a pyproject.toml, not ours) / floor = {pj / floor:5.2f}x "
+                     f"({pj * 1000:.0f} ms)", "<= 1.5x", pj / floor <= 1.5))
     if "no_smoke_cuda" in by:
         cu = median(by["no_smoke_cuda"].seconds)
         rows.append((f"same, a CUDA torch (libtorch_cuda.so read, or its kernels cached) / floor = {cu / floor:5.2f}x "
@@ -595,8 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"  (load average after the run: {os.getloadavg()[0]:.2f})")
     shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
-    if cuda_root is not None:
-        shutil.rmtree(cuda_root, ignore_errors=True)
+    for folder in cleanup:
+        shutil.rmtree(folder, ignore_errors=True)
     return 0  # never fail on noise
 
 
