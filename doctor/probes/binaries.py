@@ -6,6 +6,7 @@ too. What: the cubins and PTX of the ``.nv_fatbin`` section (``doctor/probes/ker
 libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" for a torchvision without a
 ``+cuXXX`` tag). Bounded: each library is read in a daemon thread that is abandoned after ``timeout`` seconds
 (a hung network file system must not hang the check), and the reading itself only touches headers. Never raises.
+A library read before and unchanged since is not read again: its answer comes from doctor/probes/kernel_cache.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ def find_torchvision_library(site_packages) -> Path | None:
     if found is None and folder.is_dir():
         found = next(iter(sorted(p for p in folder.glob("_C.*") if p.suffix in (".so", ".pyd"))), None)
     return found
-
 
 
 def torch_library(dist: Dist | None, prefix: str | None = None) -> Path | None:
