@@ -159,8 +159,10 @@ def test_tampered_answer_under_a_valid_key_is_not_trusted_when_files_changed(tmp
 
 
 def test_cache_folder_and_switch():
-    assert cache_dir({"XDG_CACHE_HOME": "/x/c", "HOME": "/h"}, "linux") == Path("/x/c/torchdoctor")
-    assert cache_dir({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "linux") == Path("/h/.cache/torchdoctor")
+    assert cache_dir({"XDG_CACHE_HOME": "/x/c", "HOME": "/h"}, "linux") == "/x/c/torchdoctor"
+    assert cache_dir({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "linux") == "/h/.cache/torchdoctor"
+    assert cache_dir({"HOME": "/h"}, "darwin") == "/h/Library/Caches/torchdoctor"
+    assert cache_dir({"LOCALAPPDATA": "/l", "HOME": "/h"}, "win32") == os.path.join("/l", "torchdoctor", "Cache")
     assert cache_disabled({"TORCHDOCTOR_NO_CACHE": "1"}) and not cache_disabled({"TORCHDOCTOR_NO_CACHE": "0"})
     assert not cache_disabled({})
 

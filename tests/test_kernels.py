@@ -467,13 +467,16 @@ def test_find_libraries(tmp_path):
     (tmp_path / "torch" / "lib" / "libtorch_cpu.so").write_bytes(b"")
     assert find_torch_cuda_library(tmp_path) is None  # a CPU-only torch
     (tmp_path / "torch" / "lib" / "torch_cuda.dll").write_bytes(b"")
-    assert find_torch_cuda_library(tmp_path) == tmp_path / "torch" / "lib" / "torch_cuda.dll"
+    assert find_torch_cuda_library(tmp_path) == str(tmp_path / "torch" / "lib" / "torch_cuda.dll")
     (tmp_path / "torch" / "lib" / "libtorch_cuda.so").write_bytes(b"")
-    assert find_torch_cuda_library(str(tmp_path)) == tmp_path / "torch" / "lib" / "libtorch_cuda.so"
+    assert find_torch_cuda_library(str(tmp_path)) == str(tmp_path / "torch" / "lib" / "libtorch_cuda.so")
+    (tmp_path / "torchvision" / "_C.pyi").write_bytes(b"")  # a stub: no library
+    assert find_torchvision_library(tmp_path) is None
     (tmp_path / "torchvision" / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
-    assert find_torchvision_library(tmp_path).name == "_C.cpython-311-x86_64-linux-gnu.so"
+    (tmp_path / "torchvision" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
+    assert find_torchvision_library(tmp_path) == str(tmp_path / "torchvision" / "_C.cpython-311-x86_64-linux-gnu.so")
     (tmp_path / "torchvision" / "_C.so").write_bytes(b"")
-    assert find_torchvision_library(tmp_path) == tmp_path / "torchvision" / "_C.so"
+    assert find_torchvision_library(tmp_path) == str(tmp_path / "torchvision" / "_C.so")
 
 
 def test_reading_imports_no_torch_and_no_subprocess(tmp_path):

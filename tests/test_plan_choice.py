@@ -239,9 +239,13 @@ def test_the_project_folder_is_the_environments_or_a_working_folder_it_belongs_t
     other.mkdir()
     (project / "requirements.txt").write_text("torch==2.3.1\n")
     (other / "pyproject.toml").write_text("[project]\n")
-    assert project_folder(str(project / ".venv"), str(other), "venv") == project
+    assert project_folder(str(project / ".venv"), str(other), "venv") == str(project)
     assert project_folder(str(tmp_path / "elsewhere/.venv"), str(other), "venv") is None  # not its business
-    assert project_folder("/usr", str(other), "system") == other  # a system Python serves the folder it runs in
+    assert project_folder("/usr", str(other), "system") == str(other)  # a system Python serves the folder it runs in
+    (other / "envs" / "a").mkdir(parents=True)  # a venv deeper inside the working folder belongs to it
+    assert project_folder(str(other / "envs" / "a"), str(other), "venv") == str(other)
+    (tmp_path / "other-sibling" / "a").mkdir(parents=True)  # a name that only starts like it does not
+    assert project_folder(str(tmp_path / "other-sibling" / "a"), str(other), "venv") is None
 
 
 def test_requirements_files_are_recognised_as_pathlibs_glob_did(tmp_path):

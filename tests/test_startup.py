@@ -164,8 +164,9 @@ def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
 # versions with doctor/model/pep440.py, names typing only for type checkers and unpickles with _pickle.
 # importlib.util: the NVML probe looks for pynvml without it (an editable install's finder imports it anyway).
 # copy (with weakref, ~1 ms): imported only when a converter meets a value it cannot copy itself.
+# pathlib (~4.5 ms with urllib.parse and ipaddress): the check path names files as text (os.path).
 CHECK_JSON_SECOND_RUN_NEVER = {"packaging", "packaging.version", "packaging.specifiers", "typing", "pickle",
-                               "importlib.util", "copy", "weakref"}
+                               "importlib.util", "copy", "weakref", "pathlib", "urllib.parse", "ipaddress"}
 
 
 def test_a_pyproject_that_is_not_ours_costs_no_toml_parser(tmp_path):

@@ -352,7 +352,7 @@ def test_conda_prefix_lib_is_searched_only_in_a_conda_environment(tmp_path):
     torch.location = str(prefix / "lib" / "python3.12" / "site-packages")
     assert binaries.torch_library(torch, str(prefix)) is None
     (prefix / "conda-meta").mkdir()
-    assert binaries.torch_library(torch, str(prefix)) == prefix / "lib" / "libtorch_cuda.so"
+    assert binaries.torch_library(torch, str(prefix)) == str(prefix / "lib" / "libtorch_cuda.so")
 
 
 @pytest.mark.skipif(not (CACHE / "torchvision-0.20.1" / "_C.so").exists(), reason="real torchvision not cached")
@@ -512,5 +512,5 @@ def test_the_early_read_is_used_only_for_the_same_file(tmp_path, monkeypatch):
     assert torch.kernels.sm == ["sm_80"] and reads == []  # the early result, read before the patch
     lib.write_bytes(lib.read_bytes() + b"\0" * 8)  # another file now: read again
     binaries.read_install_binaries(torch, None, None, early=early)
-    assert torch.kernels.status == "x" and reads == [lib]
+    assert torch.kernels.status == "x" and reads == [str(lib)]
     assert binaries.EarlyRead(str(tmp_path / "nowhere" / "bin" / "python")).result_for(lib, 1.0) is None

@@ -3,8 +3,6 @@ requirements) → plan → exit code → report. `check`, `report`, `fix` and `-
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from doctor import exitcodes
 from doctor.app.options import CheckOptions, choose_interpreter, validate
 from doctor.model.findings import ERROR, WARNING
@@ -26,10 +24,12 @@ def exit_code_for(findings, strict: bool = False) -> int:
 def requirements_for(opts: CheckOptions):
     """Requirements from the command line merged over [tool.torchdoctor] (the command line wins);
     None when neither states any (the common case: nothing to import or check)."""
-    path = opts.config or Path("pyproject.toml")
+    import os
+
+    path = os.fspath(opts.config) if opts.config else "pyproject.toml"
     stated = (opts.require or opts.min_gpus is not None or opts.min_compute_capability or opts.min_gpu_memory
               or opts.torch or opts.cuda or opts.strict or opts.ignore)
-    if not stated and not opts.config and not path.is_file():
+    if not stated and not opts.config and not os.path.isfile(path):
         return None
     from doctor.app.config import load_pyproject_requirements
     from doctor.model.requirements import Requirements, merge, validate_requirements
@@ -42,8 +42,8 @@ def requirements_for(opts: CheckOptions):
 
     check_ignored(cli.ignore, "--ignore")
     # ./pyproject.toml counts when it states [tool.torchdoctor]; then every error in it is reported (exit 2)
-    shown = str(path) if opts.config else str(path.absolute())  # errors name the file that was read
-    from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if path.is_file() else None
+    shown = path if opts.config else os.path.join(os.getcwd(), path)  # errors name the file that was read
+    from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if os.path.isfile(path) else None
     if from_file is not None:
         check_ignored(from_file.ignore, f"{shown}: [tool.torchdoctor]: ignore")
     return merge(cli, from_file)

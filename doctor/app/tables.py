@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 from doctor import __version__
 
@@ -22,7 +21,7 @@ MAGIC = b"torchdoctor-table 1\n"
 FOLDER = "tables"
 
 
-def load_table_fast(path: str | Path | None = None, cache: bool = True):
+def load_table_fast(path: str | os.PathLike | None = None, cache: bool = True):
     """``doctor.table.load.load_table(path)``, through the cache when it is on. A hit imports neither the
     JSON parser nor the validator (doctor/table/load.py, parse.py)."""
     from doctor.probes.cache import cache_dir, cache_disabled, read_entry, write_entry
@@ -31,11 +30,11 @@ def load_table_fast(path: str | Path | None = None, cache: bool = True):
         from doctor.table.load import load_table
 
         return load_table(path)
-    from doctor.table.files import bundled
+    from doctor.table.files import bundled_path
 
-    resolved = Path(path).expanduser() if path is not None else bundled("pytorch.json")
+    resolved = os.path.expanduser(os.fspath(path)) if path is not None else bundled_path("pytorch.json")
     key = _key(resolved)
-    entry = cache_dir() / FOLDER / (_digest(key) + ".pickle") if key is not None else None
+    entry = os.path.join(cache_dir(), FOLDER, _digest(key) + ".pickle") if key is not None else None
     table = _read(entry, key, read_entry) if entry is not None else None
     if table is not None:
         return table
@@ -56,23 +55,23 @@ def _stat(path: str) -> list[int] | None:
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 
-def _key(table_path: Path) -> str | None:
+def _key(table_path: str) -> str | None:
     """What the parsed table rests on, as one string (module docstring); None when the file cannot be read."""
     try:
-        real = str(table_path.resolve())
-    except (OSError, RuntimeError):
+        real = os.path.realpath(table_path)
+    except (OSError, ValueError):
         return None
     signature = _stat(real)
     if signature is None:
         return None
-    package = Path(__file__).resolve().parent.parent
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     modules = []
     for layer in ("table", "model"):  # the classes a pickled table holds, and what they are built from
         try:
-            names = sorted(n for n in os.listdir(package / layer) if n.endswith(".py"))
+            names = sorted(n for n in os.listdir(os.path.join(package, layer)) if n.endswith(".py"))
         except OSError:
             return None
-        modules += [[f"{layer}/{n}", _stat(str(package / layer / n))] for n in names]
+        modules += [[f"{layer}/{n}", _stat(os.path.join(package, layer, n))] for n in names]
     return json.dumps({"table": real, "stat": signature, "tool": __version__, "python": list(sys.version_info[:3]),
                        "code": modules}, sort_keys=True)
 
@@ -84,7 +83,7 @@ def _digest(key: str) -> str:
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
-def _read(entry: Path, key: str, read_entry):
+def _read(entry: str, key: str, read_entry):
     raw = read_entry(entry)
     if raw is None or not raw.startswith(MAGIC):
         return None
@@ -108,7 +107,7 @@ def _read(entry: Path, key: str, read_entry):
         return None
 
 
-def _write(entry: Path, key: str, table, write_entry) -> None:
+def _write(entry: str, key: str, table, write_entry) -> None:
     try:
         import pickle
 

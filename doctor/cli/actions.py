@@ -8,9 +8,11 @@ the two in step); ``output_format`` is the --format value as a string.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from doctor.errors import DoctorError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: pathlib (with urllib.parse and ipaddress) costs ~4.5 ms of every start
+    from pathlib import Path
 
 
 def use_language(lang: str | None, fmt: str | None = None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 
 from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import BinaryKernels, Dist
@@ -37,44 +36,50 @@ _TORCH_LIBS = ("libtorch_cuda.so", "torch_cuda.dll", "libtorch_cuda_cu.so", "tor
 _TORCHVISION_LIBS = ("_C.so", "_C.pyd")
 
 
-def find_torch_cuda_library(site_packages) -> Path | None:
+# Paths are text here, never pathlib's (~4.5 ms of every start with urllib.parse and ipaddress).
+
+
+def find_torch_cuda_library(site_packages) -> str | None:
     """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) under ``site_packages``, or None
     (a CPU-only torch has none)."""
-    lib = Path(site_packages) / "torch" / "lib"
-    return next((lib / name for name in _TORCH_LIBS if (lib / name).is_file()), None)
+    lib = os.path.join(os.fspath(site_packages), "torch", "lib")
+    return next((os.path.join(lib, name) for name in _TORCH_LIBS if _is_file(os.path.join(lib, name))), None)
 
 
-def find_torchvision_library(site_packages) -> Path | None:
+def find_torchvision_library(site_packages) -> str | None:
     """``torchvision/_C.so`` (or ``_C.pyd``, or an ABI-tagged ``_C.*.so``), or None."""
-    folder = Path(site_packages) / "torchvision"
-    found = next((folder / name for name in _TORCHVISION_LIBS if (folder / name).is_file()), None)
-    if found is None and folder.is_dir():
-        found = next(iter(sorted(p for p in folder.glob("_C.*") if p.suffix in (".so", ".pyd"))), None)
+    folder = os.path.join(os.fspath(site_packages), "torchvision")
+    found = next((os.path.join(folder, name) for name in _TORCHVISION_LIBS if _is_file(os.path.join(folder, name))),
+                 None)
+    if found is None and os.path.isdir(folder):
+        tagged = sorted(name for name in os.listdir(folder)
+                        if name.startswith("_C.") and os.path.splitext(name)[1] in (".so", ".pyd"))
+        found = os.path.join(folder, tagged[0]) if tagged else None
     return found
 
 
-def torch_library(dist: Dist | None, prefix: str | None = None) -> Path | None:
+def torch_library(dist: Dist | None, prefix: str | None = None) -> str | None:
     """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) of this torch, else ``<prefix>/lib/libtorch_cuda.so``
     when the environment is a conda one (conda-forge's ``libtorch`` package keeps it there)."""
     if dist is None or not dist.location:
         return None
     found = _quiet(lambda: find_torch_cuda_library(dist.location))
     if found is None and prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
-        found = next((p for p in (Path(prefix) / "lib" / name for name in _CONDA_LIB_NAMES) if _is_file(p)), None)
+        found = next((p for p in (os.path.join(prefix, "lib", name) for name in _CONDA_LIB_NAMES) if _is_file(p)), None)
     return found
 
 
-def torchvision_library(dist: Dist | None) -> Path | None:
+def torchvision_library(dist: Dist | None) -> str | None:
     if dist is None or not dist.location:
         return None
     return _quiet(lambda: find_torchvision_library(dist.location))
 
 
-def torchaudio_library(dist: Dist | None) -> Path | None:
+def torchaudio_library(dist: Dist | None) -> str | None:
     if dist is None or not dist.location:
         return None
-    folder = Path(dist.location) / "torchaudio"
-    return next((folder / rel for rel in _TORCHAUDIO_LIBS if _is_file(folder / rel)), None)
+    folder = os.path.join(dist.location, "torchaudio")
+    return next((os.path.join(folder, rel) for rel in _TORCHAUDIO_LIBS if _is_file(os.path.join(folder, rel))), None)
 
 
 def _quiet(fn):
@@ -84,9 +89,9 @@ def _quiet(fn):
         return None
 
 
-def _is_file(path: Path) -> bool:
+def _is_file(path: str) -> bool:
     try:
-        return path.is_file()
+        return os.path.isfile(path)
     except (OSError, ValueError):
         return False
 
@@ -94,7 +99,7 @@ def _is_file(path: Path) -> bool:
 # --- reading, bounded ---------------------------------------------------------------------------------
 
 
-def read_binary(path: Path | None, what: str) -> BinaryKernels:
+def read_binary(path: str | None, what: str) -> BinaryKernels:
     """The GPU code and CUDA runtime needs of one library, or the reason they are unknown; never raises."""
     if path is None:
         return BinaryKernels(status=ABSENT, why=f"no {what} library found")
@@ -111,7 +116,7 @@ def read_binary(path: Path | None, what: str) -> BinaryKernels:
                          seconds=found.seconds)
 
 
-def read_binary_cached(path: Path | None, what: str, cache=None) -> BinaryKernels:
+def read_binary_cached(path: str | None, what: str, cache=None) -> BinaryKernels:
     """``read_binary``, through ``cache`` (a KernelCache, doctor/probes/kernel_cache.py) when there is one:
     a library unchanged since its last read is not read again."""
     if cache is None or path is None:
@@ -202,13 +207,13 @@ class EarlyRead:
                                         daemon=True)
         self._thread.start()
 
-    def _work(self, path: Path) -> None:
+    def _work(self, path: str) -> None:
         try:
             self._box["read"] = (_identity(path), read_binary_cached(path, "torch", self._cache))
         except Exception:  # noqa: BLE001 - the ordinary read will say what is wrong
             pass
 
-    def result_for(self, path: Path | None, timeout: float) -> BinaryKernels | None:
+    def result_for(self, path: str | None, timeout: float) -> BinaryKernels | None:
         if self._thread is None or path is None:
             return None
         self._thread.join(timeout)
@@ -218,16 +223,24 @@ class EarlyRead:
         return got[1]
 
 
-def _likely_torch_library(python: str) -> Path | None:
-    env = Path(python).parent.parent  # not resolved: a venv's python is a link to the base interpreter
-    for pattern in ("lib/python3*/site-packages/torch/lib/libtorch_cuda.so", "Lib/site-packages/torch/lib/torch_cuda.dll"):
-        found = sorted(env.glob(pattern))
-        if len(found) == 1:
-            return found[0]
-    return None
+def _likely_torch_library(python: str) -> str | None:
+    """``<env>/lib/python3*/site-packages/torch/lib/libtorch_cuda.so`` when exactly one exists, else Windows'
+    ``<env>/Lib/site-packages/torch/lib/torch_cuda.dll``, else None."""
+    env = os.path.dirname(os.path.dirname(python))  # not resolved: a venv's python is a link to the base interpreter
+    lib = os.path.join(env, "lib")
+    try:
+        versions = sorted(name for name in os.listdir(lib) if name.startswith("python3"))
+    except OSError:
+        versions = []
+    found = [path for path in (os.path.join(lib, name, "site-packages", "torch", "lib", "libtorch_cuda.so")
+                               for name in versions) if os.path.exists(path)]
+    if len(found) == 1:
+        return found[0]
+    windows = os.path.join(env, "Lib", "site-packages", "torch", "lib", "torch_cuda.dll")
+    return windows if os.path.exists(windows) else None
 
 
-def _identity(path: Path):
+def _identity(path: str):
     try:
         info = os.stat(path)
     except (OSError, ValueError):

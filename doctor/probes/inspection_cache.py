@@ -35,7 +35,6 @@ import stat
 import time
 import zlib
 from collections.abc import Mapping
-from pathlib import Path
 
 from doctor import __version__
 from doctor.probes.cache import read_entry, write_entry
@@ -66,7 +65,7 @@ class InspectionCache:
 
     def __init__(self, folder: str | os.PathLike, inspector: str | os.PathLike, env: Mapping[str, str] | None = None,
                  cwd: str | None = None):
-        self.folder = Path(folder) / FOLDER
+        self.folder = os.path.join(os.fspath(folder), FOLDER)
         self.inspector = str(inspector)
         self.env = os.environ if env is None else env
         self.cwd = cwd or os.getcwd()
@@ -87,10 +86,10 @@ class InspectionCache:
             "cwd": self.cwd if relative else None,
         }
 
-    def _entry_path(self, key: dict[str, Any]) -> Path:
+    def _entry_path(self, key: dict[str, Any]) -> str:
         # Only a file name: the whole key is compared inside the entry (no hashlib: ~3 ms to import).
         data = json.dumps(key, sort_keys=True).encode("utf-8", "surrogateescape")
-        return self.folder / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.json"
+        return os.path.join(self.folder, f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.json")
 
     # --- reading ------------------------------------------------------------------------------------
 

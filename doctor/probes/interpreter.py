@@ -12,7 +12,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
@@ -26,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
     from typing import Any
 
-INSPECTOR = Path(__file__).resolve().parent.parent / "target" / "inspector.py"
+INSPECTOR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "target", "inspector.py")
 
 # Where an environment folder keeps its python: venv/conda on POSIX, venv on Windows, conda on Windows.
 _PYTHON_IN_ENV = ("bin/python", "bin/python3", "Scripts/python.exe", "python.exe")

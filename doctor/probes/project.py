@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from doctor.model.files import toml_module
 from doctor.model.patterns import lazy_compile
@@ -40,9 +39,9 @@ def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:
         return Project(why=f"internal error in the project probe: {type(exc).__name__}: {exc}")
 
 
-def _has_pin_files(folder: Path) -> bool:
+def _has_pin_files(folder: str) -> bool:
     try:
-        return any((folder / name).is_file() for name in PIN_FILES) or any(
+        return any(os.path.isfile(os.path.join(folder, name)) for name in PIN_FILES) or any(
             _is_requirements(name) for name in os.listdir(folder))
     except OSError:
         return False
@@ -54,56 +53,66 @@ def _is_requirements(name: str) -> bool:
     return name.startswith("requirements") and name.endswith(".txt")
 
 
-def project_folder(prefix: str | None, cwd: str, env_kind: str = "") -> Path | None:
+def project_folder(prefix: str | None, cwd: str, env_kind: str = "") -> str | None:
     """The environment's folder when it holds project files; else the working folder when the environment is
     inside it or is no virtual environment (a system or conda Python serves whatever folder it runs in)."""
-    here = Path(os.path.realpath(cwd))
+    here = os.path.realpath(cwd)
     if prefix:
-        holder = Path(os.path.realpath(prefix)).parent
+        target = os.path.realpath(prefix)
+        holder = os.path.dirname(target)
         if _has_pin_files(holder):
             return holder
-        target = Path(os.path.realpath(prefix))
-        owned = target == here or here in target.parents or env_kind not in ("venv", "uv-venv")
-        if not owned:
+        if not (_within(target, here) or env_kind not in ("venv", "uv-venv")):
             return None
     return here if _has_pin_files(here) else None
 
 
-def read_project(folder: Path) -> Project:
-    project = Project(folder=str(folder))
+def _within(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it (both real, absolute paths; case as the file system compares it)."""
+    path, folder = os.path.normcase(path), os.path.normcase(folder)
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # another drive (Windows)
+        return False
+
+
+def read_project(folder: str | os.PathLike) -> Project:
+    folder = os.fspath(folder)
+    project = Project(folder=folder)
     for name in ("uv.lock", "poetry.lock"):
-        text = _read(folder / name, project)
+        text = _read(os.path.join(folder, name), project)
         if text is not None:
             project.files.append(name)
             project.pins += parse_lock(text, name)
-    text = _read(folder / "pyproject.toml", project)
+    text = _read(os.path.join(folder, "pyproject.toml"), project)
     if text is not None:
         project.files.append("pyproject.toml")
         project.pins += parse_pyproject(text, project.problems)
     try:
-        requirements = sorted(p.name for p in folder.glob("requirements*.txt") if p.is_file())[:MAX_REQUIREMENTS]
+        requirements = sorted(name for name in os.listdir(folder)
+                              if _is_requirements(name) and os.path.isfile(os.path.join(folder, name)))[:MAX_REQUIREMENTS]
     except OSError as exc:
         requirements = []
         project.problems.append(f"cannot list {folder}: {exc.strerror or exc}")
     for name in requirements:
-        text = _read(folder / name, project)
+        text = _read(os.path.join(folder, name), project)
         if text is not None:
             project.files.append(name)
             project.pins += parse_requirements(text, name)
     return project
 
 
-def _read(path: Path, project: Project) -> str | None:
+def _read(path: str, project: Project) -> str | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read(LIMIT + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        project.problems.append(f"cannot read {path.name}: {exc.strerror or exc}")
+        project.problems.append(f"cannot read {os.path.basename(path)}: {exc.strerror or exc}")
         return None
     if len(data) > LIMIT:
-        project.problems.append(f"{path.name}: only the first {LIMIT >> 20} MiB were read")
+        project.problems.append(f"{os.path.basename(path)}: only the first {LIMIT >> 20} MiB were read")
         data = data[:LIMIT]
     return data.decode("utf-8", errors="replace")
 

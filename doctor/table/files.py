@@ -3,13 +3,25 @@ wheel, <repo>/compat_tables/ in a checkout."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pathlib (~4.5 ms with urllib.parse and ipaddress) only where a Path is asked for
+    from pathlib import Path
+
+
+def bundled_path(name: str) -> str:
+    """The bundled data file ``name`` ("pytorch.json", "signatures.json"), as text: a check finds its table
+    without importing pathlib."""
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    installed = os.path.join(package, "compat_tables", name)
+    if os.path.isfile(installed):
+        return installed
+    return os.path.join(os.path.dirname(package), "compat_tables", name)
 
 
 def bundled(name: str) -> Path:
-    """The bundled data file ``name`` ("pytorch.json", "signatures.json")."""
-    package = Path(__file__).resolve().parent.parent
-    installed = package / "compat_tables" / name
-    if installed.is_file():
-        return installed
-    return package.parent / "compat_tables" / name
+    """``bundled_path(name)`` as a Path."""
+    from pathlib import Path
+
+    return Path(bundled_path(name))
