@@ -157,6 +157,36 @@ def test_broken_table_gives_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def test_a_broken_table_ends_a_run_whose_smoke_test_hangs_at_once(tmp_path):
+    """The table is parsed while the target interpreter's children run (doctor/app/run.py): a broken one is still
+    exit 2 with its one line, at once, and the hung smoke test is ended, not waited for (--smoke-timeout 60)."""
+    import time
+
+    import psutil
+
+    python = make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6", import_behaviour="hang")
+    bad = tmp_path / "table.json"
+    bad.write_text('{"schema_version": 1, "table_version": "x"', encoding="utf-8")
+    marker = f"broken-table-{os.getpid()}"
+    started = time.monotonic()
+    res = run_cli(["check", "--table", str(bad), "--python", str(python), "--smoke-timeout", "60"],
+                  env_extra={"TORCHDOCTOR_TEST_MARK": marker, "XDG_CACHE_HOME": str(tmp_path / "c")})
+    took = time.monotonic() - started
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0], res.stderr
+    assert took < 20, took
+    time.sleep(1.0)
+    left = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("TORCHDOCTOR_TEST_MARK") == marker:
+                left.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    assert left == []  # the smoke test's child (its import sleeps forever) was ended
+
+
 def test_usage_error_exit_2():
     res = run_cli(["check", "--no-such-option"])
     assert res.returncode == 2

@@ -97,14 +97,22 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
 
     validate(opts)
     commands = commands or writer_for(opts)
-    table = load_table_fast(opts.table, opts.cache)
     interpreter = choose_interpreter(opts.python)
+    loaded = {}
+
+    def meanwhile():
+        # The table is parsed (~45 ms on a first run) while the target interpreter's children run; a broken
+        # one still ends the run with exit 2 before any verdict (collect ends the children).
+        loaded["table"] = load_table_fast(opts.table, opts.cache)
+        _import_judges()
+
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
     with progress(show) as tell:
         snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
                                         device=opts.device, progress=tell, cache=opts.cache),
-                           meanwhile=_import_judges)
+                           meanwhile=meanwhile)
+    table = loaded["table"] if "table" in loaded else load_table_fast(opts.table, opts.cache)  # meanwhile broke
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.

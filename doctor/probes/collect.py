@@ -46,6 +46,23 @@ class ProbeOptions:
     progress: Callable[[str, str | None], object] | None = None
 
 
+def _meanwhile(fn) -> None:
+    """The caller's work while the children run. Its usage error (a broken table: exit 2) ends the children at
+    once and is raised, as it was before anything started; any other error is left to the caller, which does
+    that work again where it would have done it without us."""
+    from doctor.errors import DoctorError
+
+    try:
+        fn()
+    except DoctorError:
+        from doctor.runner import kill_running
+
+        kill_running()  # the smoke test may have a minute left: the answer is already exit 2
+        raise
+    except Exception:  # noqa: BLE001 - the caller redoes what did not finish (diagnose_machine: the table)
+        pass
+
+
 def _guard(what: str, fn, fallback):
     try:
         return fn()
@@ -55,8 +72,9 @@ def _guard(what: str, fn, fallback):
 
 def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, meanwhile=None) -> Snapshot:
     """Probe everything. The children of the target interpreter start first, since they take longest;
-    NVML, host and environment facts are read while they run. ``meanwhile`` (the caller's work, e.g.
-    importing the judges) also runs on this thread while the children run, so that its cost is hidden."""
+    NVML, host and environment facts are read while they run. ``meanwhile`` (the caller's work: loading the
+    table, importing the judges) also runs on this thread while the children run, so that its cost is hidden;
+    a DoctorError it raises ends the children and is raised from here."""
     # Only what starting the children needs is imported before they start.
     from doctor.probes.interpreter import choose_interpreter, inspect_interpreter_full
 
@@ -160,7 +178,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             lambda why: Environment(error=why),
         )
         if meanwhile is not None:
-            _guard("meanwhile", meanwhile, lambda why: None)
+            _meanwhile(meanwhile)
         interpreter, install, python_facts = f_inspect.result()
         from doctor.probes.project import probe_project
 
