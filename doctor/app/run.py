@@ -87,10 +87,10 @@ def judge(snapshot, table, requirements=None, commands=None, requested=None):
 
 
 def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
-    """Load the table, probe, diagnose. Returns (table, diagnosis). ``commands``: (snapshot) -> Commands,
-    how this run writes its commands once the facts are in (fix: its installer and source); default: the
-    mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index. ``requirements``: what the
-    run must check besides the rules."""
+    """Probe (loading the table while the children run), diagnose. Returns (table, diagnosis). ``commands``:
+    (snapshot) -> Commands, how this run writes its commands once the facts are in (fix: its installer and
+    source); default: the mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index.
+    ``requirements``: what the run must check besides the rules."""
     from doctor.app.progress import progress, wanted
     from doctor.app.tables import load_table_fast
     from doctor.probes.collect import ProbeOptions, collect
