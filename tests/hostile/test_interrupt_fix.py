@@ -263,14 +263,16 @@ def two_at_once(world, root: Path) -> dict:
         env = cli_env(world, base_env(None))  # its own marker: each run finds (and kills) only its own
         start.wait()
         with Launched(args, env, cwd=root) as cli:
-            pips = 0
+            pips, seen = 0, []
             deadline = time.monotonic() + 120
             while cli.proc.poll() is None and time.monotonic() < deadline:
                 # every pip installing into this venv, whichever run started it
                 both = live_processes(None, (f"{venv}/bin/python -m pip install torch",))
+                if len(both) > max(pips, 1):  # what two at once were, should it happen (pids, parents, lines)
+                    seen = [describe(proc) for proc in both]
                 pips = max(pips, len(both))
                 time.sleep(0.05)
-            results[i] = (cli.wait_exit(5), cli.out(), cli.err(), pips)
+            results[i] = (cli.wait_exit(5), cli.out(), cli.err(), pips, seen)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
     for t in threads:
@@ -317,7 +319,8 @@ def test_two_fixes_on_one_venv_take_turns(jobs):
     shared = named[0] & named[1]
     assert most_at_once <= 1 and not shared, (
         f"{most_at_once} pips installed into the venv at once; restore file names used by both runs: "
-        f"{sorted(shared)}; exits {[r[0] for r in results]}"
+        f"{sorted(shared)}; exits {[r[0] for r in results]}; seen at once: {[r[4] for r in results]}; "
+        f"stderr tails: {[r[2][-600:] for r in results]}"
     )
     assert two["check"][0] == 0 and has_builds(two["state"], NEW), two
 
