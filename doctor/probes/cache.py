@@ -74,3 +74,55 @@ def write_entry(path: str | os.PathLike, data: bytes) -> bool:
         except OSError:
             pass
         return False
+
+
+# --- entries keyed by what their answer rests on (inspection_cache.py, kernel_cache.py) ----------------------
+
+
+def file_signature(path: str, follow: bool = True) -> list[int] | None:
+    """What would change if the file changed: [mtime_ns, ctime_ns, size, inode, device, type]; None: absent."""
+    import stat
+
+    try:
+        info = os.stat(path) if follow else os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    return [info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev, stat.S_IFMT(info.st_mode)]
+
+
+def entry_path(folder: str, key: dict) -> str:
+    """Where the entry for ``key`` lives: only a file name from it; the whole key is compared inside the entry
+    (no hashlib: ~3 ms to import)."""
+    import json
+    import zlib
+
+    data = json.dumps(key, sort_keys=True).encode("utf-8", "surrogateescape")
+    return os.path.join(folder, f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.json")
+
+
+def read_keyed_entry(folder: str, key: dict) -> dict | None:
+    """The JSON object stored for ``key`` when it records exactly that key; None when there is none, it is
+    corrupt, or it was written for another key (raises nothing)."""
+    import json
+
+    try:
+        raw = read_entry(entry_path(folder, key))
+        if raw is None:
+            return None
+        entry = json.loads(raw)
+        if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(key)):
+            return None
+        return entry
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def write_keyed_entry(folder: str, key: dict, entry: dict) -> bool:
+    """Write ``entry`` (a JSON-able dict) with ``key`` in it, atomically; False when it could not be written."""
+    import json
+
+    try:
+        data = json.dumps(dict(entry, key=key), sort_keys=True).encode("utf-8", "surrogateescape")
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return write_entry(entry_path(folder, key), data)

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
-import zlib
 from collections.abc import Mapping
 
 from doctor import __version__
-from doctor.probes.cache import read_entry, write_entry
+from doctor.probes.cache import file_signature as _signature
+from doctor.probes.cache import read_keyed_entry, write_keyed_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -49,15 +48,6 @@ RACY_SECONDS = 2.0  # a file changed this close to the inspection may have been 
 _HOME_VARIABLES = ("HOME", "USERPROFILE", "APPDATA")
 _SITE_HOOKS = ("sitecustomize.py", "usercustomize.py", "EXTERNALLY-MANAGED")
 _PACKAGES = ("torch", "torchvision", "torchaudio")
-
-
-def _signature(path: str, follow: bool = True) -> list[int] | None:
-    """What would change if the file changed: [mtime_ns, ctime_ns, size, inode, device, type]; None: absent."""
-    try:
-        info = os.stat(path) if follow else os.lstat(path)
-    except (OSError, ValueError):
-        return None
-    return [info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev, stat.S_IFMT(info.st_mode)]
 
 
 class InspectionCache:
@@ -86,22 +76,13 @@ class InspectionCache:
             "cwd": self.cwd if relative else None,
         }
 
-    def _entry_path(self, key: dict[str, Any]) -> str:
-        # Only a file name: the whole key is compared inside the entry (no hashlib: ~3 ms to import).
-        data = json.dumps(key, sort_keys=True).encode("utf-8", "surrogateescape")
-        return os.path.join(self.folder, f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.json")
-
     # --- reading ------------------------------------------------------------------------------------
 
     def lookup(self, python: str) -> str | None:
         """The inspector's stdout recorded for ``python``, when nothing it depends on has changed; else None."""
         try:
-            key = self.key(python)
-            raw = read_entry(self._entry_path(key))
-            if raw is None:
-                return None
-            entry = json.loads(raw)
-            if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(key)):
+            entry = read_keyed_entry(self.folder, self.key(python))
+            if entry is None:
                 return None
             watch, stdout = entry.get("watch"), entry.get("stdout")
             if not isinstance(watch, list) or not isinstance(stdout, str):
@@ -129,10 +110,8 @@ class InspectionCache:
             racy = int((started - RACY_SECONDS) * 1e9)
             if any(sig is not None and sig[0] >= racy for _, _, sig in watch):
                 return False
-            key = self.key(python)
-            entry = {"key": key, "watch": watch, "stdout": stdout, "stored": time.time()}
-            return write_entry(self._entry_path(key),
-                               json.dumps(entry, sort_keys=True).encode("utf-8", "surrogateescape"))
+            return write_keyed_entry(self.folder, self.key(python),
+                                     {"watch": watch, "stdout": stdout, "stored": time.time()})
         except (ValueError, TypeError, OSError, RecursionError):
             return False
 

@@ -20,27 +20,18 @@ the recorded answer as it was, ``seconds`` included (how long that read took).
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import zlib
 
 from doctor import __version__
-from doctor.probes.cache import read_entry, write_entry
+from doctor.probes.cache import file_signature as _signature
+from doctor.probes.cache import read_keyed_entry, write_keyed_entry
 
 FORMAT = 1
 FOLDER = "kernels"
 RACY_SECONDS = 2.0
 KEPT = ("ok", "no-gpu-code")  # finished reads; "unknown" and "absent" are worked out again
 _READER = ("kernels.py", "binaries.py")  # the code the answer came from, beside this file
-
-
-def _signature(path: str) -> list[int] | None:
-    try:
-        info = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_dev]
 
 
 class KernelCache:
@@ -60,25 +51,12 @@ class KernelCache:
         return {"format": FORMAT, "tool": __version__, "reader": reader, "what": what, "path": real,
                 "library": library}
 
-    def _entry(self, key: dict) -> str:
-        # Only a file name: the whole key is compared inside the entry (no hashlib: ~3 ms to import).
-        data = json.dumps(key, sort_keys=True).encode("utf-8", "surrogateescape")
-        return os.path.join(self.folder, f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.json")
-
     def lookup(self, key: dict | None):
         """The BinaryKernels recorded under ``key``, or None."""
         if key is None:
             return None
-        try:
-            raw = read_entry(self._entry(key))
-            if raw is None:
-                return None
-            entry = json.loads(raw)
-            if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(key)):
-                return None
-            return _kernels(entry.get("kernels"))
-        except (ValueError, TypeError, OSError, RecursionError):
-            return None  # a corrupt entry is a miss; the fresh read overwrites it
+        entry = read_keyed_entry(self.folder, key)  # a corrupt or foreign entry is a miss: the fresh read replaces it
+        return _kernels(entry.get("kernels")) if entry is not None else None
 
     def store(self, key: dict | None, kernels, started: float) -> bool:
         """Record ``kernels`` (read from the file ``key`` describes) when it can be trusted: a finished read of a
@@ -88,13 +66,9 @@ class KernelCache:
         now = _signature(key["path"])
         if now != key["library"] or max(now[0], now[1]) >= int((started - RACY_SECONDS) * 1e9):
             return False
-        try:
-            from doctor.model.snapshot import as_plain
+        from doctor.model.snapshot import as_plain
 
-            entry = {"key": key, "kernels": as_plain(kernels), "stored": time.time()}
-            return write_entry(self._entry(key), json.dumps(entry, sort_keys=True).encode("utf-8", "surrogateescape"))
-        except (ValueError, TypeError, OSError, RecursionError):
-            return False
+        return write_keyed_entry(self.folder, key, {"kernels": as_plain(kernels), "stored": time.time()})
 
 
 # BinaryKernels' fields and the JSON types each may hold (checked here rather than by the snapshot reader, whose
