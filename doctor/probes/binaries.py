@@ -43,13 +43,13 @@ def find_torch_cuda_library(site_packages) -> str | None:
     """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) under ``site_packages``, or None
     (a CPU-only torch has none)."""
     lib = os.path.join(os.fspath(site_packages), "torch", "lib")
-    return next((os.path.join(lib, name) for name in _TORCH_LIBS if _is_file(os.path.join(lib, name))), None)
+    return next((os.path.join(lib, name) for name in _TORCH_LIBS if os.path.isfile(os.path.join(lib, name))), None)
 
 
 def find_torchvision_library(site_packages) -> str | None:
     """``torchvision/_C.so`` (or ``_C.pyd``, or an ABI-tagged ``_C.*.so``), or None."""
     folder = os.path.join(os.fspath(site_packages), "torchvision")
-    found = next((os.path.join(folder, name) for name in _TORCHVISION_LIBS if _is_file(os.path.join(folder, name))),
+    found = next((os.path.join(folder, name) for name in _TORCHVISION_LIBS if os.path.isfile(os.path.join(folder, name))),
                  None)
     if found is None and os.path.isdir(folder):
         tagged = sorted(name for name in os.listdir(folder)
@@ -65,7 +65,7 @@ def torch_library(dist: Dist | None, prefix: str | None = None) -> str | None:
         return None
     found = _quiet(lambda: find_torch_cuda_library(dist.location))
     if found is None and prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
-        found = next((p for p in (os.path.join(prefix, "lib", name) for name in _CONDA_LIB_NAMES) if _is_file(p)), None)
+        found = next((p for p in (os.path.join(prefix, "lib", name) for name in _CONDA_LIB_NAMES) if os.path.isfile(p)), None)
     return found
 
 
@@ -79,7 +79,7 @@ def torchaudio_library(dist: Dist | None) -> str | None:
     if dist is None or not dist.location:
         return None
     folder = os.path.join(dist.location, "torchaudio")
-    return next((os.path.join(folder, rel) for rel in _TORCHAUDIO_LIBS if _is_file(os.path.join(folder, rel))), None)
+    return next((os.path.join(folder, rel) for rel in _TORCHAUDIO_LIBS if os.path.isfile(os.path.join(folder, rel))), None)
 
 
 def _quiet(fn):
@@ -87,13 +87,6 @@ def _quiet(fn):
         return fn()
     except (OSError, ValueError):
         return None
-
-
-def _is_file(path: str) -> bool:
-    try:
-        return os.path.isfile(path)
-    except (OSError, ValueError):
-        return False
 
 
 # --- reading, bounded ---------------------------------------------------------------------------------
