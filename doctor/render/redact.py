@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from doctor.model.i18n import Msg
@@ -224,6 +224,7 @@ class _ReportIdentity:
         self.usernames: list[str] = []
         self.homes: list[str] = []
         self.env_items: list[tuple[str, str]] = []
+        self._seen: set[str] = set()  # strings already scanned: a report repeats its paths
         environment = _snapshot_environment(report)
         if environment is not None and isinstance(environment.get("hostname"), str):
             self.hostnames.append(environment["hostname"].strip())
@@ -240,7 +241,10 @@ class _ReportIdentity:
         elif isinstance(value, (list, tuple)):
             for v in value:
                 self._scan(v, key)
-        elif isinstance(value, str):
+        elif isinstance(value, str) and ("/" in value or "Users" in value):  # what both patterns need
+            if value in self._seen:
+                return
+            self._seen.add(value)
             for m in _HOME_GENERIC.finditer(value):
                 self.usernames.append((m.group("posix") or m.group("windows") or "").rstrip("."))
             for m in _USER_FOLDER.finditer(value):
@@ -301,6 +305,10 @@ class _Redactor:
             key=len,
             reverse=True,
         )
+        self.steps_for_text = self._steps(with_ipv4=True)
+        self.steps_for_versions = self._steps(with_ipv4=False)  # "13.0.3.0" under a version key is no address
+        self._memo: dict[tuple[str, bool], str] = {}
+        self._versionish: dict[str, bool] = {}
 
     def walk(self, value: Any, key: str) -> Any:
         if isinstance(value, dict):
@@ -338,33 +346,107 @@ class _Redactor:
         return name in self.env or bool(_SECRET_NAME.search(name))
 
     def text(self, s: str, key: str) -> str:
+        """``s`` redacted; ``key`` (the dict key it sits under) matters only as "versionish" or not. A report
+        holds the same strings many times (keys, sources, paths), so each is worked out once per redactor."""
+        versionish = self._versionish.get(key)
+        if versionish is None:
+            versionish = self._versionish[key] = bool(_VERSIONISH_KEY.search(key))
+        done = self._memo.get((s, versionish))
+        if done is None:
+            done = s
+            for may_match, apply in self.steps_for_versions if versionish else self.steps_for_text:
+                if may_match(done):
+                    done = apply(done)
+            self._memo[(s, versionish)] = done
+        return done
+
+    def _steps(self, with_ipv4: bool) -> list[tuple[Callable[[str], bool], Callable[[str], str]]]:
+        """The redaction steps in order, each with a cheap test that is False only where its pattern cannot
+        match (a literal the pattern needs is missing), so skipping it changes nothing: most strings in a
+        report are short words and versions that no step touches. tests/test_redact_steps.py holds every
+        test to that on the planted secrets and real reports."""
+        steps: list[tuple[Callable[[str], bool], Callable[[str], str]]] = []
         for secret in self.secret_values:
-            if secret in s:
-                s = s.replace(secret, REDACTED)
-        s = _PRIVATE_KEY.sub(REDACTED, s)
-        s = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)
-        s = _SLACK_HOOK.sub(lambda m: m.group(1) + REDACTED, s)
-        s = _JWT.sub(REDACTED, s)
-        s = _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, s)
-        s = _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, s)
-        s = _ENV_ASSIGNMENT.sub(_env_assignment, s)
-        s = _USER_PASSWORD.sub(REDACTED + "@", s)
-        s = _TOKENS.sub(REDACTED, s)
-        s = _AWS_SECRET.sub(_aws_secret, s)
-        s = _BASE64_RUN.sub(_base64_run, s)
+            steps.append((_contains(secret), _replacer(secret, REDACTED)))
+        steps += _FIXED_STEPS
         for home in self.homes:
-            s = _replace_path_prefix(s, home, "~")
-        s = _HOME_GENERIC.sub("~", s)
-        s = _USER_FOLDER.sub(lambda m: f"{m.group(1)}/{USER}", s)
+            steps.append((_contains(home), _path_prefix_replacer(home, "~")))
+        steps += _HOME_STEPS
         for name, replacement in self.names:
-            s = _replace_word(s, name, replacement)
-        s = _MIG_OLD_UUID.sub("MIG-<redacted>", s)
-        s = _GPU_UUID.sub(lambda m: f"{m.group(1)}-<redacted>", s)
-        s = _GPU_UUID_PART.sub(lambda m: f"{m.group(1)}-<redacted>", s)
-        if not _VERSIONISH_KEY.search(key):
-            s = _IPV4.sub(_ipv4, s)
-        s = _IPV6.sub(_ipv6, s)
-        return s
+            steps.append((_contains_any_case(name), _word_replacer(name, replacement)))
+        steps += _ID_STEPS
+        if with_ipv4:
+            steps.append((_may_hold_ipv4, lambda s: _IPV4.sub(_ipv4, s)))
+        steps.append((_may_hold_ipv6, lambda s: _IPV6.sub(_ipv6, s)))
+        return steps
+
+
+def _contains(literal: str) -> Callable[[str], bool]:
+    return lambda s: literal in s
+
+
+def _contains_any_case(word: str) -> Callable[[str], bool]:
+    # re.IGNORECASE also pairs some non-ASCII letters with ASCII ones (the Kelvin sign with "k"): only
+    # where both are ASCII does a lower-case substring test decide.
+    lowered, ascii_word = word.lower(), word.isascii()
+    return lambda s: not (ascii_word and s.isascii()) or lowered in s.lower()
+
+
+def _replacer(old: str, new: str) -> Callable[[str], str]:
+    return lambda s: s.replace(old, new)
+
+
+def _path_prefix_replacer(prefix: str, replacement: str) -> Callable[[str], str]:
+    pattern = re.compile(re.escape(prefix) + r"(?=$|[/\\\s\"':;,)\]])")
+    return lambda s: pattern.sub(replacement, s)
+
+
+def _word_replacer(word: str, replacement: str) -> Callable[[str], str]:
+    # Host and user names in any letter case ("DGX-NODE-0417" in a log names host dgx-node-0417).
+    pattern = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])", re.IGNORECASE)
+    return lambda s: pattern.sub(replacement, s)
+
+
+def _may_hold_ipv4(s: str) -> bool:
+    return s.count(".") >= 3
+
+
+def _may_hold_ipv6(s: str) -> bool:
+    return s.count(":") >= 2
+
+
+def _may_name_auth_scheme(s: str) -> bool:
+    if len(s) < 14:  # the shortest: "Basic" or "Token", a space and 8 characters
+        return False
+    if not s.isascii():  # re.IGNORECASE pairs "ſ" with "s", the Kelvin sign with "k"
+        return True
+    lowered = s.lower()
+    return any(word in lowered for word in ("bearer", "basic", "token", "digest", "negotiate"))
+
+
+# (may it match?, redact) in the order they run; the test before each names what its pattern cannot do without.
+_FIXED_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
+    (lambda s: "-----BEGIN " in s, lambda s: _PRIVATE_KEY.sub(REDACTED, s)),
+    (lambda s: "://" in s and "@" in s, lambda s: _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)),
+    (lambda s: "hooks.slack.com/" in s, lambda s: _SLACK_HOOK.sub(lambda m: m.group(1) + REDACTED, s)),
+    (lambda s: "eyJ" in s, lambda s: _JWT.sub(REDACTED, s)),
+    (_may_name_auth_scheme, lambda s: _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, s)),
+    (lambda s: "=" in s, lambda s: _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, s)),
+    (lambda s: "=" in s, lambda s: _ENV_ASSIGNMENT.sub(_env_assignment, s)),
+    (lambda s: ":" in s and "@" in s, lambda s: _USER_PASSWORD.sub(REDACTED + "@", s)),
+    (lambda s: len(s) >= 15, lambda s: _TOKENS.sub(REDACTED, s)),  # the shortest: a 3-letter prefix + 12
+    (lambda s: len(s) >= 40, lambda s: _AWS_SECRET.sub(_aws_secret, s)),
+    (lambda s: len(s) >= 60, lambda s: _BASE64_RUN.sub(_base64_run, s)),
+]
+_HOME_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
+    (lambda s: "/home/" in s or "Users" in s, lambda s: _HOME_GENERIC.sub("~", s)),
+    (lambda s: "/" in s, lambda s: _USER_FOLDER.sub(lambda m: f"{m.group(1)}/{USER}", s)),
+]
+_ID_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
+    (lambda s: "MIG-GPU-" in s, lambda s: _MIG_OLD_UUID.sub("MIG-<redacted>", s)),
+    (lambda s: "GPU-" in s or "MIG-" in s, lambda s: _GPU_UUID.sub(lambda m: f"{m.group(1)}-<redacted>", s)),
+    (lambda s: "GPU-" in s or "MIG-" in s, lambda s: _GPU_UUID_PART.sub(lambda m: f"{m.group(1)}-<redacted>", s)),
+]
 
 
 # Names that are no one's in particular; scrubbing them would wreck the report ("ubuntu-drivers", "/Users/Shared").
@@ -394,16 +476,6 @@ def _looks_like_token(value: str) -> bool:
         and re.search(r"\d", value)
         and not re.match(r"^[\d.]+$", value)
     )
-
-
-def _replace_path_prefix(s: str, prefix: str, replacement: str) -> str:
-    pattern = re.compile(re.escape(prefix) + r"(?=$|[/\\\s\"':;,)\]])")
-    return pattern.sub(replacement, s)
-
-
-def _replace_word(s: str, word: str, replacement: str) -> str:
-    # Host and user names in any letter case ("DGX-NODE-0417" in a log names host dgx-node-0417).
-    return re.sub(r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])", replacement, s, flags=re.IGNORECASE)
 
 
 def _looks_private(value: str) -> bool:
