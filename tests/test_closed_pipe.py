@@ -1,0 +1,62 @@
+"""A reader that leaves early (`| head`, `| grep -q`, `| true`) closes the pipe under our output. The verdict
+must still decide the exit code: under `set -o pipefail` a CI step that only looks at the first lines would
+otherwise pass a broken machine (it used to exit 0). Real processes, a real closed pipe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from test_output_encoding import REPO, rtx5090  # noqa: F401 - rtx5090 is a fixture
+
+GOLDEN = REPO / "tests" / "golden"
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", NO_COLOR="1", **extra)
+    return env
+
+
+def _run(args: list[str], env: dict[str, str], stdout) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
+                          timeout=120)
+
+
+def _closed_pipe_and_normal(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, int]:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte
+    try:
+        closed = _run(args, env, write_end)
+    finally:
+        os.close(write_end)
+    return closed, _run(args, env, subprocess.DEVNULL).returncode
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--format", "markdown"], ["--format", "junit"], ["-v"]])
+def test_a_reader_that_left_does_not_turn_a_failing_check_into_a_pass(rtx5090, fmt):  # noqa: F811
+    args, extra = rtx5090
+    closed, normal = _closed_pipe_and_normal([*args, *fmt], _env(extra))
+    assert normal == 1  # the machine has an error finding
+    assert closed.returncode == 1, closed.stderr.decode()
+    assert closed.stderr == b"", closed.stderr.decode()  # no traceback, no "Exception ignored ... BrokenPipeError"
+
+
+def test_many_reports_read_back_keep_their_worst_code_too(tmp_path):
+    for name in ("cpu-healthy.json", "no-torch.json"):
+        (tmp_path / name).write_bytes((GOLDEN / name).read_bytes())
+    args = ["check", "--from", str(tmp_path), "--json"]
+    closed, normal = _closed_pipe_and_normal(args, _env({}))
+    assert normal == 1  # no-torch.json has an error finding
+    assert (closed.returncode, closed.stderr) == (normal, b"")
+
+
+def test_head_under_pipefail_sees_the_verdict(rtx5090):  # noqa: F811
+    args, extra = rtx5090
+    line = " ".join([sys.executable, "-m", "doctor", *args, "--json", "-v"])
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {line} | head -c 100 >/dev/null"],
+                          capture_output=True, env=_env(extra), timeout=120)
+    assert done.returncode == 1, done.stderr.decode()
+    assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr
