@@ -1,6 +1,7 @@
 """A reader that leaves early (`| head`, `| grep -q`, `| true`) closes the pipe under our output. The verdict
 must still decide the exit code: under `set -o pipefail` a CI step that only looks at the first lines would
-otherwise pass a broken machine (it used to exit 0). Real processes, a real closed pipe."""
+otherwise pass a broken machine (it used to exit 0). Real processes, a real closed pipe. What a reader leaving
+does to `fix` while pip installs is tests/hostile/test_interrupt_fix.py's."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ def _closed_pipe_and_normal(args: list[str], env: dict[str, str]) -> tuple[subpr
     return closed, _run(args, env, subprocess.DEVNULL).returncode
 
 
+def _both_closed(args: list[str], env: dict[str, str]) -> int:
+    """`2>&1 | head`: stderr into the same pipe, gone too."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "doctor", *args], stdout=write_end, stderr=write_end, env=env,
+                              timeout=120).returncode
+    finally:
+        os.close(write_end)
+
+
 @pytest.mark.parametrize("fmt", [[], ["--json"], ["--format", "markdown"], ["--format", "junit"], ["-v"]])
 def test_a_reader_that_left_does_not_turn_a_failing_check_into_a_pass(rtx5090, fmt):  # noqa: F811
     args, extra = rtx5090
@@ -60,3 +72,16 @@ def test_head_under_pipefail_sees_the_verdict(rtx5090):  # noqa: F811
                           capture_output=True, env=_env(extra), timeout=120)
     assert done.returncode == 1, done.stderr.decode()
     assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr
+
+
+@pytest.mark.parametrize("more", [["--json"], ["-o", "{tmp}/report.json"]])
+def test_stderr_gone_too_changes_nothing(rtx5090, tmp_path, more):  # noqa: F811 - -o writes its line on stderr
+    args, extra = rtx5090
+    assert _both_closed([*args, *(m.format(tmp=tmp_path) for m in more)], _env(extra)) == 1
+
+
+@pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["--version"], ["rules"]])
+def test_what_is_not_a_verdict_exits_0_into_a_closed_pipe(args):
+    closed, normal = _closed_pipe_and_normal(args, _env({}))
+    assert normal == 0
+    assert (closed.returncode, closed.stderr) == (0, b""), closed.stderr.decode()

@@ -3,9 +3,7 @@ GitHub step summary. Renderers only turn a report into text; the writing happens
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 
 from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
@@ -110,8 +108,7 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
     if text is None:
         return
     if opts.output is None:
-        with reader_may_leave():
-            sys.stdout.write(text)
+        sys.stdout.write(text)
         return
     from doctor.errors import one_line
     from doctor.model.files import write_text
@@ -126,31 +123,4 @@ def deliver(text: str | None, opts: CheckOptions) -> None:
 
 
 def emit(report: dict, opts: CheckOptions, mode: str = "check") -> None:
-    with reader_may_leave():  # the text view prints itself, inside render
-        deliver(render(report, opts, mode), opts)
-
-
-@contextlib.contextmanager
-def reader_may_leave() -> Iterator[None]:
-    """A reader that stops early (`| head`, `| grep -q`, `| true`) closes the pipe. The rest of the output then
-    has nowhere to go, but the verdict still decides the exit code: under `set -o pipefail` a broken machine
-    must not pass a CI step because the step only looked at the first lines. Flushed here, so the closed pipe
-    shows up now and not in the interpreter's last flush."""
-    try:
-        yield
-        sys.stdout.flush()
-    except BrokenPipeError:
-        silence_stdout()
-
-
-def silence_stdout() -> None:
-    """What is still buffered, and anything written later, goes to /dev/null (the recipe in Python's
-    documentation of SIGPIPE), so nothing fails again on the way out."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, AttributeError, ValueError):  # a stream without a file descriptor (tests, embedding)
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    deliver(render(report, opts, mode), opts)

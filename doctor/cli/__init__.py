@@ -44,10 +44,7 @@ def _main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torchdoctor: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED
-    except BrokenPipeError:  # the reader left while something other than a verdict was written (app/output.py)
-        from doctor.app.output import silence_stdout
-
-        silence_stdout()
+    except BrokenPipeError:
         return exitcodes.OK
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a report
         _internal_error(exc)

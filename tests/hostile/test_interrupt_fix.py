@@ -44,7 +44,7 @@ from fixworld import (
     pip_check,
     pip_env,
 )
-from hostile import Launched, base_env, describe, live_processes, params_of
+from hostile import Launched, base_env, cli_argv, describe, kill_run, live_processes, params_of
 
 pytestmark = [pytest.mark.hostile, pytest.mark.slow]
 
@@ -196,6 +196,8 @@ def job(jobs, key):
         return key, "cpu", lambda: interrupt(fix_world(jobs), run_root(jobs, "-".join(key)), *key)
     if key == "two-at-once":
         return key, "cpu", lambda: two_at_once(fix_world(jobs), run_root(jobs, key))
+    if key.startswith("reader-leaves-"):
+        return key, "cpu", lambda: reader_leaves(fix_world(jobs), run_root(jobs, key), key.removeprefix("reader-leaves-"))
     kind = key.removeprefix("restore-file-")
     return key, "cpu", lambda: restore_file_run(fix_world(jobs), run_root(jobs, key), kind)
 
@@ -211,6 +213,8 @@ def hostile_jobs(jobs, items) -> None:
             keys.append(f"restore-file-{params['kind']}")
         elif item.name.startswith("test_two_fixes"):
             keys.append("two-at-once")
+        elif item.name.startswith("test_a_reader_that_leaves"):
+            keys.append(f"reader-leaves-{params['moment']}")
     if keys:
         jobs.submit("fix-world", "setup", get_fix_world)
     for key in keys:
@@ -266,11 +270,13 @@ def two_at_once(world, root: Path) -> dict:
             pips, seen = 0, []
             deadline = time.monotonic() + 120
             while cli.proc.poll() is None and time.monotonic() < deadline:
-                # every pip installing into this venv, whichever run started it
+                # every pip installing into this venv, whichever run started it; a process forked by pip
+                # shows pip's command line until it execs (vfork), and is that same pip, not a second one
                 both = live_processes(None, (f"{venv}/bin/python -m pip install torch",))
-                if len(both) > max(pips, 1):  # what two at once were, should it happen (pids, parents, lines)
+                independent = [proc for proc in both if _parent(proc) not in {p.pid for p in both}]
+                if len(independent) > max(pips, 1):  # what two at once were, should it happen
                     seen = [describe(proc) for proc in both]
-                pips = max(pips, len(both))
+                pips = max(pips, len(independent))
                 time.sleep(0.05)
             results[i] = (cli.wait_exit(5), cli.out(), cli.err(), pips, seen)
 
@@ -285,6 +291,39 @@ def two_at_once(world, root: Path) -> dict:
         "check": pip_check(venv),
         "state": installed(venv),
     }
+
+
+def reader_leaves(world, root: Path, moment: str) -> dict:
+    """`fix --yes` into a pipe whose reader reads up to ``moment`` in pip's streamed output and then goes
+    (`| head`, `| grep -m1`): the rest of the output has nowhere to go while pip is still installing."""
+    root.mkdir(parents=True)
+    venv = fresh_venv(world, root / "venv")
+    needle, also, _delay = MOMENTS[moment]
+    err_path = root / "stderr.txt"
+    with err_path.open("wb") as err:
+        proc = subprocess.Popen(cli_argv(fix_args(world, venv, world.big)), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=err, env=cli_env(world, base_env(None)), cwd=root,
+                                start_new_session=True)
+        seen, reached = [], False
+        try:
+            for raw in proc.stdout:
+                seen.append(raw.decode("utf-8", "replace"))
+                if needle in seen[-1] and also in seen[-1]:
+                    reached = True
+                    break
+            proc.stdout.close()  # the reader goes; pip goes on writing lines
+            code = proc.wait(180)
+        finally:
+            kill_run(proc.pid, None, (str(venv),))
+    return {"reached": reached, "code": code, "seen": "".join(seen), "stderr": err_path.read_text(errors="replace"),
+            "state": installed(venv), "check": pip_check(venv), "leftovers": leftovers(venv)}
+
+
+def _parent(proc) -> int | None:
+    try:
+        return proc.ppid()
+    except Exception:  # noqa: BLE001 - gone since it was listed: it is no one's parent now
+        return None
 
 
 def restore_file_run(world, root: Path, kind: str) -> dict:
@@ -323,6 +362,20 @@ def test_two_fixes_on_one_venv_take_turns(jobs):
         f"stderr tails: {[r[2][-600:] for r in results]}"
     )
     assert two["check"][0] == 0 and has_builds(two["state"], NEW), two
+
+
+@pytest.mark.parametrize("moment", ["download", "uninstalled"])
+def test_a_reader_that_leaves_mid_install_leaves_a_whole_environment(moment, jobs):
+    """The output's reader going away is no interruption: the fix carries on as it would with `> /dev/null`
+    (0.1.0 stopped pip half-way with nothing restored: torch 2.7.1 beside torchaudio 2.6.0, exit 1)."""
+    run = jobs.result(*job(jobs, f"reader-leaves-{moment}"))
+    tail = f"\n--- stdout until the reader left:\n{run['seen'][-1500:]}\n--- stderr:\n{run['stderr'][-1500:]}"
+    assert run["reached"], f"the moment never came (exit {run['code']}){tail}"
+    assert run["code"] == 0, f"exit {run['code']}{tail}"
+    assert has_builds(run["state"], NEW) and run["check"][0] == 0 and not run["leftovers"], (
+        f"{run['state']}; pip check {run['check']}; leftovers {run['leftovers']}{tail}"
+    )
+    assert "Traceback" not in run["stderr"] and "BrokenPipe" not in run["stderr"], tail
 
 
 @pytest.mark.parametrize("kind", ["existing", "symlink"])
