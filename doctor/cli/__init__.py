@@ -44,8 +44,6 @@ def _main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torchdoctor: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED
-    except BrokenPipeError:
-        return exitcodes.OK
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are turned into a report
         _internal_error(exc)
         return exitcodes.INTERNAL
