@@ -2,7 +2,7 @@
 
 OK = 0  # no error finding (warnings alone do not fail unless --strict)
 FINDINGS = 1  # at least one error finding (or a warning with --strict)
-USAGE = 2  # bad command line or unreadable input (a table, a report)
+USAGE = 2  # bad command line, unreadable input (a table, a report), or output that cannot be written
 INTERNAL = 3  # torchdoctor itself failed: please report it
 REQUIREMENT = 4  # a CI requirement (--require, --min-gpus, ...) is not met
 FIX_FAILED = 5  # `fix` ran and a step failed; the restore command was printed
@@ -12,7 +12,7 @@ INTERRUPTED = 130
 HELP = """Exit codes:
   0  healthy: no error finding
   1  error findings (warnings too with --strict)
-  2  usage error, or an input (table, report) that cannot be read
+  2  usage error, an input (table, report) that cannot be read, or output that cannot be written
   3  internal error in torchdoctor (please report it)
   4  a CI requirement (--require, --min-gpus, ...) is not met
   5  fix: a step failed (the restore command is printed)

@@ -1,16 +1,24 @@
 """A reader that leaves early (`| head`, `| grep -q`, `| true`) closes the pipe under our output. The verdict
 must still decide the exit code: under `set -o pipefail` a CI step that only looks at the first lines would
 otherwise pass a broken machine (it used to exit 0). Real processes, a real closed pipe. What a reader leaving
-does to `fix` while pip installs is tests/hostile/test_interrupt_fix.py's."""
+does to `fix` while pip installs is tests/hostile/test_interrupt_fix.py's.
+
+Output that cannot be written for another reason (stdout on a full disk: /dev/full) is not the user's choice:
+it goes quiet the same way, so it cannot stop an installer half-way, and is said in one line at the end, exit 2
+(it used to be "internal error ... please report it", exit 3)."""
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import subprocess
 import sys
 
 import pytest
 from test_output_encoding import REPO, rtx5090  # noqa: F401 - rtx5090 is a fixture
+
+from doctor.app import process
 
 GOLDEN = REPO / "tests" / "golden"
 
@@ -85,3 +93,50 @@ def test_what_is_not_a_verdict_exits_0_into_a_closed_pipe(args):
     closed, normal = _closed_pipe_and_normal(args, _env({}))
     assert normal == 0
     assert (closed.returncode, closed.stderr) == (0, b""), closed.stderr.decode()
+
+
+FULL = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+
+
+@FULL
+@pytest.mark.parametrize("fmt", [["--json"], []])
+def test_stdout_on_a_full_disk_is_one_line_and_exit_2(rtx5090, fmt):  # noqa: F811
+    args, extra = rtx5090
+    with open("/dev/full", "w") as full:
+        done = _run([*args, *fmt], _env(extra), full)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert err.count("\n") == 1 and "could not write to stdout: No space left on device" in err, err
+    assert "(the run itself ended with exit 1)" in err and "internal error" not in err, err
+
+
+@FULL
+def test_version_on_a_full_disk_too():
+    with open("/dev/full", "w") as full:
+        done = _run(["--version"], _env({}), full)
+    assert done.returncode == 2 and b"exit 0" in done.stderr, done.stderr.decode()
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("code, expected", [(0, 2), (1, 2), (4, 2), (3, 3), (5, 5), (6, 6), (130, 130)])
+def test_a_failed_write_goes_quiet_and_is_counted_at_the_end(monkeypatch, capsys, code, expected):
+    stream = process.ReaderMayLeave(_FullDisk(), "stdout")
+    assert stream.write("the report") == len("the report")  # no exception where it was written
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert process.output_failed(code) == expected  # codes that already say the run ended badly stay
+    assert f"ended with exit {code})" in capsys.readouterr().err
+
+
+def test_a_reader_that_left_is_not_counted(monkeypatch):
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    stream = process.ReaderMayLeave(Gone(), "stdout")
+    stream.write("the report")
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert process.output_failed(1) == 1

@@ -2,7 +2,8 @@
 which typer loads anyway): `torchdoctor --help` pays nothing for it.
 
 Output into a pipe whose reader has gone goes to /dev/null (``ReaderMayLeave``): the command finishes and
-its exit code stands.
+its exit code stands. Output that cannot be written for another reason (a full disk) goes quiet the same way,
+and ``output_failed`` says so in one line when the command ends (exit 2).
 
 Inside ``guard``, SIGTERM and SIGHUP are raised in the main thread like Ctrl-C (``Interrupted`` is a
 KeyboardInterrupt), so every use case ends the way it ends on Ctrl-C: the runner stops the child it
@@ -55,14 +56,16 @@ class ReaderMayLeave:
     /dev/null instead: the command finishes as it would with `> /dev/null`, and its exit code says how it
     ended. Everything else is the wrapped stream's, as with streams.FittingWriter."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, name: str) -> None:
         self._stream = stream
+        self.name = name
+        self.failed: OSError | None = None  # a write that failed for another reason (a full disk): not chosen
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._left()
+        except OSError as exc:
+            self._left(exc)
             return len(text)
 
     def writelines(self, lines) -> None:
@@ -72,10 +75,14 @@ class ReaderMayLeave:
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._left()
+        except OSError as exc:
+            self._left(exc)
 
-    def _left(self) -> None:
+    def _left(self, exc: OSError) -> None:
+        """A full disk (or any other write error) goes quiet the same way, so that it cannot stop a fix's
+        installer half-way either; unlike a reader that left, it is reported when the command ends."""
+        if not isinstance(exc, BrokenPipeError) and self.failed is None:
+            self.failed = exc
         try:  # the recipe in Python's documentation of SIGPIPE: what is still buffered goes to /dev/null
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
@@ -101,9 +108,36 @@ def _reader_may_leave() -> list[ReaderMayLeave]:
                 continue
         except (OSError, ValueError, AttributeError):
             continue
-        wrapped.append(ReaderMayLeave(stream))
+        wrapped.append(ReaderMayLeave(stream, name))
         setattr(sys, name, wrapped[-1])
     return wrapped
+
+
+def output_failed(code: int) -> int:
+    """``code``, or 2 when stdout or stderr could not be written for a reason other than a reader that left
+    (a full disk): said in one line on stderr, with the exit code the run itself ended with. Codes that
+    already say the run did not end normally (3, 5, 6, 130) stay."""
+    wrapped = [s for s in (_unwrap(sys.stdout), _unwrap(sys.stderr)) if s is not None]
+    for stream in wrapped:
+        stream.flush()  # what is still buffered: a write that fails now is counted like any other
+    failed = [s for s in wrapped if s.failed is not None]
+    if not failed:
+        return code
+    from doctor import exitcodes
+    from doctor.errors import one_line
+
+    for stream in failed:
+        why = stream.failed.strerror or str(stream.failed)
+        print(one_line(f"torchdoctor: could not write to {stream.name}: {why}; what it shows is incomplete "
+                       f"(the run itself ended with exit {code})"), file=sys.stderr)
+    ended = (exitcodes.INTERNAL, exitcodes.FIX_FAILED, exitcodes.REFUSED, exitcodes.INTERRUPTED)
+    return code if code in ended else exitcodes.USAGE
+
+
+def _unwrap(stream) -> ReaderMayLeave | None:
+    while stream is not None and not isinstance(stream, ReaderMayLeave):  # under streams.FittingWriter
+        stream = getattr(stream, "_stream", None)
+    return stream
 
 
 @contextlib.contextmanager

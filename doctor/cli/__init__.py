@@ -16,10 +16,10 @@ from doctor.errors import DoctorError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from doctor.app.process import guard
+    from doctor.app.process import guard, output_failed
 
     with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
-        return _main(argv)
+        return output_failed(_main(argv))
 
 
 def _main(argv: list[str] | None = None) -> int:
