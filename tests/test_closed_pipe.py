@@ -111,6 +111,15 @@ def test_stdout_on_a_full_disk_is_one_line_and_exit_2(rtx5090, fmt):  # noqa: F8
 
 
 @FULL
+def test_the_line_is_in_the_runs_language(rtx5090):  # noqa: F811
+    args, extra = rtx5090
+    with open("/dev/full", "w") as full:
+        done = _run([*args, "--json", "--lang", "zh"], _env(extra), full)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "无法写入 stdout" in err and "退出码 1" in err, err
+
+
+@FULL
 def test_version_on_a_full_disk_too():
     with open("/dev/full", "w") as full:
         done = _run(["--version"], _env({}), full)

@@ -125,11 +125,12 @@ def output_failed(code: int) -> int:
         return code
     from doctor import exitcodes
     from doctor.errors import one_line
+    from doctor.model.i18n import Msg, localize
 
     for stream in failed:
-        why = stream.failed.strerror or str(stream.failed)
-        print(one_line(f"torchdoctor: could not write to {stream.name}: {why}; what it shows is incomplete "
-                       f"(the run itself ended with exit {code})"), file=sys.stderr)
+        said = Msg("could not write to {stream}: {why}; what it shows is incomplete (the run itself ended with "
+                   "exit {code})", stream=stream.name, why=stream.failed.strerror or str(stream.failed), code=code)
+        print(one_line(f"torchdoctor: {localize(said)}"), file=sys.stderr)
     ended = (exitcodes.INTERNAL, exitcodes.FIX_FAILED, exitcodes.REFUSED, exitcodes.INTERRUPTED)
     return code if code in ended else exitcodes.USAGE
 
