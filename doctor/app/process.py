@@ -117,10 +117,7 @@ def output_failed(code: int) -> int:
     """``code``, or 2 when stdout or stderr could not be written for a reason other than a reader that left
     (a full disk): said in one line on stderr, with the exit code the run itself ended with. Codes that
     already say the run did not end normally (3, 5, 6, 130) stay."""
-    wrapped = [s for s in (_unwrap(sys.stdout), _unwrap(sys.stderr)) if s is not None]
-    for stream in wrapped:
-        stream.flush()  # what is still buffered: a write that fails now is counted like any other
-    failed = [s for s in wrapped if s.failed is not None]
+    failed = [s for s in (_unwrap(sys.stdout), _unwrap(sys.stderr)) if s is not None and s.failed is not None]
     if not failed:
         return code
     from doctor import exitcodes
@@ -158,7 +155,7 @@ def guard() -> Iterator[None]:
         yield
     finally:
         for stream in wrapped:
-            stream.flush()  # a reader that left shows up here, not in the interpreter's last flush
+            stream.flush()  # a closed pipe or a full disk shows up here, not in the interpreter's last flush
         runner = sys.modules.get("doctor.runner")  # not loaded: no child was ever started
         if runner is not None:
             runner.kill_running()

@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     from doctor.app.process import guard, output_failed
 
     with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
-        return output_failed(_main(argv))
+        code = _main(argv)
+    return output_failed(code)  # after the guard's last flush of stdout and stderr
 
 
 def _main(argv: list[str] | None = None) -> int:
