@@ -550,9 +550,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_reports(base, n_reports, folder)
                 reports = measure_reports(td, folder, n_reports, 1 if args.quick else 3, env)
                 if cli_has_from(td, env):  # not a target: what redaction adds to the same lines
-                    saved = measure_reports(td, folder, n_reports, 1 if args.quick else 2, env,
-                                            to_file=folder.with_name(folder.name + ".jsonl"))
-                    folder.with_name(folder.name + ".jsonl").unlink(missing_ok=True)
+                    lines = folder.with_name(folder.name + ".jsonl")
+                    saved = measure_reports(td, folder, n_reports, 1 if args.quick else 2, env, to_file=lines)
+                    lines.unlink(missing_ok=True)
             finally:
                 if args.keep is None:
                     shutil.rmtree(folder, ignore_errors=True)

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 from fixworld import (
     NEW,
@@ -273,7 +274,8 @@ def two_at_once(world, root: Path) -> dict:
                 # every pip installing into this venv, whichever run started it; a process forked by pip
                 # shows pip's command line until it execs (vfork), and is that same pip, not a second one
                 both = live_processes(None, (f"{venv}/bin/python -m pip install torch",))
-                independent = [proc for proc in both if _parent(proc) not in {p.pid for p in both}]
+                pids = {proc.pid for proc in both}
+                independent = [proc for proc in both if _parent(proc) not in pids]
                 if len(independent) > max(pips, 1):  # what two at once were, should it happen
                     seen = [describe(proc) for proc in both]
                 pips = max(pips, len(independent))
@@ -322,7 +324,7 @@ def reader_leaves(world, root: Path, moment: str) -> dict:
 def _parent(proc) -> int | None:
     try:
         return proc.ppid()
-    except Exception:  # noqa: BLE001 - gone since it was listed: it is no one's parent now
+    except psutil.Error:  # gone since it was listed: it is no one's parent now
         return None
 
 
