@@ -379,6 +379,52 @@ def measure_reports(td: list[str], folder: Path, count: int, rounds: int, env: d
 # --- the report -----------------------------------------------------------------------------------
 
 
+# What re-diagnosis cannot go below with today's output, before any judging: per report, the C work of reading
+# the file, json.loads, and json.dumps of the line torchdoctor wrote for it (written first; only the loop is timed).
+C_WORK = r"""
+import json, sys, time, pathlib
+paths = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
+with open(sys.argv[2]) as f:
+    lines = [json.loads(line) for line in f]
+t0 = time.perf_counter()
+for path, line in zip(paths, lines):
+    json.loads(path.read_text())
+    json.dumps(line, separators=(",", ":"))
+print((time.perf_counter() - t0) / len(paths))
+"""
+
+
+def measure_reports_floor(td: list[str], folder: Path, rounds: int, env: dict[str, str]) -> dict:
+    """The fastest re-diagnosis today's output allows here: a process's start (`check --from` of one report)
+    plus, per report, the C work above. Not a target: it says how much of the target is left for Python."""
+    lines = folder.with_name(folder.name + "-lines.jsonl")
+    one = folder.with_name(folder.name + "-one")
+    one.mkdir(exist_ok=True)
+    first = sorted(folder.glob("*.json"))[0]
+    shutil.copy(first, one / first.name)
+    try:
+        with open(lines, "wb") as out:
+            done = subprocess.run(td + ["check", "--from", str(folder), "--json"], stdout=out,
+                                  stderr=subprocess.PIPE, env=env, timeout=600)
+        if done.returncode not in OK_CODES:
+            raise CommandFailed(f"check --from: exit {done.returncode}: {done.stderr.decode()[-800:]}")
+        starts, per_report = [], []
+        for _ in range(rounds + 1):
+            start = time.perf_counter()
+            subprocess.run(td + ["check", "--from", str(one), "--json"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env, preexec_fn=one_core, timeout=60)
+            starts.append(time.perf_counter() - start)
+            done = subprocess.run([sys.executable, "-c", C_WORK, str(folder), str(lines)], capture_output=True,
+                                  text=True, env=env, preexec_fn=one_core, timeout=600)
+            if done.returncode != 0:
+                raise CommandFailed(f"re-diagnosis floor: {done.stderr[-800:]}")
+            per_report.append(float(done.stdout.strip()))
+    finally:
+        lines.unlink(missing_ok=True)
+        shutil.rmtree(one, ignore_errors=True)
+    return {"start": median(starts[1:]), "per_report": median(per_report[1:])}
+
+
 def fmt_ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f} ms"
 
@@ -542,17 +588,18 @@ def main(argv: list[str] | None = None) -> int:
         measure(commands, rounds, env)
         print()
         print_table(commands)
-        reports = saved = None
+        reports = saved = reports_floor = None
         base = by["no_smoke"].last_stdout
         if base.strip():
             folder = args.keep or Path(tempfile.mkdtemp(prefix="torchdoctor-bench-"))
             try:
                 write_reports(base, n_reports, folder)
                 reports = measure_reports(td, folder, n_reports, 1 if args.quick else 3, env)
-                if cli_has_from(td, env):  # not a target: what redaction adds to the same lines
+                if cli_has_from(td, env):  # not targets: what redaction adds to the same lines, and the floor
                     lines = folder.with_name(folder.name + ".jsonl")
                     saved = measure_reports(td, folder, n_reports, 1 if args.quick else 2, env, to_file=lines)
                     lines.unlink(missing_ok=True)
+                    reports_floor = measure_reports_floor(td, folder, 1 if args.quick else 3, env)
             finally:
                 if args.keep is None:
                     shutil.rmtree(folder, ignore_errors=True)
@@ -615,6 +662,13 @@ def main(argv: list[str] | None = None) -> int:
     if saved:
         print(f"  (re-diagnosis written to a file with -o, so redacted: {saved['rate']:.0f} reports/s, "
               f"{saved['seconds']:.2f} s; not a target)")
+    if reports_floor:
+        fl = reports_floor
+        best = fl["start"] + n_reports * fl["per_report"]
+        print(f"  (re-diagnosis floor, not a target: a start of {fl['start'] * 1000:.0f} ms (check --from of one "
+              f"report) + {fl['per_report'] * 1000:.3f} ms a report of C work alone (read, json.loads, json.dumps "
+              f"of the line written) = at most {n_reports / best:.0f} reports/s with no judging at all; "
+              f"2,000/s leaves {max(0.0, 1 / 2000 - best / n_reports) * 1000:.3f} ms a report for the Python work)")
     if fleet:
         rows.append((f"fleet summarize of {n_fleet} reports: {fleet:.2f} s (whole process, --json)",
                      "<= 0.5 s" if n_fleet == 10_000 else f"<= {0.5 * n_fleet / 10_000:.2f} s",
