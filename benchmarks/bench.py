@@ -667,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
         best = fl["start"] + n_reports * fl["per_report"]
         print(f"  (re-diagnosis floor, not a target: a start of {fl['start'] * 1000:.0f} ms (check --from of one "
               f"report) + {fl['per_report'] * 1000:.3f} ms a report of C work alone (read, json.loads, json.dumps "
-              f"of the line written) = at most {n_reports / best:.0f} reports/s with no judging at all; "
+              f"of the line written) = at most {n_reports / best:.0f} reports/s for {n_reports} with no judging at all; "
               f"2,000/s leaves {max(0.0, 1 / 2000 - best / n_reports) * 1000:.3f} ms a report for the Python work)")
     if fleet:
         rows.append((f"fleet summarize of {n_fleet} reports: {fleet:.2f} s (whole process, --json)",
