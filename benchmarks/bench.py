@@ -376,9 +376,6 @@ def measure_reports(td: list[str], folder: Path, count: int, rounds: int, env: d
     }
 
 
-# --- the report -----------------------------------------------------------------------------------
-
-
 # What re-diagnosis cannot go below with today's output, before any judging: per report, the C work of reading
 # the file, json.loads, and json.dumps of the line torchdoctor wrote for it (written first; only the loop is timed).
 C_WORK = r"""
@@ -423,6 +420,9 @@ def measure_reports_floor(td: list[str], folder: Path, rounds: int, env: dict[st
         lines.unlink(missing_ok=True)
         shutil.rmtree(one, ignore_errors=True)
     return {"start": median(starts[1:]), "per_report": median(per_report[1:])}
+
+
+# --- the report -----------------------------------------------------------------------------------
 
 
 def fmt_ms(seconds: float) -> str:
