@@ -1,3 +1,3 @@
 """torchdoctor: find out why PyTorch does not fit this machine, and print the exact fix."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev1"
