@@ -621,9 +621,7 @@ def test_real_torch_2_14_1_cu130():
     assert dict(got.counts) == {"sm_75": 475, "sm_80": 475, "sm_86": 475, "sm_89": 1, "sm_90": 475, "sm_90a": 4,
                                 "sm_100": 475, "sm_100a": 59, "sm_103f": 59, "sm_120": 475, "sm_120a": 1,
                                 "sm_121a": 1}
-    # Headers only: a few hundred KB of reads from a 503 MB file. (Timings: see the module doc.)
-    again = read_kernels(got.path)
-    assert again.seconds < 0.5
+    # Headers only: a few hundred KB of reads from a 503 MB file, counted in bytes, not timed.
     if Path("/proc/self/io").exists():
         fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
         before = int(fields["rchar"])
