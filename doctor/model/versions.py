@@ -10,14 +10,13 @@ from __future__ import annotations
 import functools
 import re
 
-from doctor.model.patterns import lazy_compile
 from doctor.model.records import memo
 
 # A local version tag that names a PyTorch wheel index: "+cpu", "+cu128", "+rocm6.3", "+rocm6.2.4", "+xpu".
-VARIANT_RE = lazy_compile(r"^(cpu|xpu|cu\d{3}|rocm\d+\.\d+(?:\.\d+)?)$")
-_CUDA_VARIANT_RE = lazy_compile(r"^cu(\d+)(\d)$")
-_LEADING_MINOR_RE = lazy_compile(r"^\s*v?(\d+)\.(\d+)")
-_NAME_SEPARATORS = lazy_compile(r"[-_.]+")
+VARIANT_RE = re.compile(r"^(cpu|xpu|cu\d{3}|rocm\d+\.\d+(?:\.\d+)?)$")
+_CUDA_VARIANT_RE = re.compile(r"^cu(\d+)(\d)$")
+_LEADING_MINOR_RE = re.compile(r"^\s*v?(\d+)\.(\d+)")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
 _MAX_DIGITS = 40  # a version part longer than this is not a version (and int() of 5,000 digits is refused)
 
 

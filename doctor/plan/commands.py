@@ -15,10 +15,10 @@ plus an explicit ``--index-url`` are equivalent where it is right and exact wher
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
-from doctor.model.patterns import lazy_compile
 from doctor.model.records import field, record
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
@@ -162,7 +162,7 @@ def render_argv(argv: list[str], os_name: str = "linux") -> str:
     return " ".join(out)
 
 
-_CONTROL = lazy_compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _ansi_c_quote(arg: str) -> str:

@@ -8,10 +8,10 @@ had read it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from doctor.model.files import bounded_float
-from doctor.model.patterns import lazy_compile
 from doctor.model.records import record
 from doctor.model.versions import cuda_from_int
 
@@ -23,9 +23,9 @@ ENV_SYSROOT = "TORCHDOCTOR_SYSROOT"  # where /proc and /sys are read from
 
 DEFAULT_NVIDIA_TIMEOUT = 5.0
 MAX_NVIDIA_TIMEOUT = 600.0
-_DRIVER = lazy_compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
-_CUDA = lazy_compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,4})?$")
-_CUDA_INT = lazy_compile(r"^\d{4,6}$")
+_DRIVER = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
+_CUDA = re.compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,4})?$")
+_CUDA_INT = re.compile(r"^\d{4,6}$")
 
 
 class BadOverride(ValueError):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
+import re
 
-from doctor.model.patterns import lazy_compile
 from doctor.model.pep440 import normal_form, spec_contains
 from doctor.model.records import field, record
 from doctor.model.versions import major_minor as _major_minor
 
-_SM_NUMBER_RE = lazy_compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
+_SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
 
 
 @record(frozen=True)
