@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import functools
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
@@ -239,13 +242,22 @@ def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) 
     return tuple(f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge))
 
 
+def torch_version(text: str) -> Version | None:
+    """A torch version to compare with the table's releases: a nightly ("2.8.0.dev20250601") or a release
+    candidate ("2.7.1rc1") ranks below its final release; None when ``text`` is not a version."""
+    try:
+        return Version(split_local(text)[0])
+    except InvalidVersion:
+        return None
+
+
 def change_cost(anchor: str | None, f: Fit) -> str:
     """What taking ``f`` instead of torch ``anchor`` costs: "a downgrade from torch 2.12.1 to 2.11.0"."""
     if not anchor:
         return ""
     public = split_local(anchor)[0]
-    have, want = version_tuple(public), version_tuple(f.wheel.torch)
-    if not have or not want or have == want:
+    have, want = torch_version(public), torch_version(f.wheel.torch)
+    if have is None or want is None or have == want:
         return Msg("another build of torch {torch} ({variant})", torch=f.wheel.torch, variant=f.wheel.variant)
     if want < have:
         return Msg("a downgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
@@ -340,8 +352,6 @@ def public_spec(text: str | None):
     2.3.1: the plan picks the variant that fits this machine); None for no or an unreadable specifier."""
     if not text or not text.strip():
         return None
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when asked: ~12 ms to import
-
     parts = []
     for part in text.split(","):
         part = part.strip()
@@ -357,8 +367,6 @@ def public_spec(text: str | None):
 def in_spec(spec, version: str) -> bool:
     if spec is None:
         return True
-    from packaging.version import InvalidVersion, Version
-
     try:
         return spec.contains(Version(split_local(version)[0]), prereleases=True)
     except InvalidVersion:
@@ -399,8 +407,8 @@ def _nearest(fitting: list, anchor: str | None) -> Fit | None:
     """The fitting release closest to ``anchor``: the nearest above it, else the newest below it."""
     if not fitting:
         return None
-    have = version_tuple(anchor) if anchor else None
-    above = [f for _, f in fitting if have is None or version_tuple(f.wheel.torch) > have]
+    have = torch_version(anchor) if anchor else None
+    above = [f for _, f in fitting if have is None or torch_version(f.wheel.torch) > have]
     if above and have is not None:
         return above[0]
     return fitting[-1][1]
@@ -472,8 +480,8 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
                 return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
                               today=_nearest(fitting, base))
         if fitting:
-            inst = version_tuple(base)
-            above = [(r, f) for r, f in fitting if inst is None or version_tuple(f.wheel.torch) > inst]
+            inst = torch_version(base)
+            above = [(r, f) for r, f in fitting if inst is None or torch_version(f.wheel.torch) > inst]
             if above:
                 target = above[0][1]
                 return Choice(target, newest if newest is not target else None, None,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import re
 
-from doctor.model.pep440 import normal_form, spec_contains
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from doctor.model.records import field, record
 from doctor.model.versions import major_minor as _major_minor
 
@@ -187,8 +189,18 @@ class JetPackRow:
     confidence: str
 
 
+def spec_holds(spec: str, version: str) -> bool | None:
+    """Whether the PEP 440 specifier set ``spec`` holds ``version`` (pre-releases included); None when ``version``
+    is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return None
+    return SpecifierSet(spec).contains(parsed, prereleases=True)
+
+
 def _spec_contains(spec: str, python: str) -> bool | None:
-    return spec_contains(spec, python.rstrip("t"))
+    return spec_holds(spec, python.rstrip("t"))
 
 
 def _sm_number(target: str) -> int | None:
@@ -206,6 +218,6 @@ def _public(version: str) -> str:
     """ "2.7.1+cu128" -> "2.7.1" in packaging's normal form ("2.7" and "2.7.0" stay distinct strings)."""
     base = (version or "").split("+", 1)[0].strip()
     try:
-        return normal_form(base)
-    except ValueError:  # packaging's InvalidVersion is a ValueError
+        return str(Version(base))
+    except InvalidVersion:
         return base
