@@ -97,7 +97,7 @@ def node_report(template: dict, index: int) -> dict:
         report["snapshot"]["nvidia"]["gpus"][3]["name"] = value
     elif what == "finding":
         finding = Finding(value, ERROR, "torch's CUDA does not match", fix=Fix("reinstall", [FIX_COMMAND]))
-        from doctor.model.records import asdict
+        from dataclasses import asdict
 
         report["findings"].append(asdict(finding))
         report["plan"] = {

@@ -4,6 +4,8 @@ Over make_snapshot() and the real bundled table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
@@ -32,7 +34,6 @@ from doctor.compat.wheels import (
 from doctor.errors import DoctorError
 from doctor.model.environment import Container
 from doctor.model.findings import INSTALL, REINSTALL, SHELL, Action, Finding, Fix
-from doctor.model.records import replace
 from doctor.model.snapshot import Project, Requested, TorchPin
 from doctor.plan.commands import Commands
 from doctor.probes.host import detect_scheduler, find_pythons

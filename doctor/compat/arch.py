@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-
-from doctor.model.records import record
+from dataclasses import dataclass
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7)}
@@ -25,7 +24,7 @@ _UNIFIED_CODES = {(7, 0), (8, 0), (8, 6)}  # dGPU cubins Xavier/Orin run from CU
 _UNIFIED_DEVICES = {(7, 2), (8, 7)}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchVerdict:
     supported: bool
     via: str  # "sm_86 cubin", "compute_90 PTX (JIT, slow first start)", "" when unsupported

@@ -9,9 +9,9 @@ local version tag (``+cu126``), the wheel's CUDA pins (``nvidia-cuda-runtime-cu1
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from doctor.compat.distributions import conda_build_cuda, conda_record
-from doctor.model.records import record
 from doctor.model.snapshot import Dist, Snapshot
 from doctor.model.versions import (
     cuda_to_variant,
@@ -22,7 +22,7 @@ from doctor.model.versions import (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Build:
     version: str  # base version without local tag, "2.6.0"
     local: str | None  # "cu126", "cpu", "rocm6.3", None (PyPI wheel)

@@ -19,9 +19,9 @@ Evidence, most specific first:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from doctor.model.environment import CondaRecord
-from doctor.model.records import record
 from doctor.model.snapshot import Dist, Snapshot
 from doctor.model.versions import index_variant, normalize_name, split_local
 
@@ -49,7 +49,7 @@ _BARE_CUDA_RE = re.compile(r"(?:^|_)cuda(?:_|$)")
 _CPU_RE = re.compile(r"(?:^|_|py\d+)cpu(?:_|$)")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Who built a package, with the evidence, and the CUDA that distribution states (when it does)."""
 

@@ -9,6 +9,7 @@ wheel is the smallest change that does?".
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -17,7 +18,6 @@ from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
-from doctor.model.records import field, memo, record, replace
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
@@ -28,7 +28,7 @@ TOO_OLD = "too-old"
 UNKNOWN = "unknown"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Machine:
     """The facts wheel choice depends on, pulled out of a snapshot once."""
 
@@ -62,7 +62,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverVerdict:
     level: str  # NATIVE, MINOR_COMPAT, TOO_OLD, UNKNOWN
     needed: str | None = None  # minimum driver for native support of this CUDA, when known
@@ -75,7 +75,6 @@ def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     return _driver_verdict(table, cuda, machine.os, machine.driver_version, machine.driver_max_cuda)
 
 
-@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
 def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, driver_max_cuda) -> DriverVerdict:
     # keyed by the three facts it reads, not the whole Machine: machines that differ in GPUs share the answers
     if cuda is None:
@@ -108,7 +107,7 @@ def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, drive
     return DriverVerdict(UNKNOWN, needed, floor, unverified)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wheel:
     torch: str  # "2.7.1"
     torchvision: str | None
@@ -126,7 +125,7 @@ class Wheel:
         return f"{self.torch}+{self.variant}"
 
 
-@record
+@dataclass(slots=True)
 class Fit:
     """How well one wheel fits the machine."""
 
@@ -149,7 +148,6 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     return ok, known, list(bad), row
 
 
-@memo(maxsize=8192)  # pure; asked for every variant of every release, per report
 def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: tuple) -> tuple:
     if not ccs or not variant.startswith("cu"):
         return True, True, [], None
@@ -281,7 +279,6 @@ def python_problem(release, machine: Machine, patch=None) -> str | None:
     return _python_problem(release, machine.python, machine.free_threaded, patch)
 
 
-@memo(maxsize=8192)  # pure; asked for every release per report: keyed by the two facts it reads, not the Machine
 def _python_problem(release, py: str | None, free_threaded: bool, patch) -> str | None:
     if py is None:
         return None
@@ -388,7 +385,7 @@ NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
 
 
-@record
+@dataclass(slots=True)
 class Choice:
     target: Fit | None  # the smallest change that fits
     alternative: Fit | None  # the newest release that fits, when different

@@ -7,9 +7,9 @@ checking the machine is a rule's (rules/requirements.py).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, fields, replace
 
 from doctor.errors import DoctorError
-from doctor.model.records import field, fields, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -49,7 +49,7 @@ CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3}|x))?$")
 MAX_GPUS = 1 << 20
 
 
-@record
+@dataclass(slots=True)
 class Requirements:
     require: list[str] = field(default_factory=list)  # "cuda", "rocm", "mps", "gpu", "cpu"
     min_gpus: int | None = None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from doctor.model.files import bounded_float
-from doctor.model.records import record
 from doctor.model.versions import cuda_from_int
 
 ENV_DRIVER = "TORCHDOCTOR_DRIVER_VERSION"  # the driver version, e.g. 570.124.04 (Windows: 572.16)
@@ -32,7 +32,7 @@ class BadOverride(ValueError):
     """``str()`` is the one line to show (it names the variable and the accepted form)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overrides:
     driver: str | None = None
     cuda: str | None = None

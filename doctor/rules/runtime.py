@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
-from doctor.model.records import record
 from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule, origin_name, skipped, unknown
 
@@ -56,7 +56,7 @@ _MISSING_LIB = re.compile(r"lib[\w.+-]+\.so[.\d]*: cannot open shared object fil
 _KERNEL_STEPS = ("alloc", "matmul", "conv", "autocast-fp16", "autocast-bf16")
 
 
-@record
+@dataclass(slots=True)
 class _Seen:
     """One piece of runtime text: a failed step's message, a warning, or the stderr tail."""
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from doctor.model.records import field, record
 from doctor.model.versions import major_minor as _major_minor
 
 _SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Patch:
     torch: str
     torchvision: str | None
@@ -22,7 +22,7 @@ class Patch:
     free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Release:
     minor: str  # "2.7"
     patches: tuple[Patch, ...]  # ascending
@@ -87,7 +87,7 @@ class Release:
         return self.cudnn.get(variant.strip().lower())
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchList:
     torch_minor: str
     variant: str
@@ -98,7 +98,7 @@ class ArchList:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudaDriver:
     cuda: str  # "12.8"
     min_linux: str | None  # driver of the toolkit's GA release, "570.26"
@@ -107,7 +107,7 @@ class CudaDriver:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MajorFloor:
     major: int  # 12
     min_linux: str | None  # minor-version-compatibility floor, "525.60.13"
@@ -116,7 +116,7 @@ class MajorFloor:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverBranch:
     branch: int  # 570
     max_cuda: str  # newest CUDA the branch supports (nvidia-smi "CUDA Version"), "12.8"
@@ -124,7 +124,7 @@ class DriverBranch:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuModel:
     name: str  # as NVML prints it, "NVIDIA GeForce RTX 4090"
     compute_capability: str  # "8.9"
@@ -134,7 +134,7 @@ class GpuModel:
     segment: str | None = None  # "data-center": NVIDIA's data-center drivers and branches apply
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverSupport:
     """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
 
@@ -146,7 +146,7 @@ class DriverSupport:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudaToolkit:
     cuda: str  # "12.8"
     sm: tuple[str, ...]  # every plain target nvcc of that version compiles offline, ascending ("sm_50", ...)
@@ -161,7 +161,7 @@ class CudaToolkit:
         return number is not None and number in {_sm_number(t) for t in self.sm}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudnnSupport:
     cudnn: str  # first cuDNN version (major.minor) the row applies to, "9.0"
     cuda_major: int  # the CUDA major of the cuDNN build, 12
@@ -170,7 +170,7 @@ class CudnnSupport:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CompanionCudaCheck:
     package: str  # "torchvision"
     versions: str  # a specifier set of the package versions the row covers, ">=0.16"
@@ -179,7 +179,7 @@ class CompanionCudaCheck:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JetPackRow:
     l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
     jetpack: str  # "6.1, 6.2, 6.2.1"
