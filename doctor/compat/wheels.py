@@ -245,7 +245,7 @@ def torch_version(text: str) -> Version | None:
     candidate ("2.7.1rc1") ranks below its final release; None when ``text`` is not a version."""
     try:
         return Version(split_local(text)[0])
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
         return None
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from doctor.model.versions import major_minor as _major_minor
 
@@ -194,7 +194,7 @@ def spec_holds(spec: str, version: str) -> bool | None:
     is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""
     try:
         parsed = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
         return None
     return SpecifierSet(spec).contains(parsed, prereleases=True)
 
@@ -219,5 +219,5 @@ def _public(version: str) -> str:
     base = (version or "").split("+", 1)[0].strip()
     try:
         return str(Version(base))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
         return base
