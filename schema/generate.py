@@ -11,14 +11,13 @@ until the file is regenerated). The report envelope and the free-form plan are w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
 import typing
 from pathlib import Path
 from typing import Any
-
-from doctor.model import records  # is_record, fields: what the model classes are made with
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
@@ -41,7 +40,7 @@ ENUMS = {
 
 def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") -> dict[str, Any]:
     """JSON Schema for one annotation; dataclasses go to $defs and are referenced."""
-    if records.is_record(tp):
+    if dataclasses.is_dataclass(tp):
         if tp.__name__ not in defs:
             defs[tp.__name__] = {}  # placeholder: stops recursion on self-references
             defs[tp.__name__] = dataclass_schema(tp, defs)
@@ -74,7 +73,7 @@ def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") 
 def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls, localns={"Any": typing.Any})  # the models import Any for type checkers only
     # fields marked metadata={"report": False} are working data, not part of the report
-    fields = [f for f in records.fields(cls) if f.metadata.get("report", True)]
+    fields = [f for f in dataclasses.fields(cls) if f.metadata.get("report", True)]
     doc = (cls.__doc__ or "").strip().splitlines()
     schema: dict[str, Any] = {"type": "object"}
     if doc and not doc[0].startswith(f"{cls.__name__}("):  # dataclass's generated signature is no doc

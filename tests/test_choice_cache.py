@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ from doctor.app.diagnose import enrich
 from doctor.compat import wheels
 from doctor.compat.builds import torch_build
 from doctor.inputs.reports import read_report
-from doctor.model.records import replace
 from doctor.table.load import load_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,8 +37,6 @@ def clear() -> None:
     wheels._BEST.clear()
     wheels._choose_keyed.cache_clear()
     wheels._usable.cache_clear()
-    wheels._driver_verdict.cache_clear()
-    wheels._python_problem.cache_clear()
 
 
 def machines(table):

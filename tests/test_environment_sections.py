@@ -4,6 +4,7 @@ have always had, read back from 0.1.0 reports, described by the schema, and judg
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from doctor.errors import ReportError
 from doctor.inputs.collect_env import parse_collect_env
 from doctor.inputs.reports import read_report, validate_report
 from doctor.model import environment as M
-from doctor.model import records
 from doctor.model.report import build_report
 from doctor.model.snapshot import Snapshot, SnapshotFormatError, as_plain
 from doctor.plan import installers
@@ -25,7 +25,7 @@ from doctor.rules.hazards import RULES
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"
 COLLECT_ENV = Path(__file__).parent / "fixtures" / "collect_env"
-SECTION_CLASSES = [c for c in vars(M).values() if records.is_record(c) and c.__module__ == M.__name__]
+SECTION_CLASSES = [c for c in vars(M).values() if dataclasses.is_dataclass(c) and c.__module__ == M.__name__]
 
 # An environment as torchdoctor 0.1.0 wrote it on a WSL2 machine, with every shape a section can have:
 # sections that are only their reason, keys that appear only when stated, nulls that are facts.
@@ -172,14 +172,14 @@ def test_the_schema_describes_every_sections_fields():
     assert len(SECTION_CLASSES) >= 18
     for cls in SECTION_CLASSES:
         described = defs[cls.__name__]
-        assert list(described["properties"]) == [f.name for f in records.fields(cls)], cls.__name__
+        assert list(described["properties"]) == [f.name for f in dataclasses.fields(cls)], cls.__name__
         assert described.get("description"), cls.__name__
     for key, cls in M.SECTIONS.items():
         assert defs["Environment"]["properties"][key] == {"anyOf": [{"$ref": f"#/$defs/{cls.__name__}"},
                                                                     {"type": "null"}]}
         assert defs[cls.__name__]["required"] == []  # sparse: a section may be only its reason
     # every field but those written only when stated (leftovers: what an interrupted pip left, if anything)
-    assert defs["PythonFacts"]["required"] == [f.name for f in records.fields(M.PythonFacts)
+    assert defs["PythonFacts"]["required"] == [f.name for f in dataclasses.fields(M.PythonFacts)
                                                if f.metadata.get(M.WRITTEN) != M.WHEN_STATED]
 
 

@@ -7,6 +7,7 @@ Reports are built with the real doctor.model.report.build_report (the shape `che
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -19,7 +20,6 @@ from doctor import exitcodes
 from doctor.app import fleet
 from doctor.cli import main as torchdoctor
 from doctor.inputs import nodes
-from doctor.model import records
 from doctor.model.findings import ERROR, Finding, Fix
 from doctor.render.fleet import render_markdown
 
@@ -52,7 +52,7 @@ def report(
         snap["nvidia"]["gpus"] = [{"index": i, "name": name} for i, name in enumerate(gpus)]
     if finding:
         data["findings"].append(
-            records.asdict(Finding(finding, ERROR, "t", fix=Fix("s", [command or ""])))
+            dataclasses.asdict(Finding(finding, ERROR, "t", fix=Fix("s", [command or ""])))
         )
     if command:
         data["plan"]["steps"] = [{"kind": "pip", "description": "d", "command": command}]

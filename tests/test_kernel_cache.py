@@ -10,13 +10,13 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from elfmaker import cubin, fatbin_section, with_needed
 from fakeenv import make_fake_env
 
-from doctor.model.records import fields
 from doctor.model.snapshot import BinaryKernels
 from doctor.probes import binaries, kernel_cache
 from doctor.probes.kernel_cache import KernelCache

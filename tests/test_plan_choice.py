@@ -4,6 +4,8 @@ Over make_snapshot() and the real bundled table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
@@ -12,6 +14,7 @@ from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import python_in_range, venv_line
 from doctor.compat.pins import project_pin, wanted_torch
 from doctor.compat.wheels import (
+    NATIVE,
     NO_GPU,
     NO_PYTHON,
     NO_SUCH_VERSION,
@@ -20,15 +23,17 @@ from doctor.compat.wheels import (
     Fit,
     Machine,
     Wheel,
+    _nearest,
+    change_cost,
     choose,
     driver_reachable,
     machine_from_snapshot,
     public_spec,
+    torch_version,
 )
 from doctor.errors import DoctorError
 from doctor.model.environment import Container
 from doctor.model.findings import INSTALL, REINSTALL, SHELL, Action, Finding, Fix
-from doctor.model.records import replace
 from doctor.model.snapshot import Project, Requested, TorchPin
 from doctor.plan.commands import Commands
 from doctor.probes.host import detect_scheduler, find_pythons
@@ -115,6 +120,32 @@ def test_a_version_the_table_does_not_know(table):
 def test_the_installed_version_wins_when_it_matches_the_spec(table):
     choice = choose(table, machine(installed="cu128"), "2.7.1", wanted=">=2.5,<2.8")
     assert choice.target.wheel.label == "2.7.1+cu128" and choice.reason == "keeps torch 2.7.1"
+
+
+# --- versions ordered as PEP 440 orders them -----------------------------------------------------------------
+
+
+def runs(torch: str) -> Fit:
+    return Fit(Wheel(torch, None, None, "cu128", torch[:3]), DriverVerdict(NATIVE), True, True)
+
+
+@pytest.mark.parametrize("installed, final, later", [
+    ("2.8.0.dev20250601+cu128", "2.8.0", "2.8.1"),  # a nightly
+    ("2.7.1rc1", "2.7.1", "2.7.2"),  # a release candidate
+])
+def test_a_nightly_or_release_candidate_ranks_below_its_final_release(installed, final, later):
+    assert torch_version(installed) < torch_version(final) < torch_version(later)
+    public = installed.split("+")[0]
+    assert change_cost(installed, runs(final)) == f"an upgrade from torch {public} to {final}"
+    assert change_cost(installed, runs("2.6.0")) == f"a downgrade from torch {public} to 2.6.0"
+    # the nearest release above the installed one is its own final release, not the one after it
+    assert _nearest([(None, runs("2.6.0")), (None, runs(final)), (None, runs(later))], public).wheel.torch == final
+
+
+def test_a_version_that_does_not_parse_compares_with_nothing():
+    assert torch_version("not-a-version") is None and torch_version("2." + "1" * 5000) is None  # int()'s limit
+    assert change_cost("2.7.x", runs("2.7.1")) == "another build of torch 2.7.1 (cu128)"
+    assert _nearest([(None, runs("2.6.0")), (None, runs("2.7.1"))], "garbage").wheel.torch == "2.7.1"
 
 
 # --- two ways out --------------------------------------------------------------------------------------------

@@ -517,8 +517,7 @@ def test_parsers_touch_nothing_outside():
     tree = ast.parse(Path(parsers.__file__).read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"__future__", "csv", "re", "typing", "doctor.model.snapshot",
-                        "doctor.model.patterns"}, imported
+    assert imported <= {"__future__", "csv", "re", "typing", "doctor.model.snapshot"}, imported
 
 # --- nvidia-smi fallback (fake runner) -----------------------------------------------------------
 

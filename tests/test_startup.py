@@ -155,18 +155,15 @@ def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
         foreign = {t for t in tops if t not in sys.stdlib_module_names and not t.startswith(SITE_HOOKS)}
         assert foreign <= CHECK_JSON_THIRD_PARTY, (run, sorted(foreign - CHECK_JSON_THIRD_PARTY))
         never = CHECK_JSON_NEVER - ({"doctor.table.parse"} if run == "first" else set())
-        if run == "second":  # what only parsing the table needs (its pickled indexes hold plain tuples)
+        if run == "second":  # what only parsing the table needs
             never |= CHECK_JSON_SECOND_RUN_NEVER - interpreter_start_modules(extra)
         assert not never & mods, (run, sorted(never & mods))
 
 
-# ~12 ms (packaging's two big regular expressions), ~4 ms and ~2 ms of every start: a second run compares
-# versions with doctor/model/pep440.py, names typing only for type checkers and unpickles with _pickle.
+# ~2 ms of every start: a second run unpickles with _pickle.
 # importlib.util: the NVML probe looks for pynvml without it (an editable install's finder imports it anyway).
-# copy (with weakref, ~1 ms): imported only when a converter meets a value it cannot copy itself.
 # pathlib (~4.5 ms with urllib.parse and ipaddress): the check path names files as text (os.path).
-CHECK_JSON_SECOND_RUN_NEVER = {"packaging", "packaging.version", "packaging.specifiers", "typing", "pickle",
-                               "importlib.util", "copy", "weakref", "pathlib", "urllib.parse", "ipaddress"}
+CHECK_JSON_SECOND_RUN_NEVER = {"pickle", "importlib.util", "pathlib", "urllib.parse", "ipaddress"}
 
 
 def test_a_pyproject_that_is_not_ours_costs_no_toml_parser(tmp_path):

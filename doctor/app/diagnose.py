@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.model.findings import CheckResult, Finding
-from doctor.model.records import record
 from doctor.model.requirements import Requirements
 from doctor.model.snapshot import Fact, Requested, Snapshot
 from doctor.plan.commands import Commands
 from doctor.plan.plan import Plan, attach_commands, build_plan, commands_for
 
 
-@record
+@dataclass(slots=True)
 class Diagnosis:
     snapshot: Snapshot
     findings: list[Finding]

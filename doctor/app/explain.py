@@ -14,12 +14,12 @@ import os
 import re
 import stat
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor import __version__, exitcodes
 from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
-from doctor.model.records import field, record
 
 EXPLAIN_SCHEMA_VERSION = 1
 MAX_KEEP_BYTES = 64 * 1024 * 1024  # keep the last this much; the matcher looks at the last 4 MB anyway
@@ -36,7 +36,7 @@ NOT_PROBED = "not-probed"  # --no-probe: the answer rests on the text alone
 _SITE_RE = re.compile(r"""(?P<prefix>(?:/|[A-Za-z]:\\)[^\s"'<>|:*?]*?)[/\\](?:lib[/\\]python3\.\d+t?|Lib)[/\\]site-packages""")
 
 
-@record
+@dataclass(slots=True)
 class ExplainOptions:
     inputs: list[str] = field(default_factory=list)  # a path, "-", or the words of a message
     probe: bool = True

@@ -12,18 +12,18 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from doctor import exitcodes
 from doctor.inputs.nodes import NONE, UNKNOWN, NodeReport, read_node_reports
-from doctor.model.records import field, record
 
 # The dimensions on which a node can be the odd one out, in display order (NodeReport attributes).
 DIMENSIONS = ("driver", "torch_build", "gpu_models", "findings")
 
 
-@record
+@dataclass(slots=True)
 class FleetSummary:
     nodes: list[NodeReport] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, one-line reason)

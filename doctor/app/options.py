@@ -5,9 +5,10 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg
-from doctor.model.records import field, record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
 
 TYPE_CHECKING = False
@@ -15,7 +16,7 @@ if TYPE_CHECKING:  # in annotations only: pathlib (with urllib.parse and ipaddre
     from pathlib import Path
 
 
-@record
+@dataclass(slots=True)
 class CheckOptions:
     python: str | None = None
     smoke: bool = True

@@ -14,18 +14,17 @@ those two capabilities run each other's cubins and nothing else does.
 from __future__ import annotations
 
 import functools
+import re
+from dataclasses import dataclass
 
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
-
-_ARCH_RE = lazy_compile(r"^(sm|compute)_(\d+)([af]?)$")
+_ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7)}
 _THOR = {(10, 1), (11, 0)}
 _UNIFIED_CODES = {(7, 0), (8, 0), (8, 6)}  # dGPU cubins Xavier/Orin run from CUDA 13.2 on
 _UNIFIED_DEVICES = {(7, 2), (8, 7)}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchVerdict:
     supported: bool
     via: str  # "sm_86 cubin", "compute_90 PTX (JIT, slow first start)", "" when unsupported

@@ -8,9 +8,10 @@ local version tag (``+cu126``), the wheel's CUDA pins (``nvidia-cuda-runtime-cu1
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from doctor.compat.distributions import conda_build_cuda, conda_record
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
 from doctor.model.snapshot import Dist, Snapshot
 from doctor.model.versions import (
     cuda_to_variant,
@@ -21,7 +22,7 @@ from doctor.model.versions import (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Build:
     version: str  # base version without local tag, "2.6.0"
     local: str | None  # "cu126", "cpu", "rocm6.3", None (PyPI wheel)
@@ -43,7 +44,7 @@ class Build:
         return self.cuda.split(".")[0] if self.cuda else None
 
 
-_REQUIREMENT = lazy_compile(
+_REQUIREMENT = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*(?:===?|~=)\s*(?P<version>\d+\.\d+)"
 )
 # The wheels whose exact pin gives the CUDA version of a torch wheel (12.x style and 13.x style).
@@ -170,7 +171,7 @@ def _from_record_or_binary(build: Build, dist: Dist, snapshot: Snapshot, names: 
     return None
 
 
-_NEEDED_RE = lazy_compile(r"^lib(cudart|cublas)\b[^/]*?\.so\.(\d+)")
+_NEEDED_RE = re.compile(r"^lib(cudart|cublas)\b[^/]*?\.so\.(\d+)")
 
 
 def cuda_major_from_needed(needed: list[str]) -> str | None:

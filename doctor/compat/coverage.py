@@ -16,11 +16,11 @@ leaves possible stays *unknown* (the smoke test or the binary can tell), never "
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from doctor.compat.arch import arch_supports, format_cc, parse_arch, sm_name
 from doctor.compat.builds import Build
 from doctor.compat.distributions import NIGHTLY, PYTORCH_CONDA, WHEEL, Origin
-from doctor.model.records import memo, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, variant_to_cuda
 
@@ -37,7 +37,7 @@ NEEDS_PTX = "needs-ptx"  # no cubin of this CUDA can run on it; only embedded PT
 UNKNOWN = "unknown"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchSource:
     """Where the arch list of the installed build comes from, and the list."""
 
@@ -55,7 +55,7 @@ class ArchSource:
         return self.kind in (RUNTIME, BINARY, TABLE)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuFit:
     verdict: str  # RUNS, NO_KERNELS, NEEDS_PTX, UNKNOWN
     via: str  # what runs it ("sm_86 cubin"), or ""
@@ -217,7 +217,6 @@ def cudnn_floor(snap: Snapshot, table, build: Build, origin: Origin) -> tuple[st
     return table_cudnn_floor(table, build.version, build.variant)
 
 
-@memo(maxsize=4096)  # pure; asked per variant of every release
 def table_cudnn_floor(table, torch_version: str, variant: str) -> tuple[str, str, tuple[str, ...]] | None:
     """The cuDNN floor of one of PyTorch's builds from the table: the cuDNN recorded for the variant, or, when
     only other variants of the release are recorded and they share a cuDNN major, the lowest floor of that major

@@ -19,10 +19,9 @@ Evidence, most specific first:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from doctor.model.environment import CondaRecord
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
 from doctor.model.snapshot import Dist, Snapshot
 from doctor.model.versions import index_variant, normalize_name, split_local
 
@@ -39,18 +38,18 @@ UNKNOWN = "unknown"
 # Distributions whose own torch a pip wheel must never silently replace.
 OWN_BUILDS = (CONDA_FORGE, CONDA_OTHER, NGC, JETSON, SOURCE)
 
-_NV_RE = lazy_compile(r"(?:^|\.)nv(\d{2})\.(\d{1,2})(?:$|\.)")
-_GIT_RE = lazy_compile(r"^git[0-9a-f]{4,}", re.IGNORECASE)
-_SUBDIR_RE = lazy_compile(r"^(?:noarch|(?:linux|osx|win|emscripten|wasi|zos)-[a-z0-9_]+)$")
-_PYTORCH_BUILD_RE = lazy_compile(r"^py\d\.\d+_(?:cuda|cpu)")  # the pytorch channel's "py3.12_cuda12.4_cudnn9.1.0_0"
+_NV_RE = re.compile(r"(?:^|\.)nv(\d{2})\.(\d{1,2})(?:$|\.)")
+_GIT_RE = re.compile(r"^git[0-9a-f]{4,}", re.IGNORECASE)
+_SUBDIR_RE = re.compile(r"^(?:noarch|(?:linux|osx|win|emscripten|wasi|zos)-[a-z0-9_]+)$")
+_PYTORCH_BUILD_RE = re.compile(r"^py\d\.\d+_(?:cuda|cpu)")  # the pytorch channel's "py3.12_cuda12.4_cudnn9.1.0_0"
 _CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu", "libtorch")
-_DOTTED_CUDA_RE = lazy_compile(r"(?:^|_|py\d+)cuda_?(\d{1,2})\.(\d)(?:_|$)")
-_PACKED_CUDA_RE = lazy_compile(r"(?:^|_|py\d+)cuda_?(\d{2,3})(?=_|py|h|$)")
-_BARE_CUDA_RE = lazy_compile(r"(?:^|_)cuda(?:_|$)")
-_CPU_RE = lazy_compile(r"(?:^|_|py\d+)cpu(?:_|$)")
+_DOTTED_CUDA_RE = re.compile(r"(?:^|_|py\d+)cuda_?(\d{1,2})\.(\d)(?:_|$)")
+_PACKED_CUDA_RE = re.compile(r"(?:^|_|py\d+)cuda_?(\d{2,3})(?=_|py|h|$)")
+_BARE_CUDA_RE = re.compile(r"(?:^|_)cuda(?:_|$)")
+_CPU_RE = re.compile(r"(?:^|_|py\d+)cpu(?:_|$)")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Who built a package, with the evidence, and the CUDA that distribution states (when it does)."""
 

@@ -16,8 +16,9 @@ nvidia:<branch>[-server]`` (Ubuntu Server documentation, "NVIDIA drivers install
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.model.i18n import Msg
-from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import parse_cc, version_tuple
 
@@ -29,7 +30,7 @@ CUDA_ON_WSL = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 _SCHEDULERS = {"slurm": "Slurm", "pbs": "PBS", "lsf": "LSF", "sge": "Grid Engine", "htcondor": "HTCondor"}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverChange:
     """Whether this run may propose changing the driver, and if not, why and who can."""
 
@@ -60,7 +61,7 @@ def driver_change(snap: Snapshot) -> DriverChange:
     return DriverChange(True)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverAdvice:
     """What to install to run a CUDA version: the minimum for this OS, the branch, the commands."""
 

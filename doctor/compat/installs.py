@@ -14,8 +14,9 @@ The same records answer two questions, so there are two kinds of list:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.model.environment import CondaRecord
-from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import normalize_name
 
@@ -25,7 +26,7 @@ CONDA_COMPANIONS = ("torchvision", "torchaudio")
 CONDA_REMOVE_BEFORE_PIP = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cpuonly", "libtorch", "torchvision", "torchaudio")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CondaTorch:
     """The target environment's conda records of torch's family, each list in conda-meta order."""
 

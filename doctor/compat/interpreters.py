@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from doctor.model.records import record
+from dataclasses import dataclass
+
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 
 PYTHON_DOWNLOADS = "https://www.python.org/downloads/"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OtherPython:
     """A Python in a range: where it is, or how to get it."""
 

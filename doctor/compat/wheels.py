@@ -9,12 +9,15 @@ wheel is the smallest change that does?".
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field, replace
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
-from doctor.model.records import field, memo, record, replace
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
 
@@ -25,7 +28,7 @@ TOO_OLD = "too-old"
 UNKNOWN = "unknown"
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Machine:
     """The facts wheel choice depends on, pulled out of a snapshot once."""
 
@@ -59,7 +62,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverVerdict:
     level: str  # NATIVE, MINOR_COMPAT, TOO_OLD, UNKNOWN
     needed: str | None = None  # minimum driver for native support of this CUDA, when known
@@ -72,7 +75,6 @@ def driver_verdict(table, cuda: str | None, machine: Machine) -> DriverVerdict:
     return _driver_verdict(table, cuda, machine.os, machine.driver_version, machine.driver_max_cuda)
 
 
-@memo(maxsize=4096)  # pure; a fleet or a --from folder asks it per variant of every release
 def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, driver_max_cuda) -> DriverVerdict:
     # keyed by the three facts it reads, not the whole Machine: machines that differ in GPUs share the answers
     if cuda is None:
@@ -105,7 +107,7 @@ def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, drive
     return DriverVerdict(UNKNOWN, needed, floor, unverified)
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wheel:
     torch: str  # "2.7.1"
     torchvision: str | None
@@ -123,7 +125,7 @@ class Wheel:
         return f"{self.torch}+{self.variant}"
 
 
-@record
+@dataclass(slots=True)
 class Fit:
     """How well one wheel fits the machine."""
 
@@ -146,7 +148,6 @@ def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) ->
     return ok, known, list(bad), row
 
 
-@memo(maxsize=8192)  # pure; asked for every variant of every release, per report
 def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: tuple) -> tuple:
     if not ccs or not variant.startswith("cu"):
         return True, True, [], None
@@ -239,13 +240,22 @@ def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) 
     return tuple(f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge))
 
 
+def torch_version(text: str) -> Version | None:
+    """A torch version to compare with the table's releases: a nightly ("2.8.0.dev20250601") or a release
+    candidate ("2.7.1rc1") ranks below its final release; None when ``text`` is not a version."""
+    try:
+        return Version(split_local(text)[0])
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
+        return None
+
+
 def change_cost(anchor: str | None, f: Fit) -> str:
     """What taking ``f`` instead of torch ``anchor`` costs: "a downgrade from torch 2.12.1 to 2.11.0"."""
     if not anchor:
         return ""
     public = split_local(anchor)[0]
-    have, want = version_tuple(public), version_tuple(f.wheel.torch)
-    if not have or not want or have == want:
+    have, want = torch_version(public), torch_version(f.wheel.torch)
+    if have is None or want is None or have == want:
         return Msg("another build of torch {torch} ({variant})", torch=f.wheel.torch, variant=f.wheel.variant)
     if want < have:
         return Msg("a downgrade from torch {have} to {want}", have=public, want=f.wheel.torch)
@@ -269,7 +279,6 @@ def python_problem(release, machine: Machine, patch=None) -> str | None:
     return _python_problem(release, machine.python, machine.free_threaded, patch)
 
 
-@memo(maxsize=8192)  # pure; asked for every release per report: keyed by the two facts it reads, not the Machine
 def _python_problem(release, py: str | None, free_threaded: bool, patch) -> str | None:
     if py is None:
         return None
@@ -340,8 +349,6 @@ def public_spec(text: str | None):
     2.3.1: the plan picks the variant that fits this machine); None for no or an unreadable specifier."""
     if not text or not text.strip():
         return None
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when asked: ~12 ms to import
-
     parts = []
     for part in text.split(","):
         part = part.strip()
@@ -357,8 +364,6 @@ def public_spec(text: str | None):
 def in_spec(spec, version: str) -> bool:
     if spec is None:
         return True
-    from packaging.version import InvalidVersion, Version
-
     try:
         return spec.contains(Version(split_local(version)[0]), prereleases=True)
     except InvalidVersion:
@@ -380,7 +385,7 @@ NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
 
 
-@record
+@dataclass(slots=True)
 class Choice:
     target: Fit | None  # the smallest change that fits
     alternative: Fit | None  # the newest release that fits, when different
@@ -399,8 +404,8 @@ def _nearest(fitting: list, anchor: str | None) -> Fit | None:
     """The fitting release closest to ``anchor``: the nearest above it, else the newest below it."""
     if not fitting:
         return None
-    have = version_tuple(anchor) if anchor else None
-    above = [f for _, f in fitting if have is None or version_tuple(f.wheel.torch) > have]
+    have = torch_version(anchor) if anchor else None
+    above = [f for _, f in fitting if have is None or torch_version(f.wheel.torch) > have]
     if above and have is not None:
         return above[0]
     return fitting[-1][1]
@@ -472,8 +477,8 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
                 return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
                               today=_nearest(fitting, base))
         if fitting:
-            inst = version_tuple(base)
-            above = [(r, f) for r, f in fitting if inst is None or version_tuple(f.wheel.torch) > inst]
+            inst = torch_version(base)
+            above = [(r, f) for r, f in fitting if inst is None or torch_version(f.wheel.torch) > inst]
             if above:
                 target = above[0][1]
                 return Choice(target, newest if newest is not target else None, None,

@@ -7,10 +7,11 @@ torchdoctor CLI reads it back and renders it (doctor/render/distributed.py). Its
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from doctor import __version__, exitcodes
 from doctor.distributed.analysis import analyze, slowest_rank
 from doctor.model.findings import ERROR, INFO, WARNING
-from doctor.model.records import asdict
 from doctor.plan.commands import Commands
 
 DISTRIBUTED_SCHEMA_VERSION = 1

@@ -12,6 +12,7 @@ import functools
 import json
 import re
 import typing
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from doctor.inputs.collect_env import looks_like_collect_env, parse_collect_env
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN
 from doctor.model.files import FileRefused, read_bytes
 from doctor.model.findings import SEVERITIES
-from doctor.model.records import fields, is_record
 from doctor.model.report import REPORT_SCHEMA_VERSION
 from doctor.model.snapshot import Fact, Snapshot, SnapshotFormatError, field_types
 
@@ -350,7 +350,7 @@ def _odd_fact(value: Any, where: str = "snapshot") -> str | None:
         if value.value is None or isinstance(value.value, (str, int, float, bool)):
             return None
         return f"{where}.value: expected a string, a number or null, got {_json_type(value.value)}"
-    if is_record(value):
+    if is_dataclass(value):
         for f in fields(value):
             found = _odd_fact(getattr(value, f.name), f"{where}.{f.name}")
             if found:
@@ -378,7 +378,7 @@ def _has_odd_fact(value: Any) -> bool:
 @functools.cache
 def _fact_fields(cls: type) -> tuple[str, ...] | None:
     """The fields of a dataclass's instances whose type can hold a Fact; None for anything else."""
-    if cls is type or not is_record(cls):
+    if cls is type or not is_dataclass(cls):
         return None
     return tuple(name for name, tp in field_types(cls) if _holds_fact(tp, frozenset((cls,))))
 
@@ -386,7 +386,7 @@ def _fact_fields(cls: type) -> tuple[str, ...] | None:
 def _holds_fact(tp: Any, seen: frozenset) -> bool:
     if isinstance(tp, type) and issubclass(tp, Fact):
         return True
-    if is_record(tp):
+    if is_dataclass(tp):
         return tp not in seen and any(_holds_fact(t, seen | {tp}) for _, t in field_types(tp))
     return tp is Any or any(_holds_fact(arg, seen) for arg in typing.get_args(tp))
 
@@ -420,7 +420,7 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
 def _missing_plan(cls: type) -> tuple[tuple[str, bool, type | None], ...] | None:
     """Per field of ``cls``: (name, written only when stated, the dataclass it holds); None where nothing can be
     missing (not a dataclass, or a section that may be just its reason). Worked out once per class."""
-    if not is_record(cls) or _sparse(cls)[1]:
+    if not is_dataclass(cls) or _sparse(cls)[1]:
         return None
     stated_only = _sparse(cls)[0]
     return tuple((name, name in stated_only, _dataclass_in(tp)) for name, tp in field_types(cls))
@@ -437,7 +437,7 @@ def _sparse(cls: type) -> tuple[frozenset[str], bool]:
 @functools.cache  # per type, not per field of every report
 def _dataclass_in(tp: Any) -> type | None:
     """The dataclass inside ``X``, ``X | None`` or ``list[X]``, if any."""
-    if is_record(tp):
+    if is_dataclass(tp):
         return tp
     for arg in typing.get_args(tp):
         found = _dataclass_in(arg)

@@ -16,7 +16,7 @@ readers never report a key of such a sparse section as missing.
 
 from __future__ import annotations
 
-from doctor.model.records import field, record
+from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -41,7 +41,7 @@ def reason() -> Any:
 # --- containers -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class Container:
     """Whether this process runs in a container, and whether the NVIDIA runtime gave it GPUs."""
 
@@ -59,7 +59,7 @@ class Container:
 # --- resources: /dev/shm, CPUs, memory -----------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class Shm:
     """The size of /dev/shm (statvfs), which DataLoader workers hand their batches through."""
 
@@ -69,7 +69,7 @@ class Shm:
     why: str | None = reason()
 
 
-@record
+@dataclass(slots=True)
 class Cpu:
     """The CPUs this process can keep busy: the CPU count, the affinity mask and the cgroup CPU quota."""
 
@@ -83,7 +83,7 @@ class Cpu:
     budget: int | None = None  # min(affinity, ceil(quota)), at least 1
 
 
-@record
+@dataclass(slots=True)
 class Memory:
     """RAM and swap."""
 
@@ -98,7 +98,7 @@ class Memory:
 # --- *_VISIBLE_DEVICES --------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class VisibleDevices:
     """The raw values of the device-selection variables, each only when it is set (the rules parse them)."""
 
@@ -113,7 +113,7 @@ class VisibleDevices:
 # --- CUDA libraries on the library path, CUDA_HOME -------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class CudaLib:
     """One CUDA library file in a folder of the library path."""
 
@@ -124,7 +124,7 @@ class CudaLib:
     real_version: str | None = stated()  # its version, which tells the minor
 
 
-@record
+@dataclass(slots=True)
 class LibraryDir:
     """One folder of the library path, scanned once (no recursion)."""
 
@@ -134,7 +134,7 @@ class LibraryDir:
     driver_libs: list[str] = field(default_factory=list)  # libcuda.so* / libnvidia-ml.so* in it
 
 
-@record
+@dataclass(slots=True)
 class Libraries:
     """The CUDA libraries on LD_LIBRARY_PATH (on Windows: PATH, only the folders holding CUDA DLLs)."""
 
@@ -144,7 +144,7 @@ class Libraries:
     why: str | None = reason()
 
 
-@record
+@dataclass(slots=True)
 class CudaToolkitDir:
     """A CUDA toolkit folder that exists on this machine (/usr/local/cuda-12.6), with its version."""
 
@@ -152,7 +152,7 @@ class CudaToolkitDir:
     version: str | None = None  # from version.json / version.txt, else the folder name ("12.6")
 
 
-@record
+@dataclass(slots=True)
 class CudaHome:
     """The CUDA toolkit that extensions would build against (CUDA_HOME, CUDA_PATH, /usr/local/cuda)."""
 
@@ -168,7 +168,7 @@ class CudaHome:
 # --- WSL2 ---------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class LdSoConf:
     """One /etc/ld.so.conf.d file, in the order ldconfig reads them."""
 
@@ -177,7 +177,7 @@ class LdSoConf:
     driver_libs: dict[str, list[str]] = field(default_factory=dict)  # folder -> libcuda/libnvidia-ml files
 
 
-@record
+@dataclass(slots=True)
 class Wsl:
     """WSL2, and what can shadow the Windows driver's libraries in /usr/lib/wsl/lib."""
 
@@ -192,7 +192,7 @@ class Wsl:
 # --- the target interpreter's environment (from its inspector) ------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class UserSite:
     """The user site-packages of the target interpreter."""
 
@@ -200,7 +200,7 @@ class UserSite:
     path: str | None = None
 
 
-@record
+@dataclass(slots=True)
 class DistRecord:
     """One interesting distribution on the target's sys.path (duplicates kept, in sys.path order)."""
 
@@ -211,7 +211,7 @@ class DistRecord:
     path: str | None = None  # its .dist-info folder
 
 
-@record
+@dataclass(slots=True)
 class CondaRecord:
     """One conda-meta record of torch's family."""
 
@@ -221,7 +221,7 @@ class CondaRecord:
     channel: str | None = None
 
 
-@record
+@dataclass(slots=True)
 class Conda:
     """The target's conda environment: its prefix, whether it is base, and the records of torch's family."""
 
@@ -230,7 +230,7 @@ class Conda:
     records: list[CondaRecord] = field(default_factory=list)
 
 
-@record
+@dataclass(slots=True)
 class PythonFacts:
     """What the inspector saw around torch in the target interpreter (doctor/target/inspector.py)."""
 
@@ -251,7 +251,7 @@ class PythonFacts:
 # --- collect_env text -----------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class CollectEnvText:
     """What `python -m torch.utils.collect_env` printed, kept verbatim (doctor/inputs/collect_env.py)."""
 
@@ -265,7 +265,7 @@ class CollectEnvText:
 # --- all of them ----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class Environment:
     """The hazard facts of one machine, one section per family; a section that was not observed is absent."""
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+from copy import deepcopy
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from doctor.model.i18n import Msg, _rebuild
-from doctor.model.records import deepcopy, field, fields, is_record, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -27,7 +28,7 @@ CONDA_REMOVE = "conda-remove"  # remove these conda packages from the environmen
 ACTION_KINDS = (INSTALL, REINSTALL, UNINSTALL, VENV, SHELL, CONDA_REMOVE)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Action:
     """One step of a fix, as data. The plan's one command builder (doctor/plan/commands.py) writes every
     action out for this run: the installer (pip or uv), the mirror, the shell's quoting. So a finding
@@ -44,7 +45,7 @@ class Action:
     plan: bool = False
 
 
-@record
+@dataclass
 class Fix:
     summary: str = ""  # one sentence: what to do
     commands: list[str] = field(default_factory=list)  # exact, copy-pasteable, one per line
@@ -53,7 +54,7 @@ class Fix:
     actions: list[Action] = field(default_factory=list, metadata={"report": False})
 
 
-@record
+@dataclass
 class Finding:
     id: str  # stable kebab-case, e.g. "gpu-arch-unsupported"
     severity: str  # ERROR, WARNING or INFO
@@ -75,7 +76,7 @@ CRASHED = "crashed"
 CHECK_STATES = (PASSED, FAILED, SKIPPED, UNKNOWN, CRASHED)
 
 
-@record
+@dataclass
 class CheckResult:
     """One rule's outcome: passed, failed (it has findings), skipped or unknown (``note`` says why),
     or crashed (an internal error)."""
@@ -95,7 +96,7 @@ def as_report_dict(obj) -> dict[str, Any]:
             out[name] = value  # what deepcopy gives for text, numbers, true/false
         elif type(value) in _COPIED:
             out[name] = _copied(value)
-        elif is_record(value):
+        elif is_dataclass(value):
             out[name] = as_report_dict(value)
         else:
             out[name] = _copied(value)

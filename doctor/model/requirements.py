@@ -7,10 +7,9 @@ checking the machine is a rule's (rules/requirements.py).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, fields, replace
 
 from doctor.errors import DoctorError
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import field, fields, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -44,13 +43,13 @@ _UNITS = {  # bytes per unit; GB is decimal as on spec sheets ("A100 40GB" has 4
     "tib": 2**40,
 }
 # Numbers are bounded (a 5,000-digit one is not a size or a version, and int() refuses 4,300+ digits).
-_MEMORY_RE = lazy_compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
-_CC_RE = lazy_compile(r"^\d{1,3}\.\d{1,3}$")
-CUDA_RE = lazy_compile(r"^(\d{1,3})(?:\.(\d{1,3}|x))?$")
+_MEMORY_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*([KMGT]i?B|B)\s*$", re.IGNORECASE)
+_CC_RE = re.compile(r"^\d{1,3}\.\d{1,3}$")
+CUDA_RE = re.compile(r"^(\d{1,3})(?:\.(\d{1,3}|x))?$")
 MAX_GPUS = 1 << 20
 
 
-@record
+@dataclass(slots=True)
 class Requirements:
     require: list[str] = field(default_factory=list)  # "cuda", "rocm", "mps", "gpu", "cpu"
     min_gpus: int | None = None

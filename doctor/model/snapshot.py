@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import types
+from copy import deepcopy
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
-from doctor.model.records import MISSING, Field, deepcopy, field, fields, is_record, record
 
 # typing (~4 ms to import) only where a report is read back (field_types, _reader, _as_is), not on a check.
 TYPE_CHECKING = False
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 SNAPSHOT_SCHEMA_VERSION = 1
 
 
-@record
+@dataclass(slots=True)
 class Fact:
     """One value with where it came from, or why it is unknown."""
 
@@ -44,7 +45,7 @@ class Fact:
 # --- host -------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class Host:
     os: str = ""  # "linux", "windows", "darwin"
     machine: str = ""  # normalised: "x86_64", "aarch64", "arm64"
@@ -78,7 +79,7 @@ NVIDIA_NO_PERMISSION = "no-permission"
 NVIDIA_UNKNOWN = "unknown"  # could not tell (e.g. nvidia-smi hung, garbage output)
 
 
-@record
+@dataclass(slots=True)
 class Gpu:
     index: int = 0
     name: str = ""
@@ -90,7 +91,7 @@ class Gpu:
     compute_mode: str | None = None  # "Default", "Exclusive_Process", "Prohibited"
 
 
-@record
+@dataclass(slots=True)
 class Nvidia:
     status: str = NVIDIA_UNKNOWN
     detail: str = ""  # the message behind the status, verbatim where there was one
@@ -104,7 +105,7 @@ class Nvidia:
 # --- the target interpreter and its installed torch ---------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class Interpreter:
     path: str = ""
     reason: str = ""  # why this interpreter was inspected ("--python", "VIRTUAL_ENV", ...)
@@ -121,7 +122,7 @@ class Interpreter:
     found_as: str | None = stated()  # how it was found when that is not the interpreter itself (a pyenv shim)
 
 
-@record
+@dataclass(slots=True)
 class BinaryKernels:
     """The GPU code compiled into one installed library, read from the file (``doctor/probes/kernels.py``),
     never by importing it: torch's ``libtorch_cuda.so`` / ``torch_cuda.dll``, torchvision's ``_C``,
@@ -138,7 +139,7 @@ class BinaryKernels:
     seconds: float | None = None  # how long reading took
 
 
-@record
+@dataclass(slots=True)
 class Dist:
     """One installed distribution (torch, torchvision, torchaudio), read without importing it."""
 
@@ -157,7 +158,7 @@ class Dist:
     kernels: BinaryKernels | None = None  # its GPU code, read from its library (None: not read)
 
 
-@record
+@dataclass(slots=True)
 class TorchInstall:
     status: str = "unknown"  # "ok", "absent", "error", "unknown"
     detail: str = ""
@@ -170,7 +171,7 @@ class TorchInstall:
 # --- who built this machine's torch, besides pip: NVIDIA's containers and Jetson ---------------------
 
 
-@record
+@dataclass(slots=True)
 class Provenance:
     """What the machine says about where its torch may come from, read from the environment and files
     (``doctor/probes/provenance.py``); ``doctor/compat/distributions.py`` judges a build with it."""
@@ -185,7 +186,7 @@ class Provenance:
 # --- what importing torch showed (the import probe / smoke test) ---------------------------------
 
 
-@record
+@dataclass(slots=True)
 class RuntimeDevice:
     index: int = 0
     name: str = ""
@@ -194,7 +195,7 @@ class RuntimeDevice:
     free_memory_mib: int | None = None
 
 
-@record
+@dataclass(slots=True)
 class SmokeStep:
     name: str = ""  # "import", "init", "alloc", "matmul", "conv", "autocast-fp16", ...
     status: str = "skipped"  # "ok", "failed", "skipped"
@@ -204,7 +205,7 @@ class SmokeStep:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@record
+@dataclass(slots=True)
 class TorchRuntime:
     status: str = "skipped"  # "ok", "skipped", "import-error", "crashed", "timeout", "garbage", "error"
     detail: str = ""
@@ -225,7 +226,7 @@ class TorchRuntime:
     stderr_tail: str = ""
 
 
-@record
+@dataclass(slots=True)
 class TorchPin:
     """A torch version the user or the project asks for: a PEP 440 specifier and where it was stated."""
 
@@ -234,7 +235,7 @@ class TorchPin:
     marker: str | None = None  # the requirement's environment marker, evaluated against the target
 
 
-@record
+@dataclass(slots=True)
 class Project:
     """The target project's own word on torch (doctor/probes/project.py): its pins, read from
     requirements*.txt, pyproject.toml and uv.lock / poetry.lock without executing anything."""
@@ -246,7 +247,7 @@ class Project:
     why: str | None = None  # no project was read: why
 
 
-@record
+@dataclass(slots=True)
 class Requested:
     """What the user asked of this run (set by the run, not probed): the torch it must end with and whether
     the driver may be changed. Kept in the report, so a reader sees what the plan followed."""
@@ -255,7 +256,7 @@ class Requested:
     no_driver_change: bool = False  # --no-driver-change: the plan keeps today's driver
 
 
-@record
+@dataclass(slots=True)
 class Snapshot:
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
     tool_version: str = ""
@@ -310,7 +311,7 @@ def _converter(cls: type):
         return lambda obj: [as_plain(v) for v in obj]
     if cls is dict:
         return lambda obj: {as_plain(k): as_plain(v) for k, v in obj.items()}
-    if cls is not type and is_record(cls):
+    if cls is not type and is_dataclass(cls):
         sparse = _sparse_fields(cls)
         if sparse is not None:
             return lambda obj: _sparse_plain(obj, *sparse)
@@ -326,7 +327,7 @@ def _as_plain(obj: Any) -> Any:
     """``as_plain`` for anything else (subclasses, tuples, ...), by asking what it is."""
     if isinstance(obj, _ATOMS):
         return obj
-    if is_record(obj) and not isinstance(obj, type):
+    if is_dataclass(obj) and not isinstance(obj, type):
         sparse = _sparse_fields(type(obj))
         if sparse is not None:
             return _sparse_plain(obj, *sparse)
@@ -399,7 +400,7 @@ def _reader(tp: Any) -> Reader:
     every value again cost more than the rest of reading a report back (the environment's many sections)."""
     import typing
 
-    if is_record(tp):
+    if is_dataclass(tp):
         return _dataclass_reader(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

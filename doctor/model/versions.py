@@ -10,14 +10,11 @@ from __future__ import annotations
 import functools
 import re
 
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import memo
-
 # A local version tag that names a PyTorch wheel index: "+cpu", "+cu128", "+rocm6.3", "+rocm6.2.4", "+xpu".
-VARIANT_RE = lazy_compile(r"^(cpu|xpu|cu\d{3}|rocm\d+\.\d+(?:\.\d+)?)$")
-_CUDA_VARIANT_RE = lazy_compile(r"^cu(\d+)(\d)$")
-_LEADING_MINOR_RE = lazy_compile(r"^\s*v?(\d+)\.(\d+)")
-_NAME_SEPARATORS = lazy_compile(r"[-_.]+")
+VARIANT_RE = re.compile(r"^(cpu|xpu|cu\d{3}|rocm\d+\.\d+(?:\.\d+)?)$")
+_CUDA_VARIANT_RE = re.compile(r"^cu(\d+)(\d)$")
+_LEADING_MINOR_RE = re.compile(r"^\s*v?(\d+)\.(\d+)")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
 _MAX_DIGITS = 40  # a version part longer than this is not a version (and int() of 5,000 digits is refused)
 
 
@@ -37,7 +34,6 @@ def variant_of(version: str | None) -> str | None:
     return index_variant(split_local(version)[1])
 
 
-@memo(maxsize=1024)  # pure, asked per variant of every release
 def variant_to_cuda(variant: str | None) -> str | None:
     """"cu128" -> "12.8", "cu118" -> "11.8", "cu130" -> "13.0"; None for other variants."""
     match = _CUDA_VARIANT_RE.match(variant or "")
@@ -62,7 +58,6 @@ def cuda_from_int(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-@memo(maxsize=4096)  # pure, and asked the same few versions tens of thousands of times
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
     """"570.124.04" -> (570, 124, 4); "12.8" -> (12, 8); "2.7.1+cu128" -> (2, 7, 1); None when it does not parse."""
     if not version:

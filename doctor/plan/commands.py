@@ -15,11 +15,11 @@ plus an explicit ``--index-url`` are equivalent where it is right and exact wher
 
 from __future__ import annotations
 
+import re
 import shlex
+from dataclasses import dataclass, field
 
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import field, record
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"
@@ -33,7 +33,7 @@ def index_url(variant: str, base: str = DEFAULT_INDEX_BASE) -> str:
     return f"{base.rstrip('/')}/{variant}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class InstallSource:
     """Where wheels come from: the PyTorch index (or a mirror of it), a flat find-links, or only local files."""
 
@@ -162,7 +162,7 @@ def render_argv(argv: list[str], os_name: str = "linux") -> str:
     return " ".join(out)
 
 
-_CONTROL = lazy_compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _ansi_c_quote(arg: str) -> str:
@@ -182,7 +182,7 @@ def _ansi_c_quote(arg: str) -> str:
 # --- actions -----------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Commands:
     """How this run writes commands: for which interpreter, with which installer, from which source,
     for which shell. Build one per run; every finding and plan step goes through it."""

@@ -10,6 +10,7 @@ GPUs, and a Jetson's driver comes with its JetPack, so the remedy is NVIDIA's bu
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 
 from doctor.compat.coverage import RUNS, bound_verdict
 from doctor.compat.distributions import (
@@ -25,7 +26,6 @@ from doctor.compat.distributions import (
 )
 from doctor.compat.wheels import machine_from_snapshot
 from doctor.model.findings import Finding
-from doctor.model.records import field, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 from doctor.plan.commands import Commands, conda_install_argv, render_argv
@@ -37,7 +37,7 @@ CONDA_FORGE_CUDA = "https://conda-forge.org/docs/user/cuda/"
 _ARCH_IDS = ("gpu-arch-unsupported", "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "gpus-need-different-wheels")
 
 
-@record
+@dataclass(slots=True)
 class OwnBuild:
     """The advice for a distribution's own torch: why no pip command, and what fits instead."""
 

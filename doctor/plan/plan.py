@@ -12,6 +12,8 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from doctor.compat.builds import torch_build
 from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
 from doctor.compat.drivers import DriverChange, driver_advice, driver_change
@@ -31,7 +33,6 @@ from doctor.compat.wheels import change_cost as cost
 from doctor.model.findings import INSTALL as INSTALL_ACTION
 from doctor.model.findings import Action, Finding
 from doctor.model.i18n import Msg
-from doctor.model.records import field, record, replace
 from doctor.model.snapshot import Snapshot, TorchPin, as_plain
 from doctor.model.versions import minor_key
 from doctor.plan.commands import Commands, render_argv
@@ -65,7 +66,7 @@ MANUAL = "manual"  # no command can fix it (e.g. no wheel for this Python): see 
 NONE = "none"  # problems exist but none is fixed by changing wheels
 
 
-@record
+@dataclass(slots=True)
 class Plan:
     status: str
     reason: str = ""
@@ -100,7 +101,7 @@ def commands_for(snap: Snapshot, **options) -> Commands:
     return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
 
 
-@record
+@dataclass(slots=True)
 class _Run:
     """What every part of one plan shares."""
 

@@ -6,13 +6,14 @@ as structured data (the plan's ``alternatives``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.compat.distributions import PYTORCH_CONDA, torch_origin
 from doctor.compat.drivers import DriverAdvice
 from doctor.compat.installs import conda_torch
 from doctor.compat.wheels import Fit, Machine, packages_for, wheel_pins
 from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
-from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
@@ -21,7 +22,7 @@ VENV_FOLDER = ".venv"  # where the plan makes an environment for an externally m
 PEP_668 = "https://peps.python.org/pep-0668/"
 
 
-@record
+@dataclass(slots=True)
 class Step:
     kind: str  # "driver", "venv", "remove", "install"
     description: str

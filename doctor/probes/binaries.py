@@ -12,17 +12,17 @@ A library read before and unchanged since is not read again: its answer comes fr
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 
-from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import BinaryKernels, Dist
 
 ABSENT = "absent"
 _TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
 _CONDA_LIB_NAMES = ("libtorch_cuda.so", "libtorch_cuda_cu.so")
 # The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash: "libcudart-1a2b3c4d.so.12").
-_CUDA_NEEDED = lazy_compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
+_CUDA_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
 _MAX_SECTIONS = 1 << 16
 _MAX_DYNAMIC = 1 << 20  # a .dynamic section is a few hundred entries of 16 bytes
 _MAX_NAME = 256

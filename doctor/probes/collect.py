@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment
 from doctor.model.i18n import Msg
-from doctor.model.records import record
 from doctor.model.snapshot import (
     Interpreter,
     Nvidia,
@@ -28,7 +28,7 @@ from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride
 from doctor.runner import run
 
 
-@record
+@dataclass(slots=True)
 class ProbeOptions:
     interpreter: tuple[str | None, str] | None = None  # (path, why), chosen once by the caller
     python: str | None = None  # --python, when the caller did not choose (tests, benchmarks)

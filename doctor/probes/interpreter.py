@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
-from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
 from doctor.probes.which import which
@@ -210,7 +210,7 @@ def _failure_text(path: str, result: RunResult) -> str:
 
 
 # A traceback's frames ("  File ...", the source line under it) say where, not why.
-_FRAME = lazy_compile(r'^\s+File "|^Traceback \(most recent call last\)|^\s+\^+\s*$')
+_FRAME = re.compile(r'^\s+File "|^Traceback \(most recent call last\)|^\s+\^+\s*$')
 
 
 def useful_lines(stderr: str, limit: int = 8) -> list[str]:

@@ -8,11 +8,11 @@ had read it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from doctor.model.files import bounded_float
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
 from doctor.model.versions import cuda_from_int
 
 ENV_DRIVER = "TORCHDOCTOR_DRIVER_VERSION"  # the driver version, e.g. 570.124.04 (Windows: 572.16)
@@ -23,16 +23,16 @@ ENV_SYSROOT = "TORCHDOCTOR_SYSROOT"  # where /proc and /sys are read from
 
 DEFAULT_NVIDIA_TIMEOUT = 5.0
 MAX_NVIDIA_TIMEOUT = 600.0
-_DRIVER = lazy_compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
-_CUDA = lazy_compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,4})?$")
-_CUDA_INT = lazy_compile(r"^\d{4,6}$")
+_DRIVER = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,3}$")
+_CUDA = re.compile(r"^\d{1,3}\.\d{1,3}(?:\.\d{1,4})?$")
+_CUDA_INT = re.compile(r"^\d{4,6}$")
 
 
 class BadOverride(ValueError):
     """``str()`` is the one line to show (it names the variable and the accepted form)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overrides:
     driver: str | None = None
     cuda: str | None = None

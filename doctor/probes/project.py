@@ -17,14 +17,13 @@ import os
 import re
 
 from doctor.model.files import toml_module
-from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import Project, TorchPin
 
 LIMIT = 8 << 20  # bytes read per file: lock files of large projects run to a few MiB
 MAX_REQUIREMENTS = 16
 PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml")
 
-_LOCK_PACKAGE_RE = lazy_compile(r'^\[\[package\]\]\s*\nname\s*=\s*"([^"]+)"\s*\nversion\s*=\s*"([^"]+)"', re.M)
+_LOCK_PACKAGE_RE = re.compile(r'^\[\[package\]\]\s*\nname\s*=\s*"([^"]+)"\s*\nversion\s*=\s*"([^"]+)"', re.M)
 
 
 def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:

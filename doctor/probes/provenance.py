@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import Provenance
 from doctor.probes.environment.files import read_text
 
-_TEGRA_RE = lazy_compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)(?:\.(\d+))?", re.IGNORECASE)
+_TEGRA_RE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+)(?:\.(\d+))?", re.IGNORECASE)
 
 
 def parse_tegra_release(text: str | None) -> tuple[str | None, str | None]:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from doctor.model.i18n import Msg
-from doctor.model.records import field, record
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.runner import Runner, RunResult, run, signal_name
 
@@ -59,7 +59,7 @@ def child_argv(python: str, mode: str, device: str, timeout: float) -> list[str]
 # --- parsing what the child printed ---------------------------------------------------------------
 
 
-@record
+@dataclass(slots=True)
 class ChildOutput:
     steps: list[SmokeStep] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)

@@ -17,6 +17,7 @@ Importing this package must not pull in subprocess, pynvml, psutil or torch (a t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from doctor.model.findings import (
     CRASHED,
@@ -30,7 +31,6 @@ from doctor.model.findings import (
     Finding,
 )
 from doctor.model.i18n import Msg
-from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 
 RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
@@ -38,7 +38,7 @@ INTERNAL_ERROR_ID = "internal-rule-error"
 UNINSPECTED = Msg("the target interpreter could not be inspected")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     id: str  # the rule's id; its findings may use this id or more specific ones
     summary: str  # shown as the ✓ line when the rule finds nothing

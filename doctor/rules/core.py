@@ -7,6 +7,8 @@ Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from doctor.compat.arch import format_cc, sm_name
 from doctor.compat.builds import companion_build, torch_build
 from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, UNKNOWN, arch_source, cudnn_floor, gpu_fit
@@ -27,7 +29,6 @@ from doctor.compat.wheels import (
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, SHELL, VENV, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
-from doctor.model.records import replace
 from doctor.model.versions import parse_cc, version_tuple
 from doctor.rules import UNINSPECTED, Rule, not_observed, skipped, unknown, without_torch
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
-from doctor.model.patterns import lazy_compile
-from doctor.model.records import record
 from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule, origin_name, skipped, unknown
 
@@ -32,32 +31,32 @@ SHOW_LD_PATH = 'echo "$LD_LIBRARY_PATH"'
 UNSET_LD_PATH = "unset LD_LIBRARY_PATH"
 
 # torch's own texts (PROBES.md §3.3, §4); matched as substrings, never whole messages.
-_ARCH = lazy_compile(
+_ARCH = re.compile(
     r"no kernel image is available for execution on the device"
     r"|is not compatible with the current PyTorch installation"
     r"|does not include kernels for this GPU"
     r"|No published PyTorch CUDA builds for release"
     r"|invalid device function"  # ROCm: "HIP error: invalid device function"; CUDA error 98
 )
-_DRIVER_OLD = lazy_compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
-_NO_DRIVER = lazy_compile(r"Found no NVIDIA driver on your system")
-_CPU_BUILD = lazy_compile(r"Torch not compiled with CUDA enabled")
-_BUSY = lazy_compile(r"busy or unavailable")
-_CUDNN = lazy_compile(
+_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
+_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system")
+_CPU_BUILD = re.compile(r"Torch not compiled with CUDA enabled")
+_BUSY = re.compile(r"busy or unavailable")
+_CUDNN = re.compile(
     r"CUDNN_STATUS_\w+|cuDNN version incompatibility|cuDNN error|is not compatible with devices with SM < 7\.5"
     r"|Could not load library libcudnn\w*|Unable to load any of \{libcudnn",
     re.IGNORECASE,
 )
-_OOM = lazy_compile(r"out of memory", re.IGNORECASE)
-_OOM_PROCESS = lazy_compile(r"Process (\d+) has ([\d.]+ [KMGT]?i?B) memory in use")
-_ARCH_GPU_OLD = lazy_compile(r"(?m)^(?:\w+: )?(.+?) with CUDA capability (sm_\d+\w?) is not compatible")
-_ARCH_GPU_NEW = lazy_compile(r"Found GPU(\d+) (.+?) which is of compute capability \(CC\) (\d+\.\d+)")
-_LIBRARY_SHADOW = lazy_compile(r"undefined symbol|version `[^']*' not found|LD_LIBRARY_PATH", re.IGNORECASE)
-_MISSING_LIB = lazy_compile(r"lib[\w.+-]+\.so[.\d]*: cannot open shared object file")
+_OOM = re.compile(r"out of memory", re.IGNORECASE)
+_OOM_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ [KMGT]?i?B) memory in use")
+_ARCH_GPU_OLD = re.compile(r"(?m)^(?:\w+: )?(.+?) with CUDA capability (sm_\d+\w?) is not compatible")
+_ARCH_GPU_NEW = re.compile(r"Found GPU(\d+) (.+?) which is of compute capability \(CC\) (\d+\.\d+)")
+_LIBRARY_SHADOW = re.compile(r"undefined symbol|version `[^']*' not found|LD_LIBRARY_PATH", re.IGNORECASE)
+_MISSING_LIB = re.compile(r"lib[\w.+-]+\.so[.\d]*: cannot open shared object file")
 _KERNEL_STEPS = ("alloc", "matmul", "conv", "autocast-fp16", "autocast-bf16")
 
 
-@record
+@dataclass(slots=True)
 class _Seen:
     """One piece of runtime text: a failed step's message, a warning, or the stderr tail."""
 

@@ -6,6 +6,8 @@ nothing in its place: it lists those choices with their commands."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from doctor.compat.builds import torch_build
 from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
@@ -22,7 +24,6 @@ from doctor.compat.wheels import (
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INSTALL, SHELL, Action, Finding, Fix
 from doctor.model.i18n import Msg
-from doctor.model.records import replace
 from doctor.rules import UNINSPECTED, Rule, skipped, unknown
 
 VENV = ".venv"

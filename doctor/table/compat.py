@@ -5,7 +5,8 @@ from __future__ import annotations
 import bisect
 import re
 
-from doctor.model.pep440 import release_key, spec_contains
+from packaging.version import Version
+
 from doctor.model.versions import minor_key as _minor_key
 from doctor.model.versions import variant_to_cuda
 from doctor.table.gpus import gpu_indexes, normalise_gpu_name, strip_gpu_suffixes
@@ -22,6 +23,7 @@ from doctor.table.rows import (
     MajorFloor,
     Release,
     _public,
+    spec_holds,
 )
 
 
@@ -51,8 +53,6 @@ class CompatTable:
         self.schema_version = schema_version
         self.table_version = table_version
         self.verified_on = verified_on
-        # No packaging objects here: a check loads this table pickled and would import packaging (~12 ms) to
-        # unpickle them. The validated table holds only plain major.minor versions (model/pep440.py).
         self.releases = tuple(sorted(releases, key=lambda r: _key(r.minor)))
         self.arch_lists = arch_lists
         self.cuda_drivers = cuda_drivers
@@ -63,7 +63,7 @@ class CompatTable:
         self._releases = {r.minor: r for r in self.releases}
         self._arch = {(a.torch_minor, a.variant, a.platform): a for a in arch_lists}
         # (variant, platform) -> (ascending minors, their rows) for the older-minor fallback
-        self._arch_series: dict[tuple[str, str], tuple[list[tuple[int, ...]], list[ArchList]]] = {}
+        self._arch_series: dict[tuple[str, str], tuple[list[Version], list[ArchList]]] = {}
         for row in sorted(arch_lists, key=lambda a: _key(a.torch_minor)):
             minors, rows = self._arch_series.setdefault((row.variant, row.platform), ([], []))
             minors.append(_key(row.torch_minor))
@@ -78,7 +78,7 @@ class CompatTable:
         self.companion_checks = companion_checks
         self._toolkits = {t.cuda: t for t in self.cuda_toolkits}
         # cuda major -> (ascending first cuDNN versions, their rows) for the nearest-lower lookup
-        self._cudnn: dict[int, tuple[list[tuple[int, ...]], list[CudnnSupport]]] = {}
+        self._cudnn: dict[int, tuple[list[Version], list[CudnnSupport]]] = {}
         for row in sorted(cudnn_support, key=lambda c: _key(c.cudnn)):
             versions, rows = self._cudnn.setdefault(row.cuda_major, ([], []))
             versions.append(_key(row.cudnn))
@@ -209,17 +209,15 @@ class CompatTable:
         import: the row whose version range holds it, or None when no row does."""
         wanted = _public(version)
         for check in self._companions.get((package or "").strip().lower(), ()):
-            if spec_contains(check.versions, wanted):  # None: not a version at all
+            if spec_holds(check.versions, wanted):  # None: not a version at all
                 return check
         return None
 
 
-def _key(text: str) -> tuple[int, ...]:
-    """The sort key of a major.minor the table parser has validated (and of _minor_key's answers)."""
-    key = release_key(text)
-    if key is None:
-        raise ValueError(f"{text!r} is not a major.minor version")
-    return key
+def _key(text: str) -> Version:
+    """The sort key of a version the table parser has validated (and of _minor_key's answers); packaging's
+    InvalidVersion (a ValueError) for anything else."""
+    return Version(text)
 
 
 def _cc(text: str) -> tuple[int, int]:

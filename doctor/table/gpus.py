@@ -3,11 +3,12 @@ brand prefixes first, then form-factor and memory suffixes."""
 
 from __future__ import annotations
 
-from doctor.model.patterns import lazy_compile
+import re
+
 from doctor.table.rows import GpuModel
 
-_NAME_PREFIX_RE = lazy_compile(r"^(nvidia|tesla|geforce)\s+")
-_NAME_SUFFIX_RE = lazy_compile(
+_NAME_PREFIX_RE = re.compile(r"^(nvidia|tesla|geforce)\s+")
+_NAME_SUFFIX_RE = re.compile(
     r"(\s+laptop gpu|\s+with max-q design|\s+mig\s.*|[\s-]+(sxm\d*|pcie|pci-e|fhhl|nvl|ac|hbm\d*e?|\d+\s?gb?))$"
 )
 

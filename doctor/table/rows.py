@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import functools
+import re
+from dataclasses import dataclass, field
 
-from doctor.model.patterns import lazy_compile
-from doctor.model.pep440 import normal_form, spec_contains
-from doctor.model.records import field, record
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from doctor.model.versions import major_minor as _major_minor
 
-_SM_NUMBER_RE = lazy_compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
+_SM_NUMBER_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d))?[af]?\s*$")
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Patch:
     torch: str
     torchvision: str | None
@@ -20,7 +22,7 @@ class Patch:
     free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Release:
     minor: str  # "2.7"
     patches: tuple[Patch, ...]  # ascending
@@ -85,7 +87,7 @@ class Release:
         return self.cudnn.get(variant.strip().lower())
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArchList:
     torch_minor: str
     variant: str
@@ -96,7 +98,7 @@ class ArchList:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudaDriver:
     cuda: str  # "12.8"
     min_linux: str | None  # driver of the toolkit's GA release, "570.26"
@@ -105,7 +107,7 @@ class CudaDriver:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MajorFloor:
     major: int  # 12
     min_linux: str | None  # minor-version-compatibility floor, "525.60.13"
@@ -114,7 +116,7 @@ class MajorFloor:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverBranch:
     branch: int  # 570
     max_cuda: str  # newest CUDA the branch supports (nvidia-smi "CUDA Version"), "12.8"
@@ -122,7 +124,7 @@ class DriverBranch:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuModel:
     name: str  # as NVML prints it, "NVIDIA GeForce RTX 4090"
     compute_capability: str  # "8.9"
@@ -132,7 +134,7 @@ class GpuModel:
     segment: str | None = None  # "data-center": NVIDIA's data-center drivers and branches apply
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverSupport:
     """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
 
@@ -144,7 +146,7 @@ class DriverSupport:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudaToolkit:
     cuda: str  # "12.8"
     sm: tuple[str, ...]  # every plain target nvcc of that version compiles offline, ascending ("sm_50", ...)
@@ -159,7 +161,7 @@ class CudaToolkit:
         return number is not None and number in {_sm_number(t) for t in self.sm}
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudnnSupport:
     cudnn: str  # first cuDNN version (major.minor) the row applies to, "9.0"
     cuda_major: int  # the CUDA major of the cuDNN build, 12
@@ -168,7 +170,7 @@ class CudnnSupport:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CompanionCudaCheck:
     package: str  # "torchvision"
     versions: str  # a specifier set of the package versions the row covers, ">=0.16"
@@ -177,7 +179,7 @@ class CompanionCudaCheck:
     confidence: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JetPackRow:
     l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
     jetpack: str  # "6.1, 6.2, 6.2.1"
@@ -187,8 +189,18 @@ class JetPackRow:
     confidence: str
 
 
+def spec_holds(spec: str, version: str) -> bool | None:
+    """Whether the PEP 440 specifier set ``spec`` holds ``version`` (pre-releases included); None when ``version``
+    is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""
+    try:
+        parsed = Version(version)
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
+        return None
+    return SpecifierSet(spec).contains(parsed, prereleases=True)
+
+
 def _spec_contains(spec: str, python: str) -> bool | None:
-    return spec_contains(spec, python.rstrip("t"))
+    return spec_holds(spec, python.rstrip("t"))
 
 
 def _sm_number(target: str) -> int | None:
@@ -206,6 +218,6 @@ def _public(version: str) -> str:
     """ "2.7.1+cu128" -> "2.7.1" in packaging's normal form ("2.7" and "2.7.0" stay distinct strings)."""
     base = (version or "").split("+", 1)[0].strip()
     try:
-        return normal_form(base)
-    except ValueError:  # packaging's InvalidVersion is a ValueError
+        return str(Version(base))
+    except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit
         return base

@@ -10,15 +10,14 @@ import re
 from collections.abc import Mapping
 
 from doctor.model.environment import CudaHome, CudaLib, CudaToolkitDir, Libraries, LibraryDir
-from doctor.model.patterns import lazy_compile
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 
 # CUDA libraries that torch's pip wheels ship and that a system CUDA on the library path can shadow.
 # Family -> file-name stems. libcusparseLt is a separate product with its own versions: not matched.
-_LINUX_LIB = lazy_compile(
+_LINUX_LIB = re.compile(
     r"^lib(?P<stem>cudnn|cublasLt|cublas|nvJitLink|cudart|nccl|cusparse)(?:_[a-z_]+)?\.so(?:\.(?P<ver>\d+(?:\.\d+)*))?$"
 )
-_WINDOWS_LIB = lazy_compile(
+_WINDOWS_LIB = re.compile(
     r"^(?P<stem>cudnn|cublasLt|cublas|cudart|cusparse)(?:_[a-z_]+)?64_(?P<ver>\d+)\.dll$"
     r"|^(?P<jstem>nvJitLink)_(?P<jver>\d+)_\d+\.dll$",
     re.IGNORECASE,
@@ -33,7 +32,7 @@ _STEM_FAMILY = {
     "cusparse": "cusparse",
 }
 # Driver libraries (libcuda, libnvidia-ml): on WSL2 these must come from /usr/lib/wsl/lib.
-DRIVER_LIB = lazy_compile(r"^lib(?:cuda|nvidia-ml)\.so(?:\.\d+)*$")
+DRIVER_LIB = re.compile(r"^lib(?:cuda|nvidia-ml)\.so(?:\.\d+)*$")
 
 
 # --- the library path ---------------------------------------------------------------------------

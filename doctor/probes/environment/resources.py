@@ -6,9 +6,9 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from doctor.model.environment import Cpu, Memory, Shm
-from doctor.model.records import record
 from doctor.probes.environment.files import read_text, under
 
 TYPE_CHECKING = False
@@ -92,7 +92,7 @@ def _walk_up(mount_point: str, mount_root: str, cgroup_path: str) -> list[str]:
     return dirs
 
 
-@record
+@dataclass(slots=True)
 class CpuQuota:
     cgroup: str | None = None  # "v1", "v2"; None: no cgroup CPU controller files found
     quota_cpus: float | None = None

@@ -9,16 +9,16 @@ enough; they are checked in this order: /dev/dxg (the GPU paravirtualisation dev
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from doctor.model.environment import LdSoConf, Wsl
-from doctor.model.patterns import lazy_compile
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
 
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 # A Linux driver's own files carry the full driver version (libnvidia-ml.so.550.54.14).
-_LINUX_DRIVER_FILE = lazy_compile(r"^lib(?:cuda|nvidia-ml)\.so\.(\d{3}(?:\.\d+)+)$")
+_LINUX_DRIVER_FILE = re.compile(r"^lib(?:cuda|nvidia-ml)\.so\.(\d{3}(?:\.\d+)+)$")
 _EVIDENCE = {"/proc/version": "/proc/version mentions Microsoft/WSL", "WSL_DISTRO_NAME": "WSL_DISTRO_NAME is set"}
 
 

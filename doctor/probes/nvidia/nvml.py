@@ -17,9 +17,9 @@ import os
 import sys
 import threading
 import warnings
+from dataclasses import dataclass, field
 
 from doctor.model.files import read_bytes
-from doctor.model.records import field, record
 from doctor.model.snapshot import Fact, Gpu
 from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every 
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
-@record
+@dataclass(slots=True)
 class NvmlOutcome:
     ok: bool = False
     code: int | None = None  # NVML error code of the failure, when there was one

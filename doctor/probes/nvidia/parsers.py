@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-from doctor.model.patterns import lazy_compile
 from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
     NVIDIA_MISMATCH,
@@ -54,10 +53,10 @@ _SMI_FAILURES = (
 
 _NA_VALUES = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 # Version parts are bounded: a 5,000-digit "driver version" is garbage, and int() refuses 4,300+ digits.
-_VERSION_RE = lazy_compile(r"^\d{1,6}(?:\.\d{1,6})+$")
-_DRIVER_LABEL_RE = lazy_compile(r"(?:Driver|KMD) Version\s*:\s*(\d+(?:\.\d+)+)")
-_CUDA_LABEL_RE = lazy_compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d{1,3})\.(\d{1,3})(?!\d)")
-_CC_RE = lazy_compile(r"^\d{1,3}\.\d{1,3}$")
+_VERSION_RE = re.compile(r"^\d{1,6}(?:\.\d{1,6})+$")
+_DRIVER_LABEL_RE = re.compile(r"(?:Driver|KMD) Version\s*:\s*(\d+(?:\.\d+)+)")
+_CUDA_LABEL_RE = re.compile(r"CUDA(?:\s+UMD)?\s+Version\s*:\s*(\d{1,3})\.(\d{1,3})(?!\d)")
+_CC_RE = re.compile(r"^\d{1,3}\.\d{1,3}$")
 _DETAIL_LIMIT = 500
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from doctor.model.records import field, record
 from doctor.model.snapshot import NVIDIA_OK, NVIDIA_UNKNOWN, Fact, Gpu
 from doctor.probes.nvidia.parsers import (
     QUERY_FIELDS,
@@ -63,7 +63,7 @@ def this_system() -> str:
     return "darwin" if sys.platform == "darwin" else "linux"
 
 
-@record
+@dataclass(slots=True)
 class SmiOutcome:
     status: str | None = None  # NVIDIA_OK, a failure status, or None when nvidia-smi was not found
     detail: str = ""
