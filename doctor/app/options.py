@@ -5,14 +5,12 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg
 from doctor.model.records import field, record
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: pathlib (with urllib.parse and ipaddress) costs ~4.5 ms of every start
-    from pathlib import Path
 
 
 @record
@@ -90,8 +88,6 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
     if no_index and not find_links:
         raise DoctorError(Msg("--no-index needs --find-links DIR_OR_URL (where the wheels are)"))
     base = DEFAULT_INDEX_BASE
-    from pathlib import Path
-
     if index_url_base:
         base = index_url_base.strip()
         if "://" not in base:
