@@ -40,7 +40,6 @@ class CheckOptions:
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
-    cache: bool = True  # reuse the target interpreter's last answer while nothing it rests on changed (--no-cache)
     mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked with one request (app/mirror.py)
 
     @property
