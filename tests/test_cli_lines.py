@@ -56,7 +56,8 @@ LINES = [
     (["check", "--no-smoke", "--json", "--python", "/usr/bin/python3"],
      {"smoke": False, "json": True, "python": "/usr/bin/python3"}),
     (["check", "--python=/opt/env", "-v", "-q", "--strict", "--no-redact", "--no-driver-change"],
-     {"python": "/opt/env", "verbose": True, "quiet": True, "strict": True, "redact": False, "no_driver_change": True}),
+     {"python": "/opt/env", "verbose": True, "quiet": True, "strict": True, "redact": False,
+      "no_driver_change": True}),
     (["check", "--format", "github", "--require", "cuda", "--require=gpu", "--min-gpus", "2",
       "--min-compute-capability", "8.0", "--min-gpu-memory", "40GB", "--cuda", "12.x"],
      {"format": "github", "require": ["cuda", "gpu"], "min_gpus": 2, "min_compute_capability": "8.0",
@@ -67,8 +68,8 @@ LINES = [
      {"smoke_timeout": 2.5, "device": "0", "torch": "==2.3.1", "table": Path("t.json")}),
     (["check", "--smoke-timeout=1e2", "--config", "pyproject.toml", "--mirror", "nju", "--lang", "zh"],
      {"smoke_timeout": 100.0, "config": Path("pyproject.toml"), "mirror": "nju"}),
-    (["check", "--index-url-base", "https://mirror.example/whl", "--output", "o.json", "--verbose", "--quiet"],
-     {"index_url_base": "https://mirror.example/whl", "output": Path("o.json"), "verbose": True, "quiet": True}),
+    (["check", "--index-url-base", "https://m.example/whl", "--output", "o.json", "--verbose", "--quiet"],
+     {"index_url_base": "https://m.example/whl", "output": Path("o.json"), "verbose": True, "quiet": True}),
     (["check", "--format=json", "--json", "--min-gpus=0"], {"format": "json", "json": True, "min_gpus": 0}),
     (["check", "--lang", "en", "--mirror=aliyun", "--torch=>=2.5,<2.8", "--python", "a", "--python", "b"],
      {"mirror": "aliyun", "torch": ">=2.5,<2.8", "python": "b"}),  # a repeated option: click keeps the last
@@ -79,8 +80,8 @@ LINES = [
       "--no-driver-change", "--index-url-base", "https://m/whl", "--mirror", "sjtu", "--lang", "zh",
       "-q", "--quiet", "--no-redact", "--output=x"],
      {"format": "json", "python": "py", "table": Path("t.json"), "smoke_timeout": 3.0, "torch": "==2.6.0",
-      "no_driver_change": True, "index_url_base": "https://m/whl", "mirror": "sjtu", "quiet": True, "redact": False,
-      "output": Path("x")}),
+      "no_driver_change": True, "index_url_base": "https://m/whl", "mirror": "sjtu", "quiet": True,
+      "redact": False, "output": Path("x")}),
 ]
 
 
@@ -98,7 +99,8 @@ def test_an_envvar_gives_an_option_its_value(monkeypatch):
 
 @pytest.mark.parametrize("args,expected", [
     (["fleet", "summarize", "reports/"], (["reports"], False, False, None, False)),
-    (["fleet", "summarize", "a.json", "--json", "b.json", "dir"], (["a.json", "b.json", "dir"], True, False, None, False)),
+    (["fleet", "summarize", "a.json", "--json", "b.json", "dir"],
+     (["a.json", "b.json", "dir"], True, False, None, False)),
     (["fleet", "summarize", "--format", "markdown", "-o", "f.md", "r/", "--lang", "zh", "-q"],
      (["r"], False, True, "f.md", True)),
     (["fleet", "summarize", "r", "--markdown", "--output=x.md", "--quiet", "--format=markdown"],
@@ -148,7 +150,7 @@ def test_a_usage_error_is_typers_message(capsys):
 
 
 def test_unreadable_reports_are_exit_2_without_rich(tmp_path):
-    """`fleet summarize --json` over nothing readable: exit 2, and rich (the text view's) is never imported."""
+    """`fleet summarize --json` over nothing readable: exit 2, and rich (for text) is never imported."""
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "broken.json").write_text("{")
     script = (
@@ -158,7 +160,8 @@ def test_unreadable_reports_are_exit_2_without_rich(tmp_path):
         "print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] == 'rich')]))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                          timeout=120)
     code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert code == exitcodes.USAGE, done.stderr
     assert loaded == []
@@ -166,17 +169,18 @@ def test_unreadable_reports_are_exit_2_without_rich(tmp_path):
 
 # --- --no-cache and TORCHDOCTOR_NO_CACHE: accepted, ignored, and said so once ---------------------------
 
-NO_CACHE_LINE = ("torchdoctor: --no-cache is no longer needed: nothing is cached; the option will be removed in a "
-                 "later release\n")
-ENV_LINE = ("torchdoctor: TORCHDOCTOR_NO_CACHE is no longer needed: nothing is cached; the variable is ignored and "
-            "can be unset\n")
+NO_CACHE_LINE = ("torchdoctor: --no-cache is no longer needed: nothing is cached; the option will be removed "
+                 "in a later release\n")
+ENV_LINE = ("torchdoctor: TORCHDOCTOR_NO_CACHE is no longer needed: nothing is cached; the variable is "
+            "ignored and can be unset\n")
 
 
 @pytest.mark.parametrize("command", [["check"], ["report"]])
 def test_no_cache_is_accepted_with_one_notice(command, monkeypatch, capsys):
     without = options_of([*command, "--lang", "en"], monkeypatch)[1]
     assert capsys.readouterr().err == ""
-    assert options_of([*command, "--no-cache", "--lang", "en"], monkeypatch)[1] == without  # nothing passed on
+    # nothing is passed on
+    assert options_of([*command, "--no-cache", "--lang", "en"], monkeypatch)[1] == without
     assert capsys.readouterr().err == NO_CACHE_LINE
 
 
@@ -192,7 +196,8 @@ def test_the_variable_is_accepted_with_one_notice(monkeypatch, capsys):
 
 def test_the_notice_is_in_the_runs_language(monkeypatch, capsys):
     options_of(["check", "--no-cache", "--lang", "zh"], monkeypatch)
-    assert capsys.readouterr().err == "torchdoctor: --no-cache 已不再需要：现在不缓存任何内容；这个选项会在以后的版本中移除\n"
+    said = "torchdoctor: --no-cache 已不再需要：现在不缓存任何内容；这个选项会在以后的版本中移除\n"
+    assert capsys.readouterr().err == said
 
 
 def test_fix_accepts_no_cache(monkeypatch, capsys):

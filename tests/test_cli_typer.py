@@ -1,5 +1,6 @@
-"""What users see of typer through ``main(argv)`` is typer's own: the top-level help, a command's help, usage errors
-and --version as typer's command prints them, and shell completion of every command and option."""
+"""What users see of typer through ``main(argv)`` is typer's own: the top-level help, a command's help,
+usage errors and --version as typer's command prints them, and shell completion of every command and
+option."""
 
 from __future__ import annotations
 

@@ -162,7 +162,8 @@ def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
 # ~12 ms (packaging's two big regular expressions) and ~2 ms of every start: a second run compares versions
 # with doctor/model/pep440.py and unpickles with _pickle.
 # importlib.util: the NVML probe looks for pynvml without it (an editable install's finder imports it anyway).
-CHECK_JSON_SECOND_RUN_NEVER = {"packaging", "packaging.version", "packaging.specifiers", "pickle", "importlib.util"}
+CHECK_JSON_SECOND_RUN_NEVER = {"packaging", "packaging.version", "packaging.specifiers", "pickle",
+                               "importlib.util"}
 
 
 def test_a_pyproject_that_is_not_ours_costs_no_toml_parser(tmp_path):

@@ -86,11 +86,11 @@ def _no_cache_notice(no_cache: bool, quiet: bool) -> None:
     from doctor.app.language import say
 
     if no_cache:
-        print("torchdoctor: " + say("--no-cache is no longer needed: nothing is cached; the option will be removed "
-                                    "in a later release"), file=sys.stderr)
+        print("torchdoctor: " + say("--no-cache is no longer needed: nothing is cached; the option will be "
+                                    "removed in a later release"), file=sys.stderr)
     if os.environ.get("TORCHDOCTOR_NO_CACHE"):
-        print("torchdoctor: " + say("TORCHDOCTOR_NO_CACHE is no longer needed: nothing is cached; the variable is "
-                                    "ignored and can be unset"), file=sys.stderr)
+        print("torchdoctor: " + say("TORCHDOCTOR_NO_CACHE is no longer needed: nothing is cached; the "
+                                    "variable is ignored and can be unset"), file=sys.stderr)
 
 
 class Installer(str, Enum):
@@ -139,11 +139,12 @@ def _value(chosen: Enum | None) -> str | None:
 
 def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
     """--format, or --json (its alias); both at once must agree."""
-    if json_out and chosen is not None and chosen.value != "json":
+    value = _value(chosen)
+    if json_out and value not in (None, "json"):
         from doctor.app.language import Msg
 
-        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=chosen.value))
-    return "json" if json_out else (chosen.value if chosen is not None else default)
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=value))
+    return "json" if json_out else (value or default)
 
 
 FromOpt = Annotated[list[Path] | None, typer.Option(
@@ -249,8 +250,8 @@ def report(
     _use_language(lang, fmt)
     _no_cache_notice(no_cache, quiet)
     raise typer.Exit(run_report(CheckOptions(
-        python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout, format=fmt, output=output,
-        redact=not no_redact, quiet=quiet, torch=torch_spec, no_driver_change=no_driver_change,
+        python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout, format=fmt,
+        output=output, redact=not no_redact, quiet=quiet, torch=torch_spec, no_driver_change=no_driver_change,
         index_url_base=index_url_base, mirror=mirror,
     )))
 
@@ -389,8 +390,8 @@ def explain(
     = False,
     python: PythonOpt = None,
     json_out: JsonOpt = False,
-    output_format: Annotated[TextJsonMarkdown | None, typer.Option("--format", help="text (the default), json or "
-                                                                "markdown.", show_default=False)] = None,
+    output_format: Annotated[TextJsonMarkdown | None, typer.Option(
+        "--format", help="text (the default), json or markdown.", show_default=False)] = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_redact: NoRedactOpt = False,
