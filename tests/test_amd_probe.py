@@ -8,17 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from doctor.model.amd import AMD_NO_DEVICE, AMD_NO_DRIVER, AMD_NO_GPU, AMD_NO_PERMISSION, AMD_OK, AMD_UNKNOWN
+from doctor.model.amd import (
+    AMD_NO_DEVICE,
+    AMD_NO_DRIVER,
+    AMD_NO_GPU,
+    AMD_NO_PERMISSION,
+    AMD_OK,
+    AMD_UNKNOWN,
+    gfx_from_target_version,
+    target_id_of,
+)
 from doctor.probes.amd import probe_amd
 from doctor.probes.amd.parsers import (
-    gfx_from_target_version,
     parse_amd_smi_static,
     parse_kfd_properties,
     parse_override,
     parse_rocm_smi_productname,
     parse_rocminfo,
     pci_address,
-    target_id_of,
 )
 from doctor.runner import RunResult
 
@@ -236,7 +243,7 @@ def test_no_amd_gpu_runs_no_tool(tmp_path):
                     env=tools_on_path(tmp_path, "rocminfo"))
     assert amd.status == AMD_NO_GPU and amd.gpus == [] and runner.calls == []
     assert amd.device_nodes == []
-    assert amd.driver_version.why == "amdgpu is not loaded (no /sys/module/amdgpu)"
+    assert amd.driver_version.why == "/sys/module cannot be read"
 
 
 def test_no_pci_bus_and_no_topology_is_unknown(tmp_path):
@@ -268,3 +275,55 @@ def test_a_bad_override_keeps_why_and_the_variables(tmp_path):
 def test_not_linux():
     amd = probe_amd(runner=Runner({}), env={}, system="darwin")
     assert amd.status == AMD_UNKNOWN and amd.detail == "AMD GPUs are probed on Linux only"
+
+
+# --- collect_env text ------------------------------------------------------------------------------
+
+
+def test_collect_env_of_a_rocm_build_gives_the_amd_section():
+    from doctor.inputs.collect_env import parse_collect_env
+
+    snap = parse_collect_env(fixture("collect-env-rocm6.3-rx5700xt-pytorch145670.txt"))
+    amd = snap.amd
+    assert amd.status == AMD_OK
+    [gpu] = amd.gpus
+    assert (gpu.name.value, gpu.gfx.value, gpu.target_id) == ("AMD Radeon RX 5700 XT", "gfx1010", "gfx1010:xnack-")
+    assert gpu.gfx.source.startswith("collect_env")
+    assert (amd.hip_runtime_version.value, amd.miopen_version.value) == ("6.3.42131", "3.3.0")
+    assert snap.install.torch.hip == "6.3.42131-fa1d09cbd"  # "ROCM used to build PyTorch", as before
+    assert "amd.gpus: collect_env names device 0 only" in snap.unknowns
+    assert snap.to_dict()["amd"]["gpus"][0]["target_id"] == "gfx1010:xnack-"
+
+
+def test_collect_env_of_a_cuda_build_has_no_amd_section():
+    from doctor.inputs.collect_env import parse_collect_env
+
+    text = (Path(__file__).parent / "fixtures" / "collect_env" / "composed-2.5.1-cu121-rtx4090-pip.txt").read_text()
+    snap = parse_collect_env(text)
+    assert snap.amd is None and "amd" not in snap.to_dict()
+
+
+# --- reports read back (--from) ----------------------------------------------------------------------
+
+
+def test_a_report_with_the_amd_section_reads_back_and_an_older_one_without_it_too():
+    import json
+
+    from doctor.inputs.reports import read_report, validate_report
+
+    data = json.loads((Path(__file__).parent / "golden" / "cpu-healthy.json").read_text())
+    name = {"value": "AMD Radeon RX 6700 XT", "source": "rocminfo", "why": None}
+    data["snapshot"]["amd"]["gpus"] = [{"index": 0, "pci_address": RX6700, "target_id": None, "name": name,
+                                        "gfx": {"value": "gfx1031", "source": "kfd", "why": None},
+                                        "kfd_node": 1, "render_node": "/dev/dri/renderD128"}]
+    # (the golden file is normalised, so other keys may be reported: none of the AMD section's)
+    assert not [line for line in validate_report(data) if "amd" in line]
+    snap, meta = read_report(json.dumps(data))
+    assert snap.amd.gpus[0].gfx.value == "gfx1031"
+    assert not [path for path in meta["missing_fields"] if ".amd" in path]
+    del data["snapshot"]["amd"]
+    snap, meta = read_report(json.dumps(data))
+    assert snap.amd is None and not [path for path in meta["missing_fields"] if ".amd" in path]
+    data["snapshot"]["amd"] = {"status": "ok", "gpus": [{"gfx": {"value": ["gfx1031"]}}]}
+    with pytest.raises(Exception, match="amd.gpus\\[0\\].gfx.value"):
+        read_report(json.dumps(data))

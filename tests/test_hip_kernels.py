@@ -165,3 +165,22 @@ def test_the_real_library_lists_what_roc_obj_ls_lists():
     found = read_hip_kernels(ROCSPARSE)
     assert found.status == "ok" and found.bundles == 111
     assert set(found.targets) == set(expected) and set(expected.values()) == {111}
+
+
+def test_collect_reads_a_rocm_torch_and_the_report_keeps_it(tmp_path):
+    from doctor.model.snapshot import Dist, Snapshot, TorchInstall
+    from doctor.probes.collect import _read_hip_kernels
+
+    lib = tmp_path / "torch" / "lib" / "libtorch_hip.so"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(elf64([(".hip_fatbin", bundle1())]))
+    torch = Dist(name="torch", version="2.5.1+rocm6.2", hip="6.2.41133", location=str(tmp_path),
+                 has_libtorch_hip=True)
+    snap = Snapshot(install=TorchInstall(status="ok", torch=torch))
+    _read_hip_kernels(snap.install, 5.0)
+    assert torch.hip_kernels.status == "ok" and torch.hip_kernels.path == str(lib)
+    again = Snapshot.from_dict(snap.to_dict())
+    assert again.install.torch.hip_kernels == torch.hip_kernels
+    cuda = Snapshot(install=TorchInstall(torch=Dist(name="torch", has_libtorch_hip=False)))
+    _read_hip_kernels(cuda.install, 5.0)
+    assert cuda.install.torch.hip_kernels is None and "hip_kernels" not in cuda.to_dict()["install"]["torch"]

@@ -9,9 +9,13 @@ gfx1031): the name spells major in decimal and minor and stepping as one hex dig
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from doctor.model.facts import Fact
+
+_GFX_RE = re.compile(r"^gfx[0-9]{1,2}[0-9a-f]{2}$")
+_TARGET_ID_RE = re.compile(r"\b(gfx[0-9a-f]{3,5})((?::[A-Za-z0-9_]+[+-])*)")
 
 # Overall state of the AMD stack, as far as the probes could tell (``Amd.status``).
 AMD_OK = "ok"  # GPUs in the KFD topology, and /dev/kfd and their render nodes open for reading and writing
@@ -65,7 +69,10 @@ class AmdGpu:
     index: int = 0  # in the order of the KFD GPU nodes (the runtime's order), else of the PCI addresses
     pci_address: str | None = None
     name: Fact = field(default_factory=Fact)  # "AMD Radeon RX 6700 XT"
-    gfx: Fact = field(default_factory=Fact)  # the hardware's processor ("gfx1031"), before any override
+    # the processor ("gfx1031"): the hardware's from the kernel or a tool; from collect_env, the runtime's
+    # (after HSA_OVERRIDE_GFX_VERSION), as its source says
+    gfx: Fact = field(default_factory=Fact)
+    target_id: str | None = None  # with its features, where a source gave them: "gfx942:sramecc+:xnack-"
     kfd_node: int | None = None
     render_node: str | None = None  # "/dev/dri/renderD128"
 
@@ -87,6 +94,9 @@ class Amd:
     # per-node HSA_OVERRIDE_GFX_VERSION_<n>), HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES
     variables: dict[str, str] = field(default_factory=dict)
     attempts: list[str] = field(default_factory=list)  # "rocminfo: ok", "amd-smi: not found", ... in order
+    # what torch reported when imported, known only from collect_env text (None: not observed)
+    hip_runtime_version: Fact | None = None  # "HIP runtime version: 6.3.42131"
+    miopen_version: Fact | None = None  # "MIOpen runtime version: 3.3.0"
 
 
 @dataclass(frozen=True)
@@ -105,3 +115,34 @@ class HipKernels:
     unread: int = 0  # compressed bundles whose targets could not be read (no decompressor for their method)
     compression: list[str] = field(default_factory=list)  # the methods met: "zlib", "zstd"
     seconds: float | None = None
+
+
+# --- naming ---------------------------------------------------------------------------------------
+
+
+def gfx_name(major: int, minor: int, stepping: int) -> str | None:
+    """The processor name of a target version; None when minor or stepping do not fit one hex digit."""
+    if not (0 < major < 100 and 0 <= minor < 16 and 0 <= stepping < 16):
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def gfx_from_target_version(value: int | None) -> str | None:
+    """90010 -> "gfx90a", 100301 -> "gfx1031"; None for 0 (a CPU node) and numbers that spell no name."""
+    if not value:
+        return None
+    return gfx_name(value // 10000 % 100, value // 100 % 100, value % 100)
+
+
+def is_gfx(name: str) -> bool:
+    """Whether ``name`` is a processor name ("gfx90a", "gfx1100"), not a marketing name or a number."""
+    return bool(_GFX_RE.match(name))
+
+
+def target_id_of(text: str) -> tuple[str | None, str | None]:
+    """(processor, full target ID) named in a text: "AMD Instinct MI300X (gfx942:sramecc+:xnack-)" ->
+    ("gfx942", "gfx942:sramecc+:xnack-")."""
+    m = _TARGET_ID_RE.search(text)
+    if not m or not is_gfx(m.group(1)):
+        return None, None
+    return m.group(1), m.group(1) + m.group(2)

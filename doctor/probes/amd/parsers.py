@@ -16,11 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor.model.amd import gfx_name, is_gfx
 from doctor.model.files import MAX_DIGITS
 
-_GFX_RE = re.compile(r"^gfx[0-9]{1,2}[0-9a-f]{2}$")
 _OVERRIDE_RE = re.compile(r"^(\d{1,5})\.(\d{1,5})\.(\d{1,5})$")
-_TARGET_ID_RE = re.compile(r"\b(gfx[0-9a-f]{3,5})((?::[A-Za-z0-9_]+[+-])*)")
 _KEY_RE = re.compile(r"^  (\S[^:]*?):\s*(.*?)\s*$")  # rocminfo: an agent's own fields are indented by two
 _SMI_GPU_RE = re.compile(r"^GPU\[(\d{1,4})\]\s*:\s*([^:]+?):\s*(.*?)\s*$")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
@@ -44,20 +43,6 @@ class ToolAnswer:
     gpus: tuple[ToolGpu, ...] = ()
     failure: str | None = None  # "ROCk module is NOT loaded, possibly no GPU devices", ...
     version: str | None = None  # rocminfo's "ROCk module version 6.7.0 is loaded": "6.7.0"
-
-
-def gfx_name(major: int, minor: int, stepping: int) -> str | None:
-    """The processor name of a target version; None when minor or stepping do not fit one hex digit."""
-    if not (0 < major < 100 and 0 <= minor < 16 and 0 <= stepping < 16):
-        return None
-    return f"gfx{major}{minor:x}{stepping:x}"
-
-
-def gfx_from_target_version(value: int | None) -> str | None:
-    """90010 -> "gfx90a", 100301 -> "gfx1031"; None for 0 (a CPU node) and numbers that spell no name."""
-    if not value:
-        return None
-    return gfx_name(value // 10000 % 100, value // 100 % 100, value % 100)
 
 
 def parse_override(value: str) -> tuple[str | None, str | None]:
@@ -94,15 +79,6 @@ def pci_address(domain: int | None, location_id: int | None) -> str | None:
     return f"{domain:04x}:{location_id >> 8:02x}:{location_id >> 3 & 0x1F:02x}.{location_id & 7}"
 
 
-def target_id_of(text: str) -> tuple[str | None, str | None]:
-    """(processor, full target ID) named in a text: "AMD Instinct MI300X (gfx942:sramecc+:xnack-)" ->
-    ("gfx942", "gfx942:sramecc+:xnack-")."""
-    m = _TARGET_ID_RE.search(text)
-    if not m or not _GFX_RE.match(m.group(1)):
-        return None, None
-    return m.group(1), m.group(1) + m.group(2)
-
-
 def parse_rocminfo(text: str) -> ToolAnswer:
     """The GPU agents of ``rocminfo``'s output, or why it listed none (its first lines say so)."""
     text = _ANSI_RE.sub("", text)
@@ -121,7 +97,7 @@ def parse_rocminfo(text: str) -> ToolAnswer:
         name = fields.get("Name", "")
         if kind != "GPU" and not (kind is None and name.startswith("gfx")):
             continue
-        gfx = name if _GFX_RE.match(name) else None
+        gfx = name if is_gfx(name) else None
         gpus.append(ToolGpu(name=fields.get("Marketing Name") or None, gfx=gfx, node=_int(fields.get("Node")),
                             pci_address=pci_address(0, _int(fields.get("BDFID")))))
     if gpus:
@@ -157,7 +133,7 @@ def parse_amd_smi_static(text: str) -> ToolAnswer:
         gfx = gpu.get("TARGET_GRAPHICS_VERSION", "")
         name = gpu.get("MARKET_NAME", "")
         out.append(ToolGpu(index=gpu["index"], name=name if name and name != "N/A" else None,
-                           gfx=gfx if _GFX_RE.match(gfx) else None,
+                           gfx=gfx if is_gfx(gfx) else None,
                            pci_address=(gpu.get("BDF") or "").lower() or None))
     if out:
         return ToolAnswer(gpus=tuple(out))

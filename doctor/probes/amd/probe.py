@@ -74,10 +74,12 @@ def probe_amd(runner: Any = run, root: str = "/", env: Mapping[str, str] | None 
     version = read_amdgpu_version(root)
     if version:
         driver = Fact(version, AMDGPU_VERSION)
-    elif os.path.isdir(os.path.join(root, os.path.dirname(AMDGPU_VERSION).lstrip("/"))):
+    elif os.path.isdir(os.path.join(root, "sys/module/amdgpu")):
         driver = Fact.unknown(f"no {AMDGPU_VERSION}: the kernel's own amdgpu has no version file", AMDGPU_VERSION)
-    else:
+    elif os.path.isdir(os.path.join(root, "sys/module")):
         driver = Fact.unknown("amdgpu is not loaded (no /sys/module/amdgpu)", AMDGPU_VERSION)
+    else:
+        driver = Fact.unknown("/sys/module cannot be read", AMDGPU_VERSION)
     seen = bool(gpu_nodes or pci)
     devices = [device_node(root, KFD_DEVICE, access, groups)] if seen or nodes is not None else []
     renders = [f"{DRI}/renderD{node.drm_render_minor}" for node in gpu_nodes if node.drm_render_minor]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from doctor.model.amd import AmdPciDevice, DeviceNode, KfdNode
-from doctor.probes.amd.parsers import gfx_from_target_version, parse_kfd_properties, pci_address
+from doctor.model.amd import AmdPciDevice, DeviceNode, KfdNode, gfx_from_target_version
+from doctor.probes.amd.parsers import parse_kfd_properties, pci_address
 from doctor.probes.host import read_text
 
 PCI_DEVICES = "/sys/bus/pci/devices"
