@@ -1,6 +1,6 @@
 """The HIP offload-bundle reader (doctor/probes/hip_kernels.py) on real bytes: a bundle cut from Debian's
-librocsparse0 5.3.0 (tests/fixtures/amd/README.md), placed in a synthetic ELF library, and the same bundle made
-compressed by clang-offload-bundler 19. What the independent tools listed for those bytes is the expected
+librocsparse0 5.3.0 (tests/fixtures/amd/README.md), placed in a synthetic ELF library, and the same bundle
+made compressed by clang-offload-bundler 19. What the independent tools listed for those bytes is the expected
 answer. The whole 1.3 GB library is checked only where it is installed (``apt-get install librocsparse0``)."""
 
 from __future__ import annotations
@@ -41,9 +41,11 @@ def padded(data: bytes) -> bytes:
 def test_one_real_bundle_lists_what_clang_offload_bundler_lists():
     scan = parse_hip_fatbin(bundle1())
     assert scan.why is None and scan.bundles == 1 and scan.with_code == 1
-    assert {target for target, _ in scan.counts} == listed("librocsparse0-bundle1.clang-offload-bundler-15.txt")
+    expected = listed("librocsparse0-bundle1.clang-offload-bundler-15.txt")
+    assert {target for target, _ in scan.counts} == expected
     assert [target for target, _ in scan.counts] == [
-        "gfx803", "gfx900:xnack-", "gfx906:xnack-", "gfx908:xnack-", "gfx90a:xnack+", "gfx90a:xnack-", "gfx1030"]
+        "gfx803", "gfx900:xnack-", "gfx906:xnack-", "gfx908:xnack-", "gfx90a:xnack+", "gfx90a:xnack-",
+        "gfx1030"]
 
 
 def test_entry_ids_and_the_empty_host_entry():
@@ -154,7 +156,7 @@ def test_files_that_are_not_libraries(tmp_path):
     assert read_hip_kernels(tmp_path / "cut.so").status == "unknown"
 
 
-@pytest.mark.skipif(not ROCSPARSE.is_file(), reason="Debian's librocsparse0 is not installed (1.3 GB; opt-in)")
+@pytest.mark.skipif(not ROCSPARSE.is_file(), reason="Debian's librocsparse0 (1.3 GB) is not installed")
 def test_the_real_library_lists_what_roc_obj_ls_lists():
     lines = gzip.decompress((FIXTURES / "librocsparse0.roc-obj-ls.txt.gz").read_bytes()).decode().splitlines()
     expected: dict[str, int] = {}

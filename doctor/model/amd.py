@@ -105,9 +105,9 @@ class HipKernels:
     (section ``.hip_fatbin``), never by importing it."""
 
     status: str = "unknown"  # "ok", "no-gpu-code" (no .hip_fatbin), "unknown" (see why)
-    why: str | None = None  # set unless status is "ok"; with "ok", what could not be read (compressed bundles)
+    why: str | None = None  # unless "ok": why not; with "ok": what was not read (compressed bundles)
     path: str = ""
-    targets: list[str] = field(default_factory=list)  # target IDs in at least half of the bundles: "gfx90a:xnack-"
+    targets: list[str] = field(default_factory=list)  # in half the bundles or more: "gfx90a:xnack-"
     processors: list[str] = field(default_factory=list)  # their processors: "gfx90a", "gfx1100"
     partial: list[str] = field(default_factory=list)  # target IDs in fewer bundles (a handful of kernels)
     bundles: int = 0  # offload bundles read

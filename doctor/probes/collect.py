@@ -275,7 +275,8 @@ def _read_hip_kernels(install: TorchInstall, timeout: float) -> None:
         return
     from doctor.probes.hip_kernels import read_hip_kernels
 
-    torch.hip_kernels = read_hip_kernels(os.path.join(torch.location, "torch", "lib", "libtorch_hip.so"), timeout)
+    library = os.path.join(torch.location, "torch", "lib", "libtorch_hip.so")
+    torch.hip_kernels = read_hip_kernels(library, timeout)
 
 
 def _probe_amd(runner, root: str, env, timeout: float):

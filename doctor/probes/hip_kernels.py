@@ -1,4 +1,4 @@
-"""Which GPU targets an installed ROCm torch build really contains, read from ``libtorch_hip.so`` (stdlib only).
+"""Which GPU targets an installed ROCm torch build really holds, read from ``libtorch_hip.so`` (stdlib only).
 
 ``torch.cuda.get_arch_list()`` needs torch imported; the answer is also in the library's ELF section
 ``.hip_fatbin``, which the HIP runtime reads at load time: a run of *clang offload bundles*, one per compiled
@@ -136,7 +136,8 @@ def _scan(read, size: int, deadline: float | None) -> HipScan:
                     bundles += 1
                     with_code += bool(targets)
                     counts.update(targets or ())
-                    why = f"compressed bundle format {version} at offset {offset} has no size: the rest was not read"
+                    why = (f"compressed bundle format {version} at offset {offset} has no size: "
+                           "the rest was not read")
                     break
                 end = offset + total
             else:
@@ -205,7 +206,8 @@ def _compressed_header(head: bytes, offset: int, size: int) -> tuple[int, int, i
 
 def _compressed_targets(read, offset: int, header_size: int, total: int | None, method: int,
                         uncompressed: int) -> set[str] | None:
-    """The targets of a compressed bundle, from a decompressed prefix; None when it cannot be decompressed here."""
+    """The targets of a compressed bundle, from a decompressed prefix; None when it cannot be decompressed
+    here."""
     decompress = _decompressor(method)
     if decompress is None:
         return None
@@ -217,7 +219,7 @@ def _compressed_targets(read, offset: int, header_size: int, total: int | None, 
     try:
         entries = parse_bundle_ids(prefix, uncompressed)
     except (ValueError, _Unknown) as exc:
-        raise _Unknown(f"compressed bundle at offset {offset} holds no readable bundle header: {exc}") from None
+        raise _Unknown(f"compressed bundle at offset {offset} holds no readable header: {exc}") from None
     return {t for t in (target_of(entry_id) for _, _, entry_id in entries) if t}
 
 
@@ -289,8 +291,8 @@ def _unread_why(scan: HipScan) -> str | None:
     if not scan.unread:
         return None
     methods = ", ".join(m for m in scan.methods if m != "zlib") or "their method"
-    return (f"{scan.unread} of {scan.bundles} bundles are compressed with {methods}: their targets are unknown "
-            "without a decompressor for it (Python 3.14's compression.zstd)")
+    return (f"{scan.unread} of {scan.bundles} bundles are compressed with {methods}: their targets are "
+            "unknown without a decompressor for it (Python 3.14's compression.zstd)")
 
 
 # --- the file reader ------------------------------------------------------------------------------
@@ -308,7 +310,8 @@ def read_hip_kernels(path, timeout: float | None = None) -> HipKernels:
         path = os.fspath(path)
     except TypeError:
         return HipKernels(why=f"not a path: {type(path).__name__}", path=str(path))
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
     try:
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):

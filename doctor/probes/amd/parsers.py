@@ -143,8 +143,8 @@ def parse_amd_smi_static(text: str) -> ToolAnswer:
 def parse_rocm_smi_productname(text: str) -> ToolAnswer:
     """``rocm-smi --showproductname``: per GPU[N], the name ("Card series", or "Device Name" in newer ones).
 
-    Its "GFX Version" is not taken: rocm-smi spells the target number's parts in decimal ("gfx9010" for gfx90a,
-    ROCm/rocm_smi_lib#159)."""
+    Its "GFX Version" is not taken: rocm-smi spells the target number's parts in decimal ("gfx9010" for
+    gfx90a, ROCm/rocm_smi_lib#159)."""
     fields: dict[int, dict[str, str]] = {}
     for line in text.splitlines():
         m = _SMI_GPU_RE.match(line.strip())

@@ -61,7 +61,8 @@ def probe_amd(runner: Any = run, root: str = "/", env: Mapping[str, str] | None 
               *, access=os.access, groups=None, system: str | None = None) -> Amd:
     """Gather the AMD facts in the documented order (module docstring). Never raises.
 
-    ``access`` (os.access) and ``groups`` (this process's group ids) are seams for tests, which run as root."""
+    ``access`` (os.access) and ``groups`` (this process's group ids) are seams for tests, which run as
+    root."""
     env = os.environ if env is None else env
     variables = {name: env[name] for name in sorted(env) if name.startswith(OVERRIDE) or name in VARIABLES}
     override = _override(env)
@@ -75,7 +76,8 @@ def probe_amd(runner: Any = run, root: str = "/", env: Mapping[str, str] | None 
     if version:
         driver = Fact(version, AMDGPU_VERSION)
     elif os.path.isdir(os.path.join(root, "sys/module/amdgpu")):
-        driver = Fact.unknown(f"no {AMDGPU_VERSION}: the kernel's own amdgpu has no version file", AMDGPU_VERSION)
+        why = f"no {AMDGPU_VERSION}: the kernel's own amdgpu has no version file"
+        driver = Fact.unknown(why, AMDGPU_VERSION)
     elif os.path.isdir(os.path.join(root, "sys/module")):
         driver = Fact.unknown("amdgpu is not loaded (no /sys/module/amdgpu)", AMDGPU_VERSION)
     else:
@@ -104,7 +106,8 @@ def _override(env: Mapping[str, str]) -> Fact:
     if value is None:
         return Fact.unknown(f"{OVERRIDE} is not set", "environment")
     gfx, why = parse_override(value)
-    return Fact(gfx, f"{OVERRIDE}={value}") if gfx else Fact.unknown(why or "unreadable", f"{OVERRIDE}={value}")
+    source = f"{OVERRIDE}={value}"
+    return Fact(gfx, source) if gfx else Fact.unknown(why or "unreadable", source)
 
 
 def _gpus(gpu_nodes: list[KfdNode], pci) -> list[AmdGpu]:
@@ -115,9 +118,9 @@ def _gpus(gpu_nodes: list[KfdNode], pci) -> list[AmdGpu]:
             where = f"{KFD_NODES}/{node.node}/properties"
             gfx = Fact(node.gfx, where) if node.gfx else Fact.unknown(
                 f"gfx_target_version {node.gfx_target_version} names no processor", where)
+            render = f"{DRI}/renderD{node.drm_render_minor}" if node.drm_render_minor else None
             out.append(AmdGpu(index=i, pci_address=node.pci_address, gfx=gfx, kfd_node=node.node,
-                              render_node=f"{DRI}/renderD{node.drm_render_minor}" if node.drm_render_minor else None,
-                              name=Fact.unknown("no ROCm tool named it")))
+                              render_node=render, name=Fact.unknown("no ROCm tool named it")))
         return out
     why = f"no KFD topology ({KFD_NODES}): the kernel gives no processor without it"
     return [AmdGpu(index=i, pci_address=device.address, gfx=Fact.unknown(why, PCI_DEVICES),
@@ -125,7 +128,8 @@ def _gpus(gpu_nodes: list[KfdNode], pci) -> list[AmdGpu]:
             for i, device in enumerate(pci)]
 
 
-def _ask_tools(gpus: list[AmdGpu], runner, root: str, env, timeout: float, attempts: list[str]) -> list[AmdGpu]:
+def _ask_tools(gpus: list[AmdGpu], runner, root: str, env, timeout: float,
+               attempts: list[str]) -> list[AmdGpu]:
     for name, args, parser in TOOLS:
         if all(gpu.name.known and gpu.gfx.known for gpu in gpus):
             break
@@ -165,8 +169,8 @@ def _decide(pci, nodes, gpu_nodes: list[KfdNode], devices: list[DeviceNode]) -> 
     if gpu_nodes:
         kfd = devices[0]
         if not kfd.exists:
-            return AMD_NO_DEVICE, (f"{len(gpu_nodes)} GPU(s) in the KFD topology but no {KFD_DEVICE}: a container "
-                                   "started without --device /dev/kfd --device /dev/dri?")
+            return AMD_NO_DEVICE, (f"{len(gpu_nodes)} GPU(s) in the KFD topology but no {KFD_DEVICE}: "
+                                   "a container started without --device /dev/kfd --device /dev/dri?")
         refused = [d for d in devices if d.exists and not (d.readable and d.writable)]
         if refused:
             names = ", ".join(f"{d.path} (group {d.group})" for d in refused)
@@ -177,8 +181,8 @@ def _decide(pci, nodes, gpu_nodes: list[KfdNode], devices: list[DeviceNode]) -> 
         return AMD_OK, f"{len(gpu_nodes)} GPU(s) in the KFD topology"
     if pci:
         drivers = sorted({d.driver or "none" for d in pci})
-        return AMD_NO_DRIVER, (f"{len(pci)} AMD display device(s) on the PCI bus (driver: {', '.join(drivers)}) "
-                               "but no GPU in the KFD topology")
+        return AMD_NO_DRIVER, (f"{len(pci)} AMD display device(s) on the PCI bus "
+                               f"(driver: {', '.join(drivers)}) but no GPU in the KFD topology")
     if pci is None and nodes is None:
         return AMD_UNKNOWN, f"{PCI_DEVICES} cannot be listed and there is no KFD topology"
     return AMD_NO_GPU, "no AMD display device on the PCI bus and no GPU in the KFD topology"

@@ -40,7 +40,8 @@ def find_tool(name: str, root: str = "/", env: Mapping[str, str] | None = None) 
     return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
 
 
-def ask_tool(name: str, exe: str, args, parser, runner: Any = run, timeout: float = 5.0) -> tuple[ToolAnswer, str]:
+def ask_tool(name: str, exe: str, args, parser, runner: Any = run,
+             timeout: float = 5.0) -> tuple[ToolAnswer, str]:
     """(what the tool said, one attempts line)."""
     result = runner([exe, *args], timeout=timeout)
     if result.not_found or result.error or result.timed_out or result.overflowed or result.signal:
