@@ -125,6 +125,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         # while NVML, the host and the environment probes run on the others.
         _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early, kernel_cache),
                lambda why: None)
+        _guard("hip kernels", lambda: _read_hip_kernels(found[1], opts.binaries_timeout), lambda why: None)
         return found
 
     def runtime():
@@ -165,6 +166,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             )
 
         f_nvidia = _Task(nvidia, tasks)
+        f_amd = _Task(lambda: _guard("amd", lambda: _probe_amd(runner, root, env, nvidia_timeout),
+                                     lambda why: _amd_fallback(why)), tasks)
         from doctor.probes.environment import probe_environment
         from doctor.probes.host import probe_host
         from doctor.probes.provenance import probe_provenance
@@ -191,6 +194,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             origin="probe",
             host=host,
             nvidia=f_nvidia.result(),
+            amd=f_amd.result(),
             interpreter=interpreter,
             install=install,
             runtime=f_runtime.result() if f_runtime else runtime(),
@@ -262,6 +266,29 @@ def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: flo
 
     read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
                           early, cache)
+
+
+def _read_hip_kernels(install: TorchInstall, timeout: float) -> None:
+    """The GPU targets of a ROCm torch's libtorch_hip.so (doctor/probes/hip_kernels.py)."""
+    torch = install.torch
+    if torch is None or not torch.has_libtorch_hip or not torch.location:
+        return
+    from doctor.probes.hip_kernels import read_hip_kernels
+
+    library = os.path.join(torch.location, "torch", "lib", "libtorch_hip.so")
+    torch.hip_kernels = read_hip_kernels(library, timeout)
+
+
+def _probe_amd(runner, root: str, env, timeout: float):
+    from doctor.probes.amd import probe_amd
+
+    return probe_amd(runner=runner, root=root, env=env, timeout=timeout)
+
+
+def _amd_fallback(why: str):
+    from doctor.model.amd import Amd
+
+    return Amd(detail=why, attempts=[why])
 
 
 def _kernel_cache(env):
