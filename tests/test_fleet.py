@@ -251,7 +251,8 @@ def test_a_broken_file_and_a_pipe_among_reports_are_unreadable_and_the_rest_are_
     os.mkfifo(tmp_path / "pipe.json")  # refused before it is opened: never waited on
     summary = fleet.summarize_paths([str(tmp_path)])
     assert len(summary.nodes) == 300
-    assert sorted(Path(p).name for p, _ in summary.unreadable) == ["broken.json", "pipe.json", "truncated.json"]
+    names = sorted(Path(p).name for p, _ in summary.unreadable)
+    assert names == ["broken.json", "pipe.json", "truncated.json"]
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -417,8 +417,9 @@ def test_explain_with_a_broken_traceback_interpreter_is_not_a_usage_error(tmp_pa
 
 
 def _pip(python: Path, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args, "--disable-pip-version-check",
-                           "--no-input", "-q"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args,
+                           "--disable-pip-version-check", "--no-input", "-q"],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
@@ -427,7 +428,8 @@ def test_each_inspection_names_what_is_installed_now(tmp_path):
     inspection says what is there now (the inspector lists the CUDA libraries, nvidia-*)."""
     python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
     wheels = tmp_path / "wheels"
-    build_wheel(wheels, StandIn("nvidia-tinylib-cu12", "12.6.1", (), files={"nvidia/tinylib/__init__.py": ""}))
+    build_wheel(wheels, StandIn("nvidia-tinylib-cu12", "12.6.1", (),
+                                files={"nvidia/tinylib/__init__.py": ""}))
 
     def names() -> set[str]:
         _, install, facts = inspect_interpreter_full(str(python), "--python")

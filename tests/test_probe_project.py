@@ -1,5 +1,5 @@
-"""doctor/probes/project.py reads uv.lock and poetry.lock as TOML: the resolved torch versions, and a file that is
-not TOML is a problem of the project section, never a traceback."""
+"""doctor/probes/project.py reads uv.lock and poetry.lock as TOML: the resolved torch versions, and a file
+that is not TOML is a problem of the project section, never a traceback."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ lock-version = "2.0"
 def test_every_resolved_torch_of_a_lock_file_in_its_order():
     assert [(p.spec, p.source) for p in parse_lock(UV_LOCK, "uv.lock")] == [
         ("==2.5.1+cu124", "uv.lock"), ("==2.5.1", "uv.lock")]  # one without a version resolves nothing
-    assert [(p.spec, p.source) for p in parse_lock(POETRY_LOCK, "poetry.lock")] == [("==2.3.1", "poetry.lock")]
+    poetry = parse_lock(POETRY_LOCK, "poetry.lock")
+    assert [(p.spec, p.source) for p in poetry] == [("==2.3.1", "poetry.lock")]
     assert parse_lock('version = 1\npackage = "torch"\n', "uv.lock") == []  # not a list of tables
 
 
@@ -65,7 +66,8 @@ def test_a_lock_file_that_is_not_toml_is_a_problem_not_a_traceback(tmp_path, tex
     (problem,) = project.problems
     assert problem.startswith("uv.lock: invalid TOML: ") and "\n" not in problem
     problems = []
-    assert parse_lock(text, "poetry.lock", problems) == [] and problems[0].startswith("poetry.lock: invalid TOML")
+    assert parse_lock(text, "poetry.lock", problems) == []
+    assert problems[0].startswith("poetry.lock: invalid TOML")
 
 
 def test_the_probe_reads_a_lock_beside_the_environment(tmp_path):

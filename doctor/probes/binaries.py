@@ -224,7 +224,8 @@ def _identity(path: str):
 
 
 def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaudio: Dist | None,
-                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None) -> None:
+                          prefix: str | None = None, timeout: float = 5.0,
+                          early: EarlyRead | None = None) -> None:
     """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
     thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
     of torch's likely library started before the inspector returned (used when it is the same file)."""

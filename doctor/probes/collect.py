@@ -107,7 +107,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         found = _guard(
             "interpreter",
             lambda: step("packages", Msg("reading the packages of the target interpreter"),
-                         lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout)),
+                         lambda: inspect_interpreter_full(python, reason, runner=runner,
+                                                          timeout=opts.inspect_timeout)),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),

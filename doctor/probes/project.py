@@ -157,7 +157,8 @@ def _parse_toml(text: str, name: str, problems: list[str] | None) -> dict | None
         return tomllib.loads(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
         if problems is not None:
-            problems.append(f"{name}: invalid TOML: {exc if isinstance(exc, ValueError) else 'nested too deeply'}")
+            why = exc if isinstance(exc, ValueError) else "nested too deeply"
+            problems.append(f"{name}: invalid TOML: {why}")
         return None
 
 
@@ -167,8 +168,8 @@ def parse_lock(text: str, name: str, problems: list[str] | None = None) -> list[
     packages = data.get("package") if data is not None else None
     if not isinstance(packages, list):
         return []
-    return [TorchPin(f"=={p['version']}", name) for p in packages
-            if isinstance(p, dict) and str(p.get("name", "")).lower() == "torch" and isinstance(p.get("version"), str)]
+    return [TorchPin(f"=={p['version']}", name) for p in packages if isinstance(p, dict)
+            and str(p.get("name", "")).lower() == "torch" and isinstance(p.get("version"), str)]
 
 
 def parse_pyproject(text: str, problems: list[str] | None = None) -> list[TorchPin]:
