@@ -6,14 +6,11 @@ Every value that can only be wrong becomes one line and exit 2 here, so a typo n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg
 from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: pathlib (with urllib.parse and ipaddress) costs ~4.5 ms of every start
-    from pathlib import Path
 
 
 @dataclass(slots=True)
@@ -43,7 +40,6 @@ class CheckOptions:
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
-    cache: bool = True  # reuse the target interpreter's last answer while nothing it rests on changed (--no-cache)
     mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked with one request (app/mirror.py)
 
     @property
@@ -91,8 +87,6 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
     if no_index and not find_links:
         raise DoctorError(Msg("--no-index needs --find-links DIR_OR_URL (where the wheels are)"))
     base = DEFAULT_INDEX_BASE
-    from pathlib import Path
-
     if index_url_base:
         base = index_url_base.strip()
         if "://" not in base:

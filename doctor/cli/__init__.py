@@ -1,10 +1,6 @@
 """The command line. ``main(argv) -> int`` is the one entry point; every expected error becomes one line
-on stderr and a documented exit code (doctor/exitcodes.py).
-
-A plain `check` or `report` command line is read by the fast path (fast.py) without importing typer and
-click (~25 ms of every run); anything else (help, another command, a word the fast path does not know, a
-value it would have to convert differently) goes to typer (commands.py), which owns usage errors and help.
-Both call the same code (actions.py).
+on stderr and a documented exit code (doctor/exitcodes.py). typer (commands.py) reads the command line and
+owns usage errors and help.
 """
 
 from __future__ import annotations
@@ -24,14 +20,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    from doctor.cli.fast import fast_command
-
     args = sys.argv[1:] if argv is None else list(argv)
     _guard_streams()
     try:
-        command = fast_command(args)
-        if command is not None:
-            return command()
         from doctor.cli.commands import run
 
         return run(args)
@@ -52,7 +43,7 @@ def _main(argv: list[str] | None = None) -> int:
 
 def _guard_streams() -> None:
     """A stdout or stderr that cannot encode our glyphs (cp1252, ascii) gets ASCII stand-ins instead of a
-    UnicodeEncodeError (doctor/app/streams.py); checking costs one encode, wrapping happens only then."""
+    UnicodeEncodeError (doctor/app/streams.py)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             "✓✗≤→…·—".encode(getattr(stream, "encoding", None) or "utf-8")

@@ -1,11 +1,11 @@
-"""The command line as typer reads it: every command, its options and help. Heavy modules (rich, pynvml,
-the probes) are imported inside the commands, so that `torchdoctor --help` stays fast. The entry point,
-``doctor.cli.main``, comes here for whatever the fast path (fast.py) does not read itself.
+"""The command line as typer reads it: every command, its options and help. Each command builds the app's
+option objects (doctor/app/options.py) and calls the app. Heavy modules (rich, pynvml, the probes) are
+imported inside the commands, so that `torchdoctor --help` loads none of them. The entry point,
+``doctor.cli.main``, calls ``run``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from enum import Enum
@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from doctor import __version__, exitcodes
-from doctor.cli import actions
+from doctor.errors import DoctorError
 
 app = typer.Typer(
     name="torchdoctor",
@@ -24,9 +24,7 @@ app = typer.Typer(
     "  torchdoctor check --python ~/venv/bin/python -v\n  torchdoctor fix --dry-run\n"
     "  torchdoctor explain \"no kernel image is available for execution on the device\"",
     epilog="\b\n" + exitcodes.HELP,  # \b: click keeps the lines as they are
-    # --install-completion / --show-completion: typer imports its completion modules whether or not they
-    # are offered, so offering them costs nothing measurable (README, "Performance").
-    add_completion=True,
+    add_completion=True,  # --install-completion / --show-completion
     no_args_is_help=True,
     pretty_exceptions_enable=False,  # locals can hold secrets; errors are handled in main()
     rich_markup_mode=None,
@@ -59,8 +57,8 @@ NoDriverChangeOpt = Annotated[bool, typer.Option(
     "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
     "(automatic in a container or a cluster job).")]
 NoCacheOpt = Annotated[bool, typer.Option(
-    "--no-cache", help="Ask the target interpreter afresh and read its GPU libraries again instead of reusing "
-    "their last answers from the cache (~/.cache/torchdoctor; also TORCHDOCTOR_NO_CACHE=1).")]
+    "--no-cache", help="Accepted and ignored: nothing is cached any more (also TORCHDOCTOR_NO_CACHE); "
+    "the option will be removed in a later release.")]
 IndexUrlBaseOpt = Annotated[str | None, typer.Option(
     "--index-url-base", envvar="TORCHDOCTOR_INDEX_URL_BASE",
     help="A mirror of https://download.pytorch.org/whl: <base>/cu128 must be a PEP 503 index.")]
@@ -74,7 +72,25 @@ LangOpt = Annotated[str | None, typer.Option(
 
 
 def _use_language(lang: str | None, fmt: str | None = None) -> None:
-    actions.use_language(lang, fmt)
+    """This command's language, chosen before anything is said (doctor/app/language.py)."""
+    from doctor.app.language import use_language
+
+    use_language(lang, fmt)
+
+
+def _no_cache_notice(no_cache: bool, quiet: bool) -> None:
+    """--no-cache and TORCHDOCTOR_NO_CACHE turned off a cache that no longer exists: accepted for this release
+    (command lines and CI jobs keep working), with one line each saying they can go (not under -q)."""
+    if quiet:
+        return
+    from doctor.app.language import say
+
+    if no_cache:
+        print("torchdoctor: " + say("--no-cache is no longer needed: nothing is cached; the option will be "
+                                    "removed in a later release"), file=sys.stderr)
+    if os.environ.get("TORCHDOCTOR_NO_CACHE"):
+        print("torchdoctor: " + say("TORCHDOCTOR_NO_CACHE is no longer needed: nothing is cached; the "
+                                    "variable is ignored and can be unset"), file=sys.stderr)
 
 
 class Installer(str, Enum):
@@ -106,31 +122,29 @@ class Format(str, Enum):
     junit = "junit"
 
 
-class ReportFormat(str, Enum):
-    json = "json"
-    markdown = "markdown"
+def _formats(*some: Format) -> type[Enum]:
+    """The --format choices of a command that has only some formats, in this order: an Enum of Format's
+    members, since typer offers an Enum's values as an option's choices."""
+    return Enum("Format", [(f.name, f.value) for f in some], type=str)
 
 
-class TextOrJson(str, Enum):
-    text = "text"
-    json = "json"
+ReportFormat = _formats(Format.json, Format.markdown)
+TextOrJson = _formats(Format.text, Format.json)
+TextJsonMarkdown = _formats(Format.text, Format.json, Format.markdown)
 
 
-class FleetFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-
-
-class ExplainFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
+def _value(chosen: Enum | None) -> str | None:
+    return chosen.value if chosen is not None else None
 
 
 def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
     """--format, or --json (its alias); both at once must agree."""
-    return actions.chosen_format(json_out, chosen.value if chosen is not None else None, default)
+    value = _value(chosen)
+    if json_out and value not in (None, "json"):
+        from doctor.app.language import Msg
+
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=value))
+    return "json" if json_out else (value or default)
 
 
 FromOpt = Annotated[list[Path] | None, typer.Option(
@@ -187,14 +201,19 @@ def check(
       torchdoctor check --no-smoke --require cuda --min-gpus 1 --format github
       torchdoctor check --from collect_env.txt
     """
-    raise typer.Exit(actions.check(
-        python=python, no_smoke=no_smoke, json_out=json_out, table=table, verbose=verbose, quiet=quiet,
-        smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=ignore, from_=from_,
-        output_format=output_format.value if output_format else None, output=output, no_redact=no_redact,
-        require=require, min_gpus=min_gpus, min_compute_capability=min_compute_capability,
-        min_gpu_memory=min_gpu_memory, torch_spec=torch_spec, cuda=cuda, config=config,
-        no_driver_change=no_driver_change, index_url_base=index_url_base, no_cache=no_cache, mirror=mirror, lang=lang,
-    ))
+    from doctor.app.check import run_check
+    from doctor.app.options import CheckOptions
+
+    _use_language(lang, _format(json_out, output_format))
+    _no_cache_notice(no_cache, quiet)
+    raise typer.Exit(run_check(CheckOptions(
+        python=python, smoke=not no_smoke, json=json_out, table=table, verbose=verbose, quiet=quiet,
+        smoke_timeout=smoke_timeout, device=device, strict=strict, ignore=list(ignore or []),
+        inputs=list(from_ or []), format=_value(output_format), output=output, redact=not no_redact,
+        require=list(require or []), min_gpus=min_gpus, min_compute_capability=min_compute_capability,
+        min_gpu_memory=min_gpu_memory, torch=torch_spec, cuda=cuda, config=config,
+        no_driver_change=no_driver_change, index_url_base=index_url_base, mirror=mirror,
+    )))
 
 
 @app.command(short_help="Write a redacted report to attach to a bug ticket.")
@@ -224,12 +243,17 @@ def report(
       torchdoctor report -o report.json
       torchdoctor report --format markdown | xclip -selection clipboard
     """
-    raise typer.Exit(actions.report(
-        output=output, output_format=output_format.value if output_format else None, json_out=json_out,
-        quiet=quiet, no_redact=no_redact, python=python, no_smoke=no_smoke, table=table,
-        smoke_timeout=smoke_timeout, torch_spec=torch_spec, no_driver_change=no_driver_change,
-        index_url_base=index_url_base, no_cache=no_cache, mirror=mirror, lang=lang,
-    ))
+    from doctor.app.check import run_report
+    from doctor.app.options import CheckOptions
+
+    fmt = _format(json_out, output_format, "json")
+    _use_language(lang, fmt)
+    _no_cache_notice(no_cache, quiet)
+    raise typer.Exit(run_report(CheckOptions(
+        python=python, smoke=not no_smoke, table=table, smoke_timeout=smoke_timeout, format=fmt,
+        output=output, redact=not no_redact, quiet=quiet, torch=torch_spec, no_driver_change=no_driver_change,
+        index_url_base=index_url_base, mirror=mirror,
+    )))
 
 
 @app.command(short_help="Carry out the fix plan with pip or uv (--dry-run: only print it).")
@@ -277,10 +301,11 @@ def fix(
     from doctor.app.options import CheckOptions
 
     _use_language(lang, _format(json_out, output_format))
+    _no_cache_notice(no_cache, quiet)
     raise typer.Exit(run_fix(CheckOptions(
         python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
         verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
-        no_driver_change=no_driver_change, cache=not no_cache,
+        no_driver_change=no_driver_change,
     ), FixOptions(
         dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
         no_index=no_index, force=force, restore_file=restore_file, mirror=mirror,
@@ -296,7 +321,7 @@ app.add_typer(fleet_app, name="fleet")
 @fleet_app.command("summarize", short_help="Summarise node reports: counts, odd nodes out, the fix per group.")
 def fleet_summarize(
     reports: Annotated[list[Path], typer.Argument(help="Report files, or folders of *.json reports.")],
-    output_format: Annotated[FleetFormat | None, typer.Option(
+    output_format: Annotated[TextJsonMarkdown | None, typer.Option(
         "--format", help="text (the default: tables), json, or markdown (for a ticket or a wiki page).",
         show_default=False)] = None,
     json_out: JsonOpt = False,
@@ -312,10 +337,19 @@ def fleet_summarize(
       torchdoctor fleet summarize reports/
       torchdoctor fleet summarize reports/ --format markdown -o fleet.md
     """
-    raise typer.Exit(actions.fleet_summarize(
-        reports=reports, output_format=output_format.value if output_format else None, json_out=json_out,
-        markdown=markdown, output=output, quiet=quiet, lang=lang,
-    ))
+    from doctor.app.fleet import summarize_command
+
+    if markdown:
+        if json_out or (output_format is not None and output_format.value != "markdown"):
+            other = "--json" if json_out else f"--format {output_format.value}"
+            from doctor.app.language import Msg
+
+            raise DoctorError(Msg("{other} and --markdown contradict each other: pick one", other=other))
+        output_format = TextJsonMarkdown.markdown
+    fmt = _format(json_out, output_format)
+    _use_language(lang, fmt)
+    raise typer.Exit(summarize_command([str(r) for r in reports], fmt == "json", fmt == "markdown",
+                                       str(output) if output else None, quiet=quiet))
 
 
 @app.command(short_help="Check torch.distributed across N ranks with torchrun.")
@@ -356,8 +390,8 @@ def explain(
     = False,
     python: PythonOpt = None,
     json_out: JsonOpt = False,
-    output_format: Annotated[ExplainFormat | None, typer.Option("--format", help="text (the default), json or "
-                                                                "markdown.", show_default=False)] = None,
+    output_format: Annotated[TextJsonMarkdown | None, typer.Option(
+        "--format", help="text (the default), json or markdown.", show_default=False)] = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_redact: NoRedactOpt = False,
@@ -405,53 +439,12 @@ def list_rules(
     raise typer.Exit(run_rules_listing(_format(json_out, output_format), output))
 
 
-@contextlib.contextmanager
-def _only_the_command(args: list[str]):
-    """typer turns every command's signature into click parameters before it parses anything (~10 ms for the
-    twenty of them). When the first word names a command, only that one is built; when no word names one (the
-    top-level help, --version), the commands are built from their names and help alone. What is printed is the
-    same: a command's usage line names only itself, and the top-level help lists every command."""
-    def name_of(c) -> str:
-        return c.name or c.callback.__name__.lower().replace("_", "-")
-
-    if os.environ.get("_TORCHDOCTOR_COMPLETE"):  # shell completion: click resolves the words itself
-        yield
-        return
-    first = args[0] if args else ""
-    commands = [c for c in app.registered_commands if name_of(c) == first]
-    groups = [g for g in app.registered_groups if g.name == first]
-    saved = app.registered_commands, app.registered_groups
-    if commands or groups:
-        app.registered_commands, app.registered_groups = commands, groups
-    elif not {name_of(c) for c in app.registered_commands} & set(args):
-        import copy
-        import inspect
-
-        def outline(c):
-            stub = copy.copy(c)
-            stub.name, stub.callback = name_of(c), _never_run
-            stub.help = c.help if c.help is not None else inspect.getdoc(c.callback)
-            return stub
-
-        app.registered_commands = [outline(c) for c in app.registered_commands]
-    try:
-        yield
-    finally:
-        app.registered_commands, app.registered_groups = saved
-
-
-def _never_run() -> None:
-    """Stands in for a command in the top-level help, where no command runs."""
-    raise RuntimeError("a command outline was invoked")
-
-
 def run(args: list[str]) -> int:
-    """The command line read by typer: what the fast path (doctor/cli/fast.py) leaves to it. typer's own
-    exceptions end here; the others are the caller's (doctor/cli/__init__.py)."""
+    """The command line read by typer. typer's own exceptions end here; the others are the caller's
+    (doctor/cli/__init__.py)."""
     try:
         # Without standalone mode, click returns a command's typer.Exit code instead of raising it.
-        with _only_the_command(args):
-            result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
+        result = app(args=args, prog_name="torchdoctor", standalone_mode=False)
         if result == exitcodes.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
             print("torchdoctor: interrupted", file=sys.stderr)
         return result if isinstance(result, int) else exitcodes.OK

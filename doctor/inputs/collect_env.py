@@ -14,6 +14,7 @@ import re
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.errors import ReportError
+from doctor.inputs.collect_env_rocm import amd_from_collect_env
 from doctor.model.environment import CollectEnvText, Environment
 from doctor.model.snapshot import (
     NVIDIA_OK,
@@ -105,6 +106,11 @@ def parse_collect_env(text: str) -> Snapshot:
     install = _install(fields, pip, conda, torch_imported, unknowns)
     runtime = _runtime(fields, install, torch_imported, gpu_lines)
     nvidia = _nvidia(fields, gpu_lines, install)
+    amd = amd_from_collect_env(
+        _value(fields.get("hip_compiled_version")), _value(fields.get("hip_runtime_version")),
+        _value(fields.get("miopen_runtime_version")), _value(fields.get("nvidia_gpu_models")),
+        _bool(fields.get("is_cuda_available")), unknowns,
+    )
 
     unknowns += [
         f"nvidia.gpus[].compute_capability: {WHY_NO_CC}",
@@ -131,6 +137,7 @@ def parse_collect_env(text: str) -> Snapshot:
         origin=SOURCE,
         host=host,
         nvidia=nvidia,
+        amd=amd,
         interpreter=interpreter,
         install=install,
         runtime=runtime,

@@ -12,7 +12,9 @@ import types
 from copy import deepcopy
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 
+from doctor.model.amd import Amd, HipKernels
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
+from doctor.model.facts import Fact
 
 # typing (~4 ms to import) only where a report is read back (field_types, _reader, _as_is), not on a check.
 TYPE_CHECKING = False
@@ -23,23 +25,6 @@ if TYPE_CHECKING:
     Reader = Callable[[Any, str], Any]
 
 SNAPSHOT_SCHEMA_VERSION = 1
-
-
-@dataclass(slots=True)
-class Fact:
-    """One value with where it came from, or why it is unknown."""
-
-    value: Any = None
-    source: str = ""  # e.g. "nvml", "nvidia-smi", "/proc/driver/nvidia/version", "table", "user"
-    why: str | None = None  # set when value is None: "nvidia-smi not found", "NVML: Driver Not Loaded", ...
-
-    @property
-    def known(self) -> bool:
-        return self.value is not None
-
-    @classmethod
-    def unknown(cls, why: str, source: str = "") -> Fact:
-        return cls(value=None, source=source, why=why)
 
 
 # --- host -------------------------------------------------------------------------------------
@@ -156,6 +141,7 @@ class Dist:
     has_libtorch_cuda: bool | None = None  # torch only
     has_libtorch_hip: bool | None = None  # torch only
     kernels: BinaryKernels | None = None  # its GPU code, read from its library (None: not read)
+    hip_kernels: HipKernels | None = stated()  # torch's ROCm builds: the targets in libtorch_hip.so
 
 
 @dataclass(slots=True)
@@ -264,6 +250,7 @@ class Snapshot:
     origin: str = "probe"  # "probe", "report", "collect_env"
     host: Host = field(default_factory=Host)
     nvidia: Nvidia = field(default_factory=Nvidia)
+    amd: Amd | None = stated()  # AMD GPUs and ROCm (doctor/model/amd.py); absent in older reports
     interpreter: Interpreter = field(default_factory=Interpreter)
     install: TorchInstall = field(default_factory=TorchInstall)
     runtime: TorchRuntime = field(default_factory=TorchRuntime)
