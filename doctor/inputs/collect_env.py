@@ -103,6 +103,12 @@ def parse_collect_env(text: str) -> Snapshot:
 
     host = _host(fields, unknowns)
     interpreter = _interpreter(fields, unknowns)
+    if host.os == "darwin":
+        # The "Python platform" line is the interpreter's own (x86_64 under Rosetta 2), the CPU section the
+        # Mac's ("Apple M1"): together they tell a translated Python.
+        host.macos = host.os_release or None
+        host.cpu = _cpu_name(text)
+        interpreter.machine = host.machine or None
     install = _install(fields, pip, conda, torch_imported, unknowns)
     runtime = _runtime(fields, install, torch_imported, gpu_lines)
     nvidia = _nvidia(fields, gpu_lines, install)
@@ -188,6 +194,19 @@ def _read_fields(text: str) -> tuple[dict[str, str], list[str], list[str], dict[
                 continue
         current = None
     return fields, gpu_lines, cudnn_paths, libraries
+
+
+_CPU_RE = re.compile(r"^CPU:\s*$")
+
+
+def _cpu_name(text: str) -> str | None:
+    """The first line of collect_env's "CPU:" section (``sysctl -n machdep.cpu.brand_string`` on macOS)."""
+    lines = [_QUOTE_RE.sub("", raw).strip().strip("`").strip() for raw in text[:200_000].splitlines()]
+    for i, line in enumerate(lines):
+        if _CPU_RE.match(line):
+            following = next((n for n in lines[i + 1:i + 3] if n), "")
+            return following if following and ":" not in following else None
+    return None
 
 
 def _value(raw: str | None) -> str | None:

@@ -45,6 +45,13 @@ class Host:
     # Python: what a fix that needs another Python may name (never one that is not here).
     pythons: dict[str, str] = field(default_factory=dict)
     uv: str | None = None
+    # Written only when known: the CPU's name on macOS ("Apple M2 Pro": an x86_64 Python there runs under
+    # Rosetta 2), whether this process is translated by Rosetta, the macOS version ("13.6.1": the wheels'
+    # floor), and the Intel display devices on the PCI bus ("0x56a0": discrete ones are a reason for xpu).
+    cpu: str | None = stated()
+    translated: bool | None = stated()
+    macos: str | None = stated()
+    intel_gpus: list[str] | None = stated()
 
     @property
     def platform(self) -> str:
@@ -101,6 +108,7 @@ class Interpreter:
     prefix: str = ""
     env_kind: str = ""  # "venv", "uv-venv", "conda", "conda-base", "system"
     externally_managed: bool = False  # PEP 668 marker and not a venv
+    machine: str | None = stated()  # the interpreter's platform.machine() ("x86_64" under Rosetta 2)
     error: str | None = None  # inspector could not run: why (one line)
     # written only when stated (reports from before 0.2 lack them; that is not a missing fact):
     error_lines: list[str] | None = stated()  # what it printed that says why (stderr, frames dropped)

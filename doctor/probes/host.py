@@ -80,6 +80,13 @@ def probe_host(
         env = os.environ if env is None else env
         host.wsl = bool(read_wsl_markers(root, env))
         host.container = detect_container(root, env)[0]
+        from doctor.probes.intel import read_pci_intel_displays
+
+        host.intel_gpus = read_pci_intel_displays(root) or None  # none: nothing to write
+    elif system == "darwin":
+        from doctor.probes.apple import read_macos
+
+        host.cpu, host.translated, host.macos = read_macos("darwin")
     env = os.environ if env is None else env
     host.scheduler = detect_scheduler(env)
     host.pythons, host.uv = find_pythons(env)

@@ -158,6 +158,7 @@ def parse_inspector_output(
         implementation=str(raw.get("implementation") or ""),
         bits=raw.get("bits") if isinstance(raw.get("bits"), int) else None,
         free_threaded=bool(raw.get("free_threaded")),
+        machine=raw.get("machine") if isinstance(raw.get("machine"), str) else None,
         prefix=str(raw.get("prefix") or ""),
         env_kind=str(raw.get("env_kind") or ""),
         externally_managed=bool(raw.get("externally_managed")),

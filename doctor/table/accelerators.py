@@ -9,7 +9,6 @@ Pure: stdlib + packaging, no subprocess, no environment.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass
@@ -209,19 +208,13 @@ def default_accelerators_path() -> Path:
 
 
 def load_accelerators(path: str | Path | None = None) -> AcceleratorTable:
-    """Load and validate the accelerator table (None = the bundled one). Cached per path and mtime."""
+    """Load and validate the accelerator table (None = the bundled one). ``load_table`` loads it once beside
+    the compat table (``table.accelerators``)."""
     resolved = Path(path).expanduser() if path is not None else default_accelerators_path()
     try:
-        resolved = resolved.resolve()
-        stat = resolved.stat()
+        path = str(resolved.resolve(strict=True))
     except OSError as exc:
         raise TableError(f"accelerator table {resolved}: cannot read: {exc.strerror or exc}") from None
-    return _load_cached(str(resolved), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_cached(path: str, mtime_ns: int, size: int) -> AcceleratorTable:
-    del mtime_ns, size  # cache keys only: an edited file is read again
     try:
         text = read_bytes(path, MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError, FileRefused) as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from doctor.errors import TableError
 from doctor.model.files import FileRefused, read_bytes
+from doctor.table.accelerators import load_accelerators
 from doctor.table.compat import CompatTable
 from doctor.table.files import bundled
 from doctor.table.parse import CONFIDENCES, PLATFORMS, SCHEMA_VERSION, _Parser
@@ -59,6 +60,10 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
     except RecursionError:
         raise TableError(f"compat table {path}: JSON nested too deeply") from None
     try:
-        return _Parser(path).table(data)
+        table = _Parser(path).table(data)
     except (ValueError, RecursionError) as exc:  # a number past CPython's 4,300-digit limit, say
         raise TableError(f"compat table {path}: {str(exc).splitlines()[0][:200]}") from None
+    # The accelerator facts travel with the table: an accelerators.json beside a --table file, else the bundled one.
+    beside = Path(path).with_name("accelerators.json")
+    table.accelerators = load_accelerators(beside if beside.is_file() else None)
+    return table

@@ -128,6 +128,8 @@ def describe_interpreter():
         "pyvenv_cfg": pyvenv_cfg,
         "sys_path": list(sys.path),
         "user_site": user_site,
+        # macOS only: an x86_64 interpreter on Apple silicon runs under Rosetta 2 (no MPS, no arm64 wheels)
+        "machine": os.uname().machine if sys.platform == "darwin" else None,
     }
 
 
