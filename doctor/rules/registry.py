@@ -3,6 +3,6 @@ fails to import fails loudly, so no rule can vanish without a word."""
 
 from __future__ import annotations
 
-from doctor.rules import core, hazards, runtime, wanted
+from doctor.rules import apple, core, hazards, rocm, runtime, wanted, xpu
 
-RULES = [*core.RULES, *wanted.RULES, *runtime.RULES, *hazards.RULES]
+RULES = [*core.RULES, *rocm.RULES, *xpu.RULES, *apple.RULES, *wanted.RULES, *runtime.RULES, *hazards.RULES]

@@ -1,0 +1,291 @@
+"""AMD GPUs and ROCm: whether the runtime can open the GPUs at all (device files), whether the installed torch
+is a ROCm build where an AMD GPU is the only GPU, and whether that build holds each GPU's processor, natively
+or through HSA_OVERRIDE_GFX_VERSION. The facts are the AMD probe's (doctor/model/amd.py) and the processors a
+build holds come from its libtorch_hip.so when it was read, else from the accelerator table; each finding
+says which (doctor/compat/accelerators.py).
+"""
+
+from __future__ import annotations
+
+from doctor.compat.accelerators import (
+    BY_OVERRIDE,
+    MISSING,
+    NATIVE,
+    OVERRIDE_POSSIBLE,
+    UNKNOWN,
+    WRONG_OVERRIDE,
+    accelerators,
+    amd_processors,
+    judge_rocm,
+    override_value,
+    rocm_build_targets,
+)
+from doctor.compat.builds import torch_build
+from doctor.model.amd import AMD_NO_DEVICE, AMD_NO_PERMISSION
+from doctor.model.findings import ERROR, INFO, INSTALL, SHELL, WARNING, Action, Finding, Fix
+from doctor.model.i18n import Msg
+from doctor.rules import Rule, skipped, unknown, without_torch
+
+OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
+DOCKER_FLAGS = "--device /dev/kfd --device /dev/dri --group-add video --group-add render"
+ROCM_DOCS = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html"
+THE_ROCK = "https://github.com/ROCm/TheRock/blob/main/RELEASES.md"
+
+
+def _nvidia_gpus(snap) -> bool:
+    return bool(snap.nvidia.gpus) or bool(snap.nvidia.pci_devices)
+
+
+def _only_amd(snap, table):
+    """The AMD processors, when an AMD GPU is the machine's GPU (an NVIDIA GPU beside an AMD APU is judged by
+    the CUDA rules); else the reason to skip."""
+    amd = snap.amd
+    if amd is None:
+        return None, skipped(Msg("no AMD facts (not probed on this machine)"))
+    if not amd.gpus:
+        return None, skipped(Msg("no AMD GPU"))
+    if _nvidia_gpus(snap):
+        return None, skipped(Msg("an NVIDIA GPU is here: the CUDA rules judge the build"))
+    return amd_processors(snap, accelerators(table)), None
+
+
+def _gpu_text(procs) -> str:
+    parts = []
+    for p in procs:
+        name = p.name or Msg("AMD GPU")
+        parts.append(f"GPU {p.index} {name} ({p.gfx})" if p.gfx else f"GPU {p.index} {name}")
+    return ", ".join(parts)
+
+
+# --- device files ------------------------------------------------------------------------------------------
+
+
+def check_amd_devices(snap, table) -> list[Finding]:
+    amd = snap.amd
+    if amd is None or not amd.gpus:
+        return skipped(Msg("no AMD GPU"))
+    if _nvidia_gpus(snap):
+        return skipped(Msg("an NVIDIA GPU is here"))
+    ev = {"amd.status": amd.status, "amd.detail": amd.detail,
+          "device_nodes": [{"path": d.path, "exists": d.exists, "readable": d.readable, "writable": d.writable,
+                            "group": d.group, "in_group": d.in_group} for d in amd.device_nodes]}
+    if amd.status == AMD_NO_DEVICE:
+        container = snap.host.container
+        where = Msg("this {kind} container", kind=container) if container else Msg("this machine")
+        return [Finding(
+            "amd-no-device-files", ERROR,
+            Msg("the ROCm runtime cannot open the AMD GPU: /dev/kfd or /dev/dri is missing in {where}", where=where),
+            Msg("{detail}. The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render node "
+                "under /dev/dri; without them torch.cuda.is_available() is False (\"No HIP GPUs are available\").",
+                detail=amd.detail),
+            ev, Fix(Msg("Start the container with the AMD device files and their groups."),
+                    actions=[Action(SHELL, text=f"docker run {DOCKER_FLAGS} <image> ...  # podman: the same flags")],
+                    links=[ROCM_DOCS]),
+        )]
+    if amd.status == AMD_NO_PERMISSION:
+        refused = [d for d in amd.device_nodes if d.exists and not (d.readable and d.writable)]
+        groups = sorted({d.group for d in refused if d.group} or {"render", "video"})
+        return [Finding(
+            "amd-device-permission", ERROR,
+            Msg("this user may not open the AMD GPU's device files ({paths})",
+                paths=", ".join(d.path for d in refused)),
+            Msg("{detail}. ROCm needs read and write access to /dev/kfd and the render node; members of their "
+                "group have it.", detail=amd.detail),
+            ev, Fix(Msg("Add the user to the group that owns them, then log out and in again."),
+                    actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
+                             Action(SHELL, text=f"sudo usermod -aG {','.join(groups)} $USER")],
+                    links=[ROCM_DOCS]),
+        )]
+    return []
+
+
+# --- a build that is not ROCm on an AMD GPU -------------------------------------------------------------------
+
+
+def _newest_rocm_for(table, snap, gfxs):
+    """(torch patch, variant, table row) of the newest release whose ROCm wheel holds every processor, for this
+    platform and Python; None when none does."""
+    acc = accelerators(table)
+    platform = snap.host.platform
+    python = snap.interpreter.version or None
+    for release in reversed(getattr(table, "releases", ())):
+        if python and not release.supports_python(python):
+            continue
+        variants = [v for v in release.recommendable_variants(platform) if v.startswith("rocm")]
+        rows = [acc.rocm_targets(release.minor + ".0", v) for v in variants]
+        rows = [r for r in rows if r is not None and all(r.covers(g) for g in gfxs)]
+        if rows:
+            row = sorted(rows, key=lambda r: [int(x) for x in r.variant[4:].split(".")], reverse=True)[0]
+            return release.latest.torch, row.variant, row
+    return None
+
+
+def check_amd_build_kind(snap, table) -> list[Finding]:
+    build = torch_build(snap)
+    if build is None:
+        return without_torch(snap)
+    procs, skip = _only_amd(snap, table)
+    if skip is not None:
+        return skip
+    if build.kind == "rocm":
+        return []
+    if build.kind not in ("cpu", "cuda"):
+        return skipped(Msg("torch {label} is a {kind} build", label=build.label, kind=build.kind))
+    gfxs = tuple(dict.fromkeys(p.gfx for p in procs if p.gfx))
+    if not gfxs:
+        return unknown(Msg("the AMD GPU's processor is not known: {why}", why=procs[0].source if procs else "-"))
+    acc = accelerators(table)
+    wanted = tuple(dict.fromkeys(_runnable_as(acc, g) for g in gfxs))
+    newest = _newest_rocm_for(table, snap, wanted)
+    ev = {"torch": build.label, "gpus": _gpu_text(procs), "gfx.source": [p.source for p in procs],
+          "gfx.confidence": [p.confidence for p in procs]}
+    what = Msg("a CUDA build") if build.kind == "cuda" else Msg("a CPU-only build")
+    title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label, what=what)
+    if newest is None:
+        detail = Msg("torch {label} cannot use {gpus}, and no ROCm wheel on download.pytorch.org (as far as the "
+                     "accelerator table knows) holds {gfx}. AMD's TheRock builds publish wheels per GPU "
+                     "family; building torch with PYTORCH_ROCM_ARCH={gfx} is the other way.",
+                     label=build.label, gpus=_gpu_text(procs), gfx=",".join(gfxs))
+        severity = ERROR if build.kind == "cuda" else INFO
+        return [Finding("torch-not-rocm-build", severity, title, detail, ev,
+                        Fix(Msg("Use a ROCm build made for this GPU (AMD TheRock, or built from source)."),
+                            links=[THE_ROCK]))]
+    torch, variant, row = newest
+    override = [g for g in gfxs if g not in wanted]
+    detail = Msg("torch {label} cannot use {gpus}: {what} has no HIP code. The ROCm builds of torch run on "
+                 "AMD GPUs; torch {torch}+{variant} holds {held} ({source}, {confidence}).",
+                 label=build.label, gpus=_gpu_text(procs), what=what, torch=torch, variant=variant,
+                 held=", ".join(wanted), source=row.source, confidence=row.confidence)
+    if override:
+        detail += Msg(" {gfx} runs it only with {var}={value} (reported working: {report}).", gfx=", ".join(override),
+                      var=OVERRIDE, value=override_value(wanted[0]) or "?",
+                      report=acc.hsa_override(override[0]).source)
+    ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source,
+           "rocm.targets.confidence": row.confidence}
+    return [Finding("torch-not-rocm-build", ERROR, title, detail, ev,
+                    Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
+                        actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
+
+
+def _runnable_as(acc, gfx: str) -> str:
+    """The processor a GPU runs a wheel as: its own when some wheel holds it, else the sibling people reported
+    working through HSA_OVERRIDE_GFX_VERSION (gfx1031 -> gfx1030)."""
+    if acc.rocm_builds_for(gfx):
+        return gfx
+    row = acc.hsa_override(gfx)
+    if row is not None and row.reported == "works" and row.sibling and acc.rocm_builds_for(row.sibling):
+        return row.sibling
+    return gfx
+
+
+# --- a ROCm build against the GPU's processor --------------------------------------------------------------
+
+
+def check_rocm_targets(snap, table) -> list[Finding]:
+    build = torch_build(snap)
+    if build is None:
+        return without_torch(snap)
+    if build.kind != "rocm":
+        return skipped(Msg("not a ROCm build of torch ({kind})", kind=build.kind))
+    procs, skip = _only_amd(snap, table)
+    if skip is not None:
+        return skip
+    acc = accelerators(table)
+    targets = rocm_build_targets(snap, acc, build.version, build.variant or build.local)
+    if targets is None:
+        return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was not "
+                           "read and the accelerator table has no row for it", label=build.label))
+    claimed = snap.amd.override.value if snap.amd.override.known else None
+    raw = snap.amd.variables.get(OVERRIDE)
+    findings: list[Finding] = []
+    where = Msg("read from its libtorch_hip.so") if targets.from_binary else \
+        Msg("from the accelerator table, {confidence}", confidence=targets.confidence)
+    held = ", ".join(targets.gfx)
+    base_ev = {"torch": build.label, "targets": list(targets.gfx), "targets.source": targets.source,
+               "targets.from_binary": targets.from_binary, "targets.confidence": targets.confidence,
+               OVERRIDE: raw}
+    unknown_gpus = []
+    for proc in procs:
+        verdict = judge_rocm(proc.gfx, targets, claimed, acc)
+        ev = base_ev | {"gpu": proc.index, "gfx": proc.gfx, "gfx.source": proc.source}
+        gpu = _gpu_text([proc])
+        if verdict.kind in (NATIVE, BY_OVERRIDE):
+            continue
+        if verdict.kind == UNKNOWN:
+            unknown_gpus.append(gpu)
+            continue
+        if verdict.kind == WRONG_OVERRIDE:
+            fix_line, fix_text = _override_fix(proc.gfx, targets, acc)
+            findings.append(Finding(
+                "hsa-override-wrong", ERROR,
+                Msg("{var}={raw} makes {gpu} claim {claimed}, which torch {label} does not hold",
+                    var=OVERRIDE, raw=raw, gpu=gpu, claimed=verdict.claimed, label=build.label),
+                Msg("The ROCm runtime loads the code for {claimed} instead of the GPU's own; torch {label} holds "
+                    "{held} ({where}). HIP fails with \"HSA_STATUS_ERROR_INVALID_ISA\" or \"invalid device "
+                    "function\".", claimed=verdict.claimed, label=build.label, held=held, where=where),
+                ev, Fix(fix_text, actions=[Action(SHELL, text=fix_line)] if fix_line else [])))
+        elif verdict.kind == OVERRIDE_POSSIBLE:
+            row = verdict.override
+            findings.append(Finding(
+                "rocm-gfx-needs-override", WARNING,
+                Msg("torch {label} holds no code for {gpu}; it runs with {var}={value}",
+                    label=build.label, gpu=gpu, var=OVERRIDE, value=row.override),
+                Msg("torch {label} was built for {held} ({where}), not {gfx}. Without the override HIP fails with "
+                    "\"invalid device function\". {var}={value} makes the GPU load the {sibling} code; that was "
+                    "reported working ({report}, {confidence}).", label=build.label, held=held, where=where,
+                    gfx=proc.gfx, var=OVERRIDE, value=row.override, sibling=row.sibling, report=row.source,
+                    confidence=row.confidence),
+                ev | {"override": row.override, "override.report": row.source},
+                Fix(Msg("Set {var} before starting Python (a shell profile or the service's environment keeps it).",
+                        var=OVERRIDE),
+                    actions=[Action(SHELL, text=f"export {OVERRIDE}={row.override}")])))
+        elif verdict.kind == MISSING:
+            newest = _newest_rocm_for(table, snap, (proc.gfx,))
+            row = verdict.override
+            tail = ""
+            if row is not None and row.override and row.reported != "works":
+                tail = Msg(" {var}={value} ({sibling}) is no way out: reported {reported} ({report}).",
+                           var=OVERRIDE, value=row.override, sibling=row.sibling, reported=row.reported,
+                           report=row.source)
+            if newest:
+                torch, variant, trow = newest
+                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).", torch=torch,
+                              variant=variant, gfx=proc.gfx),
+                          actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
+            else:
+                fix = Fix(Msg("No ROCm wheel on download.pytorch.org holds {gfx}: use AMD's TheRock builds for "
+                              "this GPU family, or build torch with PYTORCH_ROCM_ARCH={gfx}.", gfx=proc.gfx),
+                          links=[THE_ROCK])
+            findings.append(Finding(
+                "rocm-gfx-unsupported", ERROR,
+                Msg("torch {label} holds no code for {gpu}", label=build.label, gpu=gpu),
+                Msg("torch {label} was built for {held} ({where}), not {gfx}: HIP fails with \"invalid device "
+                    "function\" or torch.cuda.is_available() is False.", label=build.label, held=held, where=where,
+                    gfx=proc.gfx) + tail,
+                ev, fix))
+    if unknown_gpus and not findings:
+        return unknown(Msg("the processor of {gpus} is not known", gpus=", ".join(unknown_gpus)))
+    return findings
+
+
+def _override_fix(gfx: str | None, targets, acc):
+    """What to do about a wrong HSA_OVERRIDE_GFX_VERSION: unset it when the build holds the GPU's own
+    processor, else set the sibling people reported working, else unset it (and the plan says which build)."""
+    if gfx and gfx in targets.gfx:
+        return f"unset {OVERRIDE}", Msg("Unset {var}: torch holds this GPU's own code.", var=OVERRIDE)
+    row = acc.hsa_override(gfx) if gfx else None
+    if row is not None and row.reported == "works" and row.sibling in targets.gfx:
+        return (f"export {OVERRIDE}={row.override}",
+                Msg("Set {var}={value}, the sibling reported working ({report}).", var=OVERRIDE,
+                    value=row.override, report=row.source))
+    return f"unset {OVERRIDE}", Msg("Unset {var}; the build this GPU needs is in the fix plan.", var=OVERRIDE)
+
+
+RULES = [
+    Rule("amd-devices", Msg("the ROCm runtime can open the AMD GPUs (/dev/kfd, /dev/dri)"), check_amd_devices,
+         ("amd-no-device-files", "amd-device-permission")),
+    Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is AMD's"), check_amd_build_kind,
+         ("torch-not-rocm-build",)),
+    Rule("rocm-targets", Msg("the ROCm build holds every AMD GPU's processor"), check_rocm_targets,
+         ("rocm-gfx-unsupported", "rocm-gfx-needs-override", "hsa-override-wrong")),
+]
