@@ -133,6 +133,17 @@ def rocm_variants_covering(release, platform: str, gfxs: tuple[str, ...], acc: A
     return sorted(out, key=lambda v: version_tuple(v[len("rocm"):]) or (0,), reverse=True)
 
 
+def runnable_as(acc: AcceleratorTable, gfx: str) -> str:
+    """The processor a GPU runs a wheel as: its own when some wheel holds it, else the sibling people reported
+    working through HSA_OVERRIDE_GFX_VERSION (gfx1031 -> gfx1030)."""
+    if acc.rocm_builds_for(gfx):
+        return gfx
+    row = acc.hsa_override(gfx)
+    if row is not None and row.reported == "works" and row.sibling and acc.rocm_builds_for(row.sibling):
+        return row.sibling
+    return gfx
+
+
 def rocm_row_confidence(acc: AcceleratorTable, minor: str, variant: str) -> str | None:
     row = acc.rocm_targets(minor + ".0", variant)
     return row.confidence if row else None

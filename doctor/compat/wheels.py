@@ -14,6 +14,14 @@ from dataclasses import dataclass, field, replace
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from doctor.compat.accelerators import (
+    accelerators,
+    amd_processors,
+    intel_discrete_gpus,
+    macos_problem,
+    rocm_variants_covering,
+    runnable_as,
+)
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
@@ -42,6 +50,12 @@ class Machine:
     driver_max_cuda: str | None
     installed_variant: str | None = None  # "cu126", "rocm6.3", "cpu": kept when it still fits
     free_threaded: bool = False  # a free-threaded build (Py_GIL_DISABLED): only "3.13t"-style wheels install
+    # Other vendors' GPUs (doctor/compat/accelerators.py): the processors AMD GPUs run ROCm wheels as ("gfx1100";
+    # gfx1031 runs the gfx1030 code), a discrete Intel GPU the xpu wheel runs on, and the macOS version the
+    # wheels' platform tags are compared with.
+    amd_gfx: tuple[str, ...] = ()
+    intel_xpu: bool = False
+    macos: str | None = None
 
 
 def machine_from_snapshot(snap: Snapshot) -> Machine:
@@ -59,7 +73,21 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
         installed_variant=build.variant if (build := torch_build(snap)) else None,
         free_threaded=bool(snap.interpreter.free_threaded),
+        amd_gfx=amd_runnable(snap) if not present else (),
+        intel_xpu=bool(intel_discrete_gpus(snap, accelerators(None))),
+        macos=snap.host.macos,
     )
+
+
+def amd_runnable(snap: Snapshot) -> tuple[str, ...]:
+    """The processors this machine's AMD GPUs run ROCm wheels as (a GPU no wheel holds runs its sibling's code
+    where people reported HSA_OVERRIDE_GFX_VERSION working)."""
+    acc = accelerators(None)
+    out = []
+    for proc in amd_processors(snap, acc):
+        if proc.gfx:
+            out.append(runnable_as(acc, proc.gfx))
+    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +197,10 @@ def wanted_variants(release, machine: Machine) -> list[str]:
     variants = list(release.recommendable_variants(machine.platform))
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
+    if machine.amd_gfx:  # the ROCm wheels that hold every AMD GPU's processor, newest ROCm first
+        return rocm_variants_covering(release, machine.platform, machine.amd_gfx, accelerators(None))
+    if machine.intel_xpu:
+        return [v for v in variants if v == "xpu"]
     installed = machine.installed_variant or ""
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):
@@ -214,7 +246,8 @@ def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driv
     # fitting variants (else it ranks like none).
     m, ccs = machine, machine.gpu_ccs if ccs is None else tuple(ccs)
     facts = (table, id(release), id(patch), need_driver, m.platform, m.os, m.nvidia_present,
-             None if m.nvidia_present else m.installed_variant, m.driver_version, m.driver_max_cuda, ccs)
+             None if m.nvidia_present else m.installed_variant, m.driver_version, m.driver_max_cuda, ccs,
+             m.amd_gfx, m.intel_xpu)
     good = _BEST.get(facts)
     if good is None or good[0] is not release or good[1] is not patch:
         good = _keep(facts, (release, patch, _good_fits(table, release, patch, machine, ccs, need_driver)))
@@ -371,11 +404,17 @@ def in_spec(spec, version: str) -> bool:
 
 
 def usable_patch(release, machine: Machine, spec=None):
-    """The newest patch of ``release`` that the specifier allows and that has a wheel for this Python."""
+    """The newest patch of ``release`` that the specifier allows and that has a wheel for this Python (and, on
+    macOS, for this macOS version)."""
     for patch in reversed(release.patches):
-        if in_spec(spec, patch.torch) and python_ok(release, machine, patch):
+        if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and os_ok(machine, patch.torch):
             return patch
     return None
+
+
+def os_ok(machine: Machine, version: str) -> bool:
+    """Whether the wheels of torch ``version`` install on this OS version (macOS: the wheel tag's floor)."""
+    return macos_problem(accelerators(None), version, machine.platform, machine.macos) is None
 
 
 # Why a version that was asked for cannot be installed here (Choice.unavailable)
@@ -383,6 +422,7 @@ NO_SUCH_VERSION = "no-such-version"  # no release in the table matches the speci
 NO_PLATFORM = "platform"  # it publishes no wheel for this OS and architecture
 NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
+NO_OS = "os"  # its wheels need a newer OS than this one (macOS: the platform tag's floor)
 
 
 @dataclass(slots=True)
@@ -433,16 +473,16 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
     # serves 1 to 8 GPUs of a model. A plain tuple as the key: cheaper to hash than a Machine.
     m = machine
     key = (m.platform, m.os, m.python, _distinct(m.gpu_ccs), m.nvidia_present, m.driver_version, m.driver_max_cuda,
-           m.installed_variant, m.free_threaded)
+           m.installed_variant, m.free_threaded, m.amd_gfx, m.intel_xpu, m.macos)
     return _choose_keyed(table, key, installed_version, _distinct(ccs), wanted)
 
 
 @functools.lru_cache(maxsize=4096)  # pure: the rules and the plan ask it the same questions, and so do fleets
 def _choose_keyed(table, key: tuple, installed_version: str | None, ccs, wanted: str | None) -> Choice:
-    platform, os_, python, gpu_ccs, present, driver, driver_max, variant, free_threaded = key
+    platform, os_, python, gpu_ccs, present, driver, driver_max, variant, free_threaded, amd, intel, macos = key
     machine = Machine(platform=platform, os=os_, python=python, gpu_ccs=gpu_ccs, gpu_count=0, nvidia_present=present,
                       driver_version=driver, driver_max_cuda=driver_max, installed_variant=variant,
-                      free_threaded=free_threaded)
+                      free_threaded=free_threaded, amd_gfx=amd, intel_xpu=intel, macos=macos)
     return _choose(table, machine, installed_version, ccs, wanted)
 
 
@@ -451,7 +491,7 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):
         return _choose_wanted(table, machine, spec, ccs)
-    usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted))
+    usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted, machine.macos))
     if not usable:
         return Choice(None, None, None, f"no torch release in the table has wheels for Python "
                       f"{python_label(machine)} on {machine.platform}")
@@ -512,9 +552,10 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
 
 
 @functools.lru_cache(maxsize=1024)  # every new machine asks it; it reads the platform, the Python and the specifier
-def _usable(table, platform: str, python: str | None, free_threaded: bool, wanted: str | None) -> tuple:
+def _usable(table, platform: str, python: str | None, free_threaded: bool, wanted: str | None,
+            macos: str | None = None) -> tuple:
     """(release, newest usable patch) on this platform for this Python, oldest release first."""
-    machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded)  # what python_ok reads
+    machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded, macos=macos)
     spec = public_spec(wanted)
     return tuple((r, p) for r in table.releases if r.variants_for(platform) and (p := usable_patch(r, machine, spec)))
 
@@ -538,6 +579,13 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     if not here:
         return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
                       unavailable=NO_PLATFORM, nearest=_nearest(fitting, first), asked=first)
+    on_os = [(r, p) for r, p in here if os_ok(machine, p.torch)]
+    if not on_os:
+        why = macos_problem(accelerators(None), here[0][1].torch, machine.platform, machine.macos)
+        nearest = _nearest(fitting, first)
+        reason = why + (f"; torch {nearest.wheel.torch} is the newest release that installs here" if nearest else "")
+        return Choice(None, None, None, reason, unavailable=NO_OS, nearest=nearest, asked=first)
+    here = on_os
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
     if not usable:
         release, patch = here[0]

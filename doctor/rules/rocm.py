@@ -7,6 +7,8 @@ says which (doctor/compat/accelerators.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from doctor.compat.accelerators import (
     BY_OVERRIDE,
     MISSING,
@@ -19,6 +21,7 @@ from doctor.compat.accelerators import (
     judge_rocm,
     override_value,
     rocm_build_targets,
+    runnable_as,
 )
 from doctor.compat.builds import torch_build
 from doctor.model.amd import AMD_NO_DEVICE, AMD_NO_PERMISSION
@@ -46,7 +49,8 @@ def _only_amd(snap, table):
         return None, skipped(Msg("no AMD GPU"))
     if _nvidia_gpus(snap):
         return None, skipped(Msg("an NVIDIA GPU is here: the CUDA rules judge the build"))
-    return amd_processors(snap, accelerators(table)), None
+    acc = accelerators(table)
+    return _named(amd_processors(snap, acc), acc), None
 
 
 def _gpu_text(procs) -> str:
@@ -55,6 +59,19 @@ def _gpu_text(procs) -> str:
         name = p.name or Msg("AMD GPU")
         parts.append(f"GPU {p.index} {name} ({p.gfx})" if p.gfx else f"GPU {p.index} {name}")
     return ", ".join(parts)
+
+
+def _named(procs, acc):
+    """Where no ROCm tool named a GPU, the pci.ids name of its device id from the accelerator table."""
+    out = []
+    for p in procs:
+        row = acc.amd_gpu(p.pci_id) if not p.name and p.pci_id else None
+        out.append(replace(p, name=f"AMD {row.name}") if row else p)
+    return out
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 # --- device files ------------------------------------------------------------------------------------------
@@ -75,9 +92,9 @@ def check_amd_devices(snap, table) -> list[Finding]:
         return [Finding(
             "amd-no-device-files", ERROR,
             Msg("the ROCm runtime cannot open the AMD GPU: /dev/kfd or /dev/dri is missing in {where}", where=where),
-            Msg("{detail}. The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render node "
+            Msg("{detail} The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render node "
                 "under /dev/dri; without them torch.cuda.is_available() is False (\"No HIP GPUs are available\").",
-                detail=amd.detail),
+                detail=_sentence(amd.detail)),
             ev, Fix(Msg("Start the container with the AMD device files and their groups."),
                     actions=[Action(SHELL, text=f"docker run {DOCKER_FLAGS} <image> ...  # podman: the same flags")],
                     links=[ROCM_DOCS]),
@@ -89,8 +106,8 @@ def check_amd_devices(snap, table) -> list[Finding]:
             "amd-device-permission", ERROR,
             Msg("this user may not open the AMD GPU's device files ({paths})",
                 paths=", ".join(d.path for d in refused)),
-            Msg("{detail}. ROCm needs read and write access to /dev/kfd and the render node; members of their "
-                "group have it.", detail=amd.detail),
+            Msg("{detail} ROCm needs read and write access to /dev/kfd and the render node; members of their "
+                "group have it.", detail=_sentence(amd.detail)),
             ev, Fix(Msg("Add the user to the group that owns them, then log out and in again."),
                     actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
                              Action(SHELL, text=f"sudo usermod -aG {','.join(groups)} $USER")],
@@ -135,7 +152,7 @@ def check_amd_build_kind(snap, table) -> list[Finding]:
     if not gfxs:
         return unknown(Msg("the AMD GPU's processor is not known: {why}", why=procs[0].source if procs else "-"))
     acc = accelerators(table)
-    wanted = tuple(dict.fromkeys(_runnable_as(acc, g) for g in gfxs))
+    wanted = tuple(dict.fromkeys(runnable_as(acc, g) for g in gfxs))
     newest = _newest_rocm_for(table, snap, wanted)
     ev = {"torch": build.label, "gpus": _gpu_text(procs), "gfx.source": [p.source for p in procs],
           "gfx.confidence": [p.confidence for p in procs]}
@@ -153,9 +170,9 @@ def check_amd_build_kind(snap, table) -> list[Finding]:
     torch, variant, row = newest
     override = [g for g in gfxs if g not in wanted]
     detail = Msg("torch {label} cannot use {gpus}: {what} has no HIP code. The ROCm builds of torch run on "
-                 "AMD GPUs; torch {torch}+{variant} holds {held} ({source}, {confidence}).",
-                 label=build.label, gpus=_gpu_text(procs), what=what, torch=torch, variant=variant,
-                 held=", ".join(wanted), source=row.source, confidence=row.confidence)
+                 "AMD GPUs; the newest that holds {held} is torch {torch}+{variant} (accelerator table, "
+                 "{confidence}).", label=build.label, gpus=_gpu_text(procs), what=what, torch=torch,
+                 variant=variant, held=", ".join(wanted), confidence=row.confidence)
     if override:
         detail += Msg(" {gfx} runs it only with {var}={value} (reported working: {report}).", gfx=", ".join(override),
                       var=OVERRIDE, value=override_value(wanted[0]) or "?",
@@ -165,17 +182,6 @@ def check_amd_build_kind(snap, table) -> list[Finding]:
     return [Finding("torch-not-rocm-build", ERROR, title, detail, ev,
                     Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
                         actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
-
-
-def _runnable_as(acc, gfx: str) -> str:
-    """The processor a GPU runs a wheel as: its own when some wheel holds it, else the sibling people reported
-    working through HSA_OVERRIDE_GFX_VERSION (gfx1031 -> gfx1030)."""
-    if acc.rocm_builds_for(gfx):
-        return gfx
-    row = acc.hsa_override(gfx)
-    if row is not None and row.reported == "works" and row.sibling and acc.rocm_builds_for(row.sibling):
-        return row.sibling
-    return gfx
 
 
 # --- a ROCm build against the GPU's processor --------------------------------------------------------------
