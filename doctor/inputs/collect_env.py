@@ -106,7 +106,9 @@ def parse_collect_env(text: str) -> Snapshot:
     if host.os == "darwin":
         # The "Python platform" line is the interpreter's own (x86_64 under Rosetta 2), the CPU section the
         # Mac's ("Apple M1"): together they tell a translated Python.
-        host.macos = host.os_release or None
+        # "OS: macOS 15.3 (x86_64)" is the real version; the platform line may say 10.16 (an old SDK's view)
+        said = re.match(r"^macOS\s+([\d.]+)", _value(fields.get("os")) or "")
+        host.macos = said.group(1) if said else host.os_release or None
         host.cpu = _cpu_name(text)
         interpreter.machine = host.machine or None
     install = _install(fields, pip, conda, torch_imported, unknowns)

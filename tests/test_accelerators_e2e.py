@@ -1,0 +1,200 @@
+"""End to end through the real CLI: AMD (ROCm), Intel (XPU) and Apple machines (issue 28).
+
+Each Linux machine is a real venv holding a metadata-only torch (tests/fakeenv.py) and a TORCHDOCTOR_SYSROOT with
+the PCI bus, the KFD topology (/sys/class/kfd) and the device files (/dev/kfd, /dev/dri). No ROCm tool is on PATH,
+so the GPU's name comes from the accelerator table's PCI row and the build's processors from its table row (the
+fake torch has no libtorch_hip.so). The Macs are collect_env texts from public pytorch issues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakeenv import make_fake_env
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+COLLECT_ENV = REPO / "tests" / "fixtures" / "collect_env"
+PYTORCH = "https://download.pytorch.org/whl"
+
+RX7900XTX = ("0x1002", "0x744c", 110000)  # Navi 31, gfx1100
+RX6700XT = ("0x1002", "0x73df", 100301)  # Navi 22, gfx1031
+ARC_A770 = ("0x8086", "0x56a0", None)  # DG2-G10
+
+
+class Machine:
+    """A fake Linux machine with one GPU on the PCI bus; ``kfd``: the KFD topology lists it; ``devices``: /dev/kfd
+    and its render node exist."""
+
+    def __init__(self, root: Path, torch: str, gpu: tuple, *, hip: str | None = None, cuda: str | None = None,
+                 devices: bool = True):
+        self.root = root
+        self.python = str(make_fake_env(root / "venv", torch=torch, cuda=cuda, hip=hip))
+        self.sysroot = root / "sysroot"
+        vendor, device, target_version = gpu
+        pci = self.sysroot / "sys/bus/pci/devices/0000:03:00.0"
+        pci.mkdir(parents=True)
+        (pci / "vendor").write_text(vendor + "\n")
+        (pci / "class").write_text("0x030000\n")
+        (pci / "device").write_text(device + "\n")
+        if target_version:
+            nodes = self.sysroot / "sys/class/kfd/kfd/topology/nodes"
+            (nodes / "0").mkdir(parents=True)
+            (nodes / "0/properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")
+            (nodes / "1").mkdir()
+            (nodes / "1/properties").write_text(
+                f"cpu_cores_count 0\nsimd_count 80\ngfx_target_version {target_version}\nvendor_id 4098\n"
+                f"device_id {int(device, 16)}\nlocation_id 768\ndomain 0\ndrm_render_minor 128\n")
+        if devices:
+            (self.sysroot / "dev/dri").mkdir(parents=True)
+            (self.sysroot / "dev/kfd").write_text("")
+            (self.sysroot / "dev/dri/renderD128").write_text("")
+        (root / "bin").mkdir()
+
+    def cli(self, *args: str, env: dict | None = None):
+        environ = {k: v for k, v in os.environ.items()
+                   if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE", "HSA_OVERRIDE_GFX_VERSION",
+                                "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
+        environ["PATH"] = os.pathsep.join([str(self.root / "bin"), "/usr/bin", "/bin"])
+        environ.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(self.sysroot),
+                       NO_COLOR="1", COLUMNS="250")
+        environ.update(env or {})
+        res = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-smoke", *args, "--python", self.python],
+                             capture_output=True, text=True, env=environ, timeout=120, cwd=str(self.sysroot))
+        assert "Traceback" not in res.stderr, res.stderr
+        return res
+
+    def json(self, *args: str, env: dict | None = None) -> tuple[int, dict]:
+        res = self.cli(*args, "--json", env=env)
+        return res.returncode, json.loads(res.stdout)
+
+
+def from_text(name: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    environ = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1", COLUMNS="250")
+    argv = [sys.executable, "-m", "doctor", "check", "--from", str(COLLECT_ENV / name), *args]
+    text = subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=120)
+    assert "Traceback" not in text.stderr, text.stderr
+    report = subprocess.run(argv + ["--json"], capture_output=True, text=True, env=environ, timeout=120)
+    return text, json.loads(report.stdout)
+
+
+def finding(report: dict, fid: str) -> dict:
+    return next(f for f in report["findings"] if f["id"] == fid)
+
+
+def ids(report: dict) -> set[str]:
+    return {f["id"] for f in report["findings"]}
+
+
+def commands(report: dict) -> list[str]:
+    return [s["command"] for s in report["plan"]["steps"] if s.get("command")]
+
+
+# --- AMD ------------------------------------------------------------------------------------------------------
+
+
+def test_a_cuda_wheel_on_an_rx_7900_xtx_gets_a_rocm_wheel(tmp_path):
+    m = Machine(tmp_path, "2.7.1+cu126", RX7900XTX, cuda="12.6")
+    code, report = m.json()
+    assert code == 1
+    found = finding(report, "torch-not-rocm-build")
+    assert found["severity"] == "error"
+    assert "GPU 0 AMD Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M] (gfx1100)" in found["detail"]
+    assert found["evidence"]["gfx.source"] == ["/sys/class/kfd/kfd/topology/nodes/1/properties"]
+    assert report["plan"]["target"]["label"] == "2.7.1+rocm6.3"  # the installed version kept, its ROCm build
+    assert commands(report) == [f'{m.python} -m pip install "torch==2.7.1+rocm6.3" --index-url {PYTORCH}/rocm6.3']
+
+
+def test_rx_6700_xt_on_2_5_1_rocm6_2_needs_the_override(tmp_path):
+    m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
+    code, report = m.json()
+    assert code == 0
+    found = finding(report, "rocm-gfx-needs-override")
+    assert found["severity"] == "warning"
+    assert found["fix"]["commands"] == ["export HSA_OVERRIDE_GFX_VERSION=10.3.0"]
+    assert found["evidence"]["targets.from_binary"] is False  # from the table: the fake torch has no library
+    assert "ROCm/legacy-rocm-build#2353" in found["evidence"]["override.report"]
+    assert report["plan"]["status"] == "healthy"
+
+
+def test_the_same_with_the_override_set_is_healthy(tmp_path):
+    m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
+    code, report = m.json(env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
+    assert code == 0 and not ids(report) & {"rocm-gfx-needs-override", "hsa-override-wrong", "rocm-gfx-unsupported"}
+    check = next(c for c in report["checks"] if c["rule"] == "rocm-targets")
+    assert check["status"] == "passed"
+
+
+def test_a_wrong_override_is_an_error(tmp_path):
+    m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
+    code, report = m.json(env={"HSA_OVERRIDE_GFX_VERSION": "10.3.1"})  # gfx1031 itself: not in the build
+    found = finding(report, "hsa-override-wrong")
+    assert code == 1 and found["severity"] == "error"
+    assert "claim gfx1031" in found["title"] and "HSA_STATUS_ERROR_INVALID_ISA" in found["detail"]
+    assert found["fix"]["commands"] == ["export HSA_OVERRIDE_GFX_VERSION=10.3.0"]
+
+
+def test_a_container_without_dev_kfd(tmp_path):
+    m = Machine(tmp_path, "2.7.1+rocm6.3", RX7900XTX, hip="6.3.42131", devices=False)
+    code, report = m.json()
+    found = finding(report, "amd-no-device-files")
+    assert code == 1 and found["severity"] == "error"
+    assert found["fix"]["commands"] == [
+        "docker run --device /dev/kfd --device /dev/dri --group-add video --group-add render <image> ...  "
+        "# podman: the same flags"]
+
+
+# --- Intel ----------------------------------------------------------------------------------------------------
+
+
+def test_an_arc_a770_with_a_cpu_wheel_gets_the_xpu_wheel(tmp_path):
+    m = Machine(tmp_path, "2.7.1+cpu", ARC_A770)
+    code, report = m.json()
+    found = finding(report, "torch-not-xpu-build")
+    assert code == 1 and found["severity"] == "error"
+    assert found["evidence"]["family"] == ["DG2"]
+    assert commands(report) == [f'{m.python} -m pip install "torch==2.7.1+xpu" --index-url {PYTORCH}/xpu']
+
+
+def test_integrated_intel_graphics_is_no_reason_for_xpu(tmp_path):
+    m = Machine(tmp_path, "2.7.1+cpu", ("0x8086", "0x7d55", None))  # Meteor Lake
+    code, report = m.json()
+    assert "torch-not-xpu-build" not in ids(report)
+
+
+# --- Apple ----------------------------------------------------------------------------------------------------
+
+
+def test_rosetta_from_a_collect_env_paste():
+    text, report = from_text("real-rosetta-m2pro-pytorch146236.txt")
+    found = finding(report, "python-under-rosetta")
+    assert text.returncode == 1 and found["severity"] == "error"
+    assert "Apple M2 Pro" in found["title"]
+    assert report["snapshot"]["host"]["macos"] == "15.3"  # the OS line, not the platform line's 10.16
+
+
+def test_an_intel_mac_is_not_rosetta(tmp_path):
+    source = (COLLECT_ENV / "real-rosetta-m2pro-pytorch146236.txt").read_text()
+    intel = tmp_path / "intel-mac.txt"
+    intel.write_text(source.replace("Apple M2 Pro", "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz"))
+    environ = dict(os.environ, PYTHONPATH=str(REPO), NO_COLOR="1")
+    res = subprocess.run([sys.executable, "-m", "doctor", "check", "--from", str(intel), "--json"],
+                         capture_output=True, text=True, env=environ, timeout=120)
+    assert "python-under-rosetta" not in ids(json.loads(res.stdout))
+
+
+def test_macos_13_never_gets_a_wheel_it_cannot_install():
+    text, report = from_text("real-macos13-arm64-pytorch164943.txt", "--torch", ">=2.12")
+    found = finding(report, "torch-version-unavailable")
+    assert "need macOS 14.0 or newer (macosx_14_0_arm64); this Mac runs macOS 13.7.4" in found["detail"]
+    assert "torch 2.11.0 is the newest release that installs here" in found["detail"]
+    plan = report["plan"]
+    assert plan["status"] == "manual" and not any("2.12" in c or "2.13" in c or "2.14" in c or "2.15" in c
+                                                   for c in commands(report))
+    assert "torch==2.11.0" in text.stdout  # the other way names the newest release that installs
+    assert "mps-needs-newer-macos" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
