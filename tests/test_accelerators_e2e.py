@@ -198,3 +198,33 @@ def test_macos_13_never_gets_a_wheel_it_cannot_install():
                                                    for c in commands(report))
     assert "torch==2.11.0" in text.stdout  # the other way names the newest release that installs
     assert "mps-needs-newer-macos" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
+
+
+# --- --require from the facts (no import probe) ------------------------------------------------------------------
+
+
+def test_require_rocm_from_the_facts(tmp_path):
+    healthy = Machine(tmp_path / "ok", "2.7.1+rocm6.3", RX7900XTX, hip="6.3.42131")
+    code, report = healthy.json("--require", "rocm")
+    assert code == 0 and "requirement-rocm" not in ids(report)
+    bare = Machine(tmp_path / "bare", "2.7.1+rocm6.3", RX7900XTX, hip="6.3.42131", devices=False)
+    code, report = bare.json("--require", "rocm")
+    assert code == 4 and "requirement-rocm" in ids(report)
+    assert "/dev/kfd" in finding(report, "requirement-rocm")["title"]
+
+
+def test_require_xpu_from_the_facts(tmp_path):
+    m = Machine(tmp_path, "2.7.1+cpu", ARC_A770)
+    code, report = m.json("--require", "xpu")
+    assert code == 4 and "is not an xpu build" in finding(report, "requirement-xpu")["title"]
+
+
+def test_require_mps_under_rosetta():
+    _, report = from_text("real-rosetta-m2pro-pytorch146236.txt", "--require", "mps")
+    assert "requirement-mps" in ids(report)  # the paste says torch ran on the CPU
+    from doctor.inputs.collect_env import parse_collect_env
+    from doctor.rules.requirements import _mps_from_facts
+
+    snap = parse_collect_env((COLLECT_ENV / "real-rosetta-m2pro-pytorch146236.txt").read_text())
+    ok, why = _mps_from_facts(snap, "torch")
+    assert not ok and "Rosetta 2" in why

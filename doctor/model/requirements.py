@@ -15,11 +15,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
     from typing import Any
 
-BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
+BACKENDS = ("cuda", "rocm", "xpu", "mps", "gpu", "cpu")
 RULE = "requirements"
 IDS = {
     "cuda": "requirement-cuda",
     "rocm": "requirement-rocm",
+    "xpu": "requirement-xpu",
     "mps": "requirement-mps",
     "gpu": "requirement-gpu",
     "cpu": "requirement-cpu",
@@ -51,7 +52,7 @@ MAX_GPUS = 1 << 20
 
 @dataclass(slots=True)
 class Requirements:
-    require: list[str] = field(default_factory=list)  # "cuda", "rocm", "mps", "gpu", "cpu"
+    require: list[str] = field(default_factory=list)  # "cuda", "rocm", "xpu", "mps", "gpu", "cpu"
     min_gpus: int | None = None
     min_compute_capability: str | None = None  # "8.0"
     min_gpu_memory: str | None = None  # "40GB", "40GiB", "40000MiB"

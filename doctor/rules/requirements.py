@@ -9,6 +9,19 @@ from __future__ import annotations
 
 import re
 
+from doctor.compat.accelerators import (
+    BY_OVERRIDE,
+    NATIVE,
+    UNKNOWN,
+    accelerators,
+    amd_processors,
+    intel_discrete_gpus,
+    is_rosetta,
+    judge_rocm,
+    rocm_build_targets,
+)
+from doctor.compat.builds import torch_build
+from doctor.model.amd import AMD_OK
 from doctor.model.findings import ERROR, Finding
 from doctor.model.i18n import Msg, join
 from doctor.model.requirements import CUDA_RE, IDS, RULE, Requirements, parse_memory_mib, specifier
@@ -166,8 +179,8 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
             evidence,
         )
     if backend == "gpu":
-        results = [_backend_usable(snapshot, b) for b in ("cuda", "rocm", "mps")]
-        if any(ok for ok, _, _ in results) or (_runtime_ran(snapshot) and rt.backend == "xpu"):
+        results = [_backend_usable(snapshot, b) for b in ("cuda", "rocm", "xpu", "mps")]
+        if any(ok for ok, _, _ in results):
             return True, "", evidence
         reason = results[0][1].split(": ", 1)[-1]
         return False, Msg("no GPU usable: {reason}", reason=reason), evidence
@@ -182,24 +195,72 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
             return False, Msg("no ROCm device usable: torch.cuda.is_available() is False on {label}", label=label), evidence
         if dist and not dist.hip:
             return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
-        return (
-            False,
-            Msg("no ROCm device confirmed: the torch import probe did not run, so no AMD GPU was seen"),
-            evidence,
-        )
+        return (*_rocm_from_facts(snapshot, label), evidence)
+    if backend == "xpu":
+        if _runtime_ran(snapshot) and rt.backend:
+            ok = rt.backend == "xpu"
+            return ok, "" if ok else Msg("no XPU device usable: torch reports backend {backend}",
+                                         backend=rt.backend), evidence
+        return (*_xpu_from_facts(snapshot, label), evidence)
     if backend == "mps":
         if _runtime_ran(snapshot) and rt.backend:
             ok = rt.backend == "mps"
             return ok, "" if ok else Msg("no MPS device usable: torch reports backend {backend}", backend=rt.backend), evidence
-        host = snapshot.host
-        if host.os == "darwin" and host.machine == "arm64":
-            return True, "", evidence  # every macOS arm64 torch wheel has MPS
-        return (
-            False,
-            Msg("no MPS device usable: MPS needs Apple silicon macOS, this is {platform}", platform=host.platform),
-            evidence,
-        )
+        return (*_mps_from_facts(snapshot, label), evidence)
     raise ValueError(backend)
+
+
+# Without the import probe, each backend is judged from the facts the rules use (doctor/compat/accelerators.py).
+
+
+def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+    amd = snapshot.amd
+    if amd is None:
+        return False, Msg("no ROCm device confirmed: the torch import probe did not run and no AMD GPU facts "
+                          "were gathered")
+    if not amd.gpus:
+        return False, Msg("no ROCm device usable: no AMD GPU was found")
+    if amd.status != AMD_OK:
+        return False, Msg("no ROCm device usable: {detail}", detail=amd.detail or amd.status)
+    acc = accelerators(None)
+    build = torch_build(snapshot)
+    targets = rocm_build_targets(snapshot, acc, build.version if build else None,
+                                 (build.variant or build.local) if build else None)
+    claimed = amd.override.value if amd.override.known else None
+    for proc in amd_processors(snapshot, acc):
+        verdict = judge_rocm(proc.gfx, targets, claimed, acc)
+        if verdict.kind == UNKNOWN:
+            return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is not known",
+                              label=label, index=proc.index)
+        if verdict.kind not in (NATIVE, BY_OVERRIDE):
+            return False, Msg("no ROCm device usable: {label} holds no code for GPU {index} ({gfx})", label=label,
+                              index=proc.index, gfx=verdict.claimed or proc.gfx)
+    return True, ""
+
+
+def _xpu_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+    build = torch_build(snapshot)
+    dist = snapshot.install.torch
+    if not (build and build.kind == "xpu") and not (dist and dist.xpu):
+        return False, Msg("no XPU device usable: {label} is not an xpu build", label=label)
+    if not intel_discrete_gpus(snapshot, accelerators(None)):
+        return False, Msg("no XPU device usable: no discrete Intel GPU was found on the PCI bus")
+    return True, ""
+
+
+def _mps_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+    host = snapshot.host
+    if host.os != "darwin" or not (host.machine == "arm64" or is_rosetta(snapshot)):
+        return False, Msg("no MPS device usable: MPS needs Apple silicon macOS, this is {platform}",
+                          platform=host.platform)
+    if is_rosetta(snapshot):
+        return False, Msg("no MPS device usable: this Python is x86_64, running under Rosetta 2")
+    build = torch_build(snapshot)
+    floor = accelerators(None).macos_floor(build.version, host.platform) if build else None
+    if floor is not None and host.macos and floor.mps_on(host.macos) is False:
+        return False, Msg("no MPS device usable: {label} needs macOS {need} for MPS, this is macOS {macos}",
+                          label=label, need=floor.mps_min_macos, macos=host.macos)
+    return True, ""  # every macOS arm64 torch wheel has MPS
 
 
 def _cuda_usable(snapshot: Snapshot, label: str) -> tuple[bool, str]:
