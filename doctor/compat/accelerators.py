@@ -144,9 +144,26 @@ def runnable_as(acc: AcceleratorTable, gfx: str) -> str:
     return gfx
 
 
-def rocm_row_confidence(acc: AcceleratorTable, minor: str, variant: str) -> str | None:
-    row = acc.rocm_targets(minor + ".0", variant)
-    return row.confidence if row else None
+def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: list[str]) -> list[str]:
+    """The variants worth considering for another vendor's GPU: the ROCm ones that hold every AMD GPU's
+    processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU."""
+    if amd_gfx:
+        return rocm_variants_covering(release, platform, amd_gfx, accelerators(None))
+    return [v for v in variants if v == "xpu"]
+
+
+def os_problem(machine, patch, nearest=None) -> str | None:
+    """Why ``patch``'s wheels do not install on this machine's macOS (with the newest release that does), or None."""
+    why = macos_problem(accelerators(None), patch.torch, machine.platform, getattr(machine, "macos", None))
+    if why and nearest is not None:
+        why += f"; torch {nearest.wheel.torch} is the newest release that installs here"
+    return why
+
+
+def amd_runnable(snap: Snapshot) -> tuple[str, ...]:
+    """The processors this machine's AMD GPUs run ROCm wheels as, for the wheel choice."""
+    acc = accelerators(None)
+    return tuple(dict.fromkeys(runnable_as(acc, p.gfx) for p in amd_processors(snap, acc) if p.gfx))
 
 
 # --- Intel ---------------------------------------------------------------------------------------------

@@ -14,14 +14,7 @@ from dataclasses import dataclass, field, replace
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from doctor.compat.accelerators import (
-    accelerators,
-    amd_processors,
-    intel_discrete_gpus,
-    macos_problem,
-    rocm_variants_covering,
-    runnable_as,
-)
+from doctor.compat import accelerators as other
 from doctor.compat.arch import arch_supports
 from doctor.compat.builds import torch_build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
@@ -50,10 +43,7 @@ class Machine:
     driver_max_cuda: str | None
     installed_variant: str | None = None  # "cu126", "rocm6.3", "cpu": kept when it still fits
     free_threaded: bool = False  # a free-threaded build (Py_GIL_DISABLED): only "3.13t"-style wheels install
-    # Other vendors' GPUs (doctor/compat/accelerators.py): the processors AMD GPUs run ROCm wheels as ("gfx1100";
-    # gfx1031 runs the gfx1030 code), a discrete Intel GPU the xpu wheel runs on, and the macOS version the
-    # wheels' platform tags are compared with.
-    amd_gfx: tuple[str, ...] = ()
+    amd_gfx: tuple[str, ...] = ()  # what AMD GPUs run ROCm wheels as (doctor/compat/accelerators.py)
     intel_xpu: bool = False
     macos: str | None = None
 
@@ -73,21 +63,9 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
         installed_variant=build.variant if (build := torch_build(snap)) else None,
         free_threaded=bool(snap.interpreter.free_threaded),
-        amd_gfx=amd_runnable(snap) if not present else (),
-        intel_xpu=bool(intel_discrete_gpus(snap, accelerators(None))),
-        macos=snap.host.macos,
+        amd_gfx=other.amd_runnable(snap) if not present else (),
+        intel_xpu=bool(other.intel_discrete_gpus(snap, other.accelerators(None))), macos=snap.host.macos,
     )
-
-
-def amd_runnable(snap: Snapshot) -> tuple[str, ...]:
-    """The processors this machine's AMD GPUs run ROCm wheels as (a GPU no wheel holds runs its sibling's code
-    where people reported HSA_OVERRIDE_GFX_VERSION working)."""
-    acc = accelerators(None)
-    out = []
-    for proc in amd_processors(snap, acc):
-        if proc.gfx:
-            out.append(runnable_as(acc, proc.gfx))
-    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +175,8 @@ def wanted_variants(release, machine: Machine) -> list[str]:
     variants = list(release.recommendable_variants(machine.platform))
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
-    if machine.amd_gfx:  # the ROCm wheels that hold every AMD GPU's processor, newest ROCm first
-        return rocm_variants_covering(release, machine.platform, machine.amd_gfx, accelerators(None))
-    if machine.intel_xpu:
-        return [v for v in variants if v == "xpu"]
+    if machine.amd_gfx or machine.intel_xpu:  # ROCm wheels holding every AMD GPU's processor; the xpu wheel
+        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants)
     installed = machine.installed_variant or ""
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):
@@ -404,17 +380,11 @@ def in_spec(spec, version: str) -> bool:
 
 
 def usable_patch(release, machine: Machine, spec=None):
-    """The newest patch of ``release`` that the specifier allows and that has a wheel for this Python (and, on
-    macOS, for this macOS version)."""
+    """The newest patch of ``release`` the specifier allows with a wheel for this Python (and this macOS)."""
     for patch in reversed(release.patches):
-        if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and os_ok(machine, patch.torch):
+        if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and not other.os_problem(machine, patch):
             return patch
     return None
-
-
-def os_ok(machine: Machine, version: str) -> bool:
-    """Whether the wheels of torch ``version`` install on this OS version (macOS: the wheel tag's floor)."""
-    return macos_problem(accelerators(None), version, machine.platform, machine.macos) is None
 
 
 # Why a version that was asked for cannot be installed here (Choice.unavailable)
@@ -579,12 +549,10 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     if not here:
         return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
                       unavailable=NO_PLATFORM, nearest=_nearest(fitting, first), asked=first)
-    on_os = [(r, p) for r, p in here if os_ok(machine, p.torch)]
-    if not on_os:
-        why = macos_problem(accelerators(None), here[0][1].torch, machine.platform, machine.macos)
-        nearest = _nearest(fitting, first)
-        reason = why + (f"; torch {nearest.wheel.torch} is the newest release that installs here" if nearest else "")
-        return Choice(None, None, None, reason, unavailable=NO_OS, nearest=nearest, asked=first)
+    if not (on_os := [(r, p) for r, p in here if not other.os_problem(machine, p)]):
+        near = _nearest(fitting, first)
+        return Choice(None, None, None, other.os_problem(machine, here[0][1], near), unavailable=NO_OS, nearest=near,
+                      asked=first)
     here = on_os
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
     if not usable:
