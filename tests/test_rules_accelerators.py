@@ -1,0 +1,123 @@
+"""The AMD, Intel and Apple rules and the wheel choice for them, over make_snapshot() with the AMD facts set by
+hand, and the real bundled tables (doctor/rules/rocm.py, xpu.py, apple.py; doctor/compat/accelerators.py)."""
+
+from __future__ import annotations
+
+import pytest
+from factory import make_snapshot, torch_dist
+
+from doctor.app.diagnose import diagnose
+from doctor.compat.accelerators import (
+    BY_OVERRIDE,
+    MISSING,
+    NATIVE,
+    OVERRIDE_POSSIBLE,
+    WRONG_OVERRIDE,
+    BuildTargets,
+    accelerators,
+    amd_processors,
+    judge_rocm,
+    runnable_as,
+)
+from doctor.model.amd import (
+    AMD_NO_DRIVER,
+    AMD_NO_PERMISSION,
+    AMD_OK,
+    Amd,
+    AmdGpu,
+    AmdPciDevice,
+    DeviceNode,
+    HipKernels,
+)
+from doctor.model.facts import Fact
+from doctor.table.load import load_table
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_table()
+
+
+def amd_snapshot(torch, *, gfx="gfx1031", device="0x73df", status=AMD_OK, override=None, nodes=None, kernels=None):
+    snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[], torch=torch,
+                         torchvision=None, torchaudio=None)
+    gpu = AmdGpu(index=0, pci_address="0000:03:00.0",
+                 gfx=Fact(gfx, "kfd") if gfx else Fact.unknown("no KFD topology"))
+    snap.amd = Amd(status=status, gpus=[gpu], pci_devices=[AmdPciDevice("0000:03:00.0", device, "0x030000")],
+                   device_nodes=nodes or [], variables={"HSA_OVERRIDE_GFX_VERSION": override} if override else {},
+                   override=Fact(runnable(override), "env") if override else Fact.unknown("not set"))
+    if kernels is not None and snap.install.torch is not None:
+        snap.install.torch.hip_kernels = kernels
+    return snap
+
+
+def runnable(override):
+    from doctor.table.accelerators import override_processor
+
+    return override_processor(override)
+
+
+def ids(diag):
+    return sorted({f.id for f in diag.findings})
+
+
+def test_judge_rocm(table):
+    acc = accelerators(table)
+    held = BuildTargets(("gfx1030", "gfx1100"), False, "table", "verified")
+    assert judge_rocm("gfx1100", held, None, acc).kind == NATIVE
+    assert judge_rocm("gfx1031", held, None, acc).kind == OVERRIDE_POSSIBLE
+    assert judge_rocm("gfx1031", held, "gfx1030", acc).kind == BY_OVERRIDE
+    assert judge_rocm("gfx1031", held, "gfx1031", acc).kind == WRONG_OVERRIDE
+    assert judge_rocm("gfx1150", held, None, acc).kind == MISSING  # 11.0.0 reported failing
+    assert runnable_as(acc, "gfx1031") == "gfx1030" and runnable_as(acc, "gfx1100") == "gfx1100"
+    assert runnable_as(acc, "gfx1010") == "gfx1010"  # 10.3.0 reported crashing
+
+
+def test_the_pci_id_gives_the_processor_when_kfd_cannot(table):
+    snap = amd_snapshot(torch_dist("2.7.1+cu126", "12.6"), gfx=None, device="0x744c", status=AMD_NO_DRIVER)
+    [proc] = amd_processors(snap, accelerators(table))
+    assert (proc.gfx, proc.confidence) == ("gfx1100", "inferred") and "0x744c" in proc.source
+    diag = diagnose(snap, table)
+    assert "torch-not-rocm-build" in ids(diag)
+    assert diag.plan.target["variant"] == "rocm6.3" and diag.plan.target["torch"] == "2.7.1"
+
+
+def test_the_binary_wins_over_the_table(table):
+    read = HipKernels(status="ok", path="/x/libtorch_hip.so", targets=["gfx1031"], processors=["gfx1031"])
+    snap = amd_snapshot(torch_dist("2.5.1+rocm6.2", None, hip="6.2"), kernels=read)
+    assert ids(diagnose(snap, table)) == []  # a build made for gfx1031 (from source, say)
+    snap = amd_snapshot(torch_dist("2.5.1+rocm6.2", None, hip="6.2"))
+    assert ids(diagnose(snap, table)) == ["rocm-gfx-needs-override"]
+
+
+def test_a_rocm_build_without_the_processor_gets_a_newer_one(table):
+    snap = amd_snapshot(torch_dist("2.4.1+rocm6.1", None, hip="6.1"), gfx="gfx1201", device="0x7550")
+    diag = diagnose(snap, table)
+    assert "rocm-gfx-unsupported" in ids(diag)
+    # the nearest release above 2.4.1 whose ROCm wheel holds gfx1201 (astral-sh/uv#14086: 2.7.1+rocm6.3)
+    assert diag.plan.target["label"] == "2.7.1+rocm6.3"
+
+
+def test_device_permission(table):
+    nodes = [DeviceNode("/dev/kfd", True, False, False, "render", False)]
+    snap = amd_snapshot(torch_dist("2.7.1+rocm6.3", None, hip="6.3"), gfx="gfx1100", device="0x744c",
+                        status=AMD_NO_PERMISSION, nodes=nodes)
+    finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-permission")
+    assert "sudo usermod -aG render $USER" in finding.fix.commands
+
+
+def test_an_nvidia_gpu_beside_an_amd_apu_is_left_to_the_cuda_rules(table):
+    snap = make_snapshot(torch=torch_dist("2.7.1+cu128", "12.8"))
+    snap.amd = Amd(status=AMD_OK, gpus=[AmdGpu(index=0, gfx=Fact("gfx1036", "kfd"))])
+    assert not {"torch-not-rocm-build", "rocm-gfx-unsupported"} & set(ids(diagnose(snap, table)))
+
+
+def test_rosetta_and_mps_from_host_facts(table):
+    snap = make_snapshot(os="darwin", machine="x86_64", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu",
+                         pci=[], torch=torch_dist("2.2.2", None), torchvision=None, torchaudio=None)
+    snap.host.cpu, snap.host.translated = "Apple M1", True
+    assert "python-under-rosetta" in ids(diagnose(snap, table))
+    mac = make_snapshot(os="darwin", machine="arm64", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu",
+                        pci=[], torch=torch_dist("2.5.1", None), torchvision=None, torchaudio=None)
+    mac.host.macos = "12.7.6"  # pytorch/pytorch#139425
+    assert ids(diagnose(mac, table)) == ["mps-needs-newer-macos"]
