@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import version_tuple
-from doctor.table.accelerators import AcceleratorTable, HsaOverride, load_accelerators, processor_override
+from doctor.table.accelerators import AcceleratorTable, HsaOverride, processor_override
 
 # How a GPU fares with a ROCm build (RocmVerdict.kind)
 NATIVE = "native"  # the build holds the GPU's own processor
@@ -23,9 +23,13 @@ UNKNOWN = "unknown"  # the GPU's processor or the build's targets are not known
 
 
 def accelerators(table) -> AcceleratorTable:
-    """The accelerator table that goes with a compat table (loaded beside it), else the bundled one."""
+    """The accelerator table loaded beside a compat table (``load_table``), else beside the bundled one."""
     found = getattr(table, "accelerators", None)
-    return found if isinstance(found, AcceleratorTable) else load_accelerators()
+    if isinstance(found, AcceleratorTable):
+        return found
+    from doctor.table.load import load_table
+
+    return load_table().accelerators
 
 
 @dataclass(frozen=True)
