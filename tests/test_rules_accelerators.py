@@ -68,6 +68,7 @@ def test_judge_rocm(table):
     assert judge_rocm("gfx1031", held, None, acc).kind == OVERRIDE_POSSIBLE
     assert judge_rocm("gfx1031", held, "gfx1030", acc).kind == BY_OVERRIDE
     assert judge_rocm("gfx1031", held, "gfx1031", acc).kind == WRONG_OVERRIDE
+    assert judge_rocm("gfx1031", held, "gfx1100", acc).kind == WRONG_OVERRIDE  # RDNA2 claiming RDNA3
     assert judge_rocm("gfx1150", held, None, acc).kind == MISSING  # 11.0.0 reported failing
     assert runnable_as(acc, "gfx1031") == "gfx1030" and runnable_as(acc, "gfx1100") == "gfx1100"
     assert runnable_as(acc, "gfx1010") == "gfx1010"  # 10.3.0 reported crashing

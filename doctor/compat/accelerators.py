@@ -108,7 +108,9 @@ def judge_rocm(gfx: str | None, targets: BuildTargets | None, claimed: str | Non
     if targets is None:
         return RocmVerdict(UNKNOWN, gfx, claimed, row)
     if claimed:
-        kind = BY_OVERRIDE if claimed in targets.gfx else WRONG_OVERRIDE
+        # another generation's code (gfx1031 claiming gfx1100) does not run either: a GPU reset or INVALID_ISA
+        same = gfx is None or gfx_major(gfx) == gfx_major(claimed)
+        kind = BY_OVERRIDE if claimed in targets.gfx and same else WRONG_OVERRIDE
         return RocmVerdict(kind, gfx, claimed, row)
     if gfx is None:
         return RocmVerdict(UNKNOWN, gfx, None, row)
@@ -117,6 +119,11 @@ def judge_rocm(gfx: str | None, targets: BuildTargets | None, claimed: str | Non
     if row is not None and row.reported == "works" and row.sibling in targets.gfx:
         return RocmVerdict(OVERRIDE_POSSIBLE, gfx, None, row)
     return RocmVerdict(MISSING, gfx, None, row)
+
+
+def gfx_major(gfx: str) -> str:
+    """The generation of a processor: "gfx1031" -> "10", "gfx90a" -> "9"."""
+    return gfx[3:-2]
 
 
 def override_value(gfx: str) -> str | None:
