@@ -32,7 +32,7 @@ from doctor.fix.rollback import SiteFolders, clear_debris, debris
 from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
-from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, render_argv
+from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, pin_problem, render_argv
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
 from doctor.render.text import console
@@ -154,7 +154,8 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     if before is None:
         raise DoctorError(f"could not list the packages of {python}", exitcodes.FIX_FAILED)
     install_steps = [s for s in plan.steps if s.kind == "install" and s.argv]
-    pins = [a for a in install_steps[0].argv if "==" in a] if install_steps else []
+    # The argv's exact pins (a path holding "==" is not one: it fails packaging's checks).
+    pins = [a for a in install_steps[0].argv if "==" in a and pin_problem(a) is None] if install_steps else []
 
     # Preview: the installer resolves the plan without changing anything.
     preview = preview_install(installer, install_steps[0].argv, before, pip_ver, m.runner) if install_steps \
