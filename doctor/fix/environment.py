@@ -16,7 +16,7 @@ from pathlib import Path
 from doctor.errors import DoctorError
 from doctor.model.files import read_text
 from doctor.model.versions import normalize_name
-from doctor.plan.commands import PIP, UV, pip_argv
+from doctor.plan.commands import PIP, UV, ensurepip_argv, pip_argv, render_argv
 from doctor.runner import run
 
 MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
@@ -135,7 +135,8 @@ def installer_ready(installer: str, why: str, python: str, env: dict, runner=Non
         return None
     version = pip_version(python, runner)
     if version is None:
-        raise DoctorError(f"{python} has no working pip: run `{python} -m ensurepip`, or pass --installer uv")
+        raise DoctorError(f"{python} has no working pip: run `{render_argv(ensurepip_argv(python), LOCAL_OS)}`, "
+                          "or pass --installer uv")
     return version
 
 

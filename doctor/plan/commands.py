@@ -172,6 +172,11 @@ def pin_problem(spec: str) -> str | None:
 _PIN_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+(==[A-Za-z0-9.+!_-]+)?")
 
 
+def ensurepip_argv(python: str) -> list[str]:
+    """``<python> -m ensurepip``: what to run where the target has no pip."""
+    return [python, "-m", "ensurepip"]
+
+
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
     """The command line a user copies, in the shell of ``os_name`` (doctor/plan/shells.py: the argv exactly,
     or a comment line saying why it cannot be written safely)."""
