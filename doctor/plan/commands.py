@@ -172,6 +172,42 @@ def pin_problem(spec: str) -> str | None:
 _PIN_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+(==[A-Za-z0-9.+!_-]+)?")
 
 
+def with_report_argv(install: list[str], report: str) -> list[str]:
+    """A pip install that also writes pip's JSON ``--report`` of what it installed, and from where."""
+    return install[:4] + ["--report", report] + install[4:]
+
+
+def index_options(argv: list[str]) -> list[str]:
+    """The index options of an install argv (``--index-url X``, ``--extra-index-url X``, ``--find-links X``,
+    ``--no-index``), in order: the sources the command itself names."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--index-url", "--extra-index-url", "--find-links") and i + 1 < len(argv):
+            out += argv[i : i + 2]
+            i += 2
+            continue
+        if argv[i] == "--no-index":
+            out.append(argv[i])
+        i += 1
+    return out
+
+
+def named_sources(argv: list[str]) -> tuple[list[str], list[str], bool]:
+    """(index URLs, find-links locations, whether the default index is replaced: --index-url or --no-index)
+    of an install argv."""
+    options = index_options(argv)  # each of these options is followed by its value there
+    indexes = [options[i + 1] for i, option in enumerate(options) if option in ("--index-url", "--extra-index-url")]
+    links = [options[i + 1] for i, option in enumerate(options) if option == "--find-links"]
+    return indexes, links, "--index-url" in options or "--no-index" in options
+
+
+def compile_argv(uv: str, python: str, install: list[str]) -> list[str]:
+    """``uv pip compile -`` (the pins on stdin) with the install's index options, each package annotated
+    with the index uv takes it from: uv's install records no source, so this is where uv says it."""
+    return [uv, "pip", "compile", "-", "--emit-index-annotation", "--no-header", "--quiet", "--python", python,
+            *index_options(install)]
+
+
 def ensurepip_argv(python: str) -> list[str]:
     """``<python> -m ensurepip``: what to run where the target has no pip."""
     return [python, "-m", "ensurepip"]
