@@ -19,7 +19,8 @@ find-links location it knows, and uv prefers an extra index over ``--index-url``
 
 Where pip looks (pip's documentation, "Configuration"): ``PIP_CONFIG_FILE``; global ``$XDG_CONFIG_DIRS/pip/
 pip.conf`` (``/etc/xdg``) and ``/etc/pip.conf``; user ``~/.pip/pip.conf`` and ``$XDG_CONFIG_HOME/pip/pip.conf``
-(skipped where ``PIP_CONFIG_FILE`` names an existing file); site ``<prefix>/pip.conf``; sections
+(skipped where ``PIP_CONFIG_FILE`` names an existing file); site ``<prefix>/pip.conf``; none of them where
+``PIP_CONFIG_FILE`` is ``os.devnull``; sections
 ``[global]`` and ``[install]``; every ``PIP_<OPTION>`` variable (none of them in isolated mode). Where uv
 looks (uv's documentation, "Configuration files"): ``UV_CONFIG_FILE`` alone when set, nothing with
 ``UV_NO_CONFIG``; else the nearest ``uv.toml`` or ``pyproject.toml`` with ``[tool.uv]`` from the working
@@ -106,6 +107,8 @@ def pip_config_files(env: dict, prefix: str, platform: str = sys.platform) -> li
     """(path, level) of every configuration file pip reads, in pip's order (later ones win)."""
     files = []
     given = env.get("PIP_CONFIG_FILE")
+    if given == os.devnull:  # pip then loads no configuration file at all
+        return []
     if given:
         files.append((given, "PIP_CONFIG_FILE"))
     home = env.get("HOME") or env.get("USERPROFILE") or ""
