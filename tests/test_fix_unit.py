@@ -491,7 +491,7 @@ def test_pip_config_constraint_is_read_and_judged(tmp_path):
     )
     ok = fixenv.config_warnings(config, ["torch==2.5.1+cu121"])
     assert any("the target satisfies it" in w for w in ok)
-    # indexes are named by doctor/fix/sources.py (tests/hostile/test_fix_sources.py), with where they come from
+    # indexes are named by doctor/fix/sources.py (tests/hostile/test_fix_sources.py), with their origin
     assert not any("extra-index-url" in w for w in ok)
     bad = fixenv.config_warnings(config, ["torch==2.15.0+cu126"])
     assert any("forbids torch==2.15.0+cu126: pip will fail" in w for w in bad)

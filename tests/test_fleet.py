@@ -156,7 +156,8 @@ def test_summary_counts_odd_nodes_and_fix_groups(tmp_path):
     }
     # grouped by what the reports list; the fix shown is what torchdoctor writes from bad1's facts
     assert [(g["count"], g["reported"]) for g in summary.fix_groups] == [(7, []), (2, [fix])]
-    assert summary.fix_groups[1]["nodes"] == ["bad1", "bad2"] and summary.fix_groups[1]["reported_by"] == "bad1"
+    assert summary.fix_groups[1]["nodes"] == ["bad1", "bad2"]
+    assert summary.fix_groups[1]["reported_by"] == "bad1"
     assert fix not in summary.fix_groups[1]["commands"]
     assert summary.exit_code == exitcodes.FINDINGS
 

@@ -34,7 +34,7 @@ class FleetSummary:
     majority: dict[str, str] = field(default_factory=dict)
     odd: list[dict[str, Any]] = field(default_factory=list)  # {"node", "path", "differs": {dim: value}}
     # {"commands" (torchdoctor's, from the first report's facts), "reported" (that report's own text),
-    #  "reported_by", "report" (its path), "nodes", "count"[, "not_derived": why no commands could be written]}
+    #  "reported_by", "report" (its path), "nodes", "count"[, "not_derived": why no commands were written]}
     fix_groups: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -84,8 +84,8 @@ def summarize(nodes: list[NodeReport], unreadable: list[tuple[str, str]] | None 
     # Grouped by the commands each report lists, but those are the report's text, not a fix: a report can say
     # anything ("curl ... | sh"). rederive() writes each group's commands from its first report's facts.
     summary.fix_groups = [
-        {"commands": [], "reported": list(commands), "reported_by": members[0].node, "report": members[0].path,
-         "count": len(members), "nodes": [n.node for n in members]}
+        {"commands": [], "reported": list(commands), "reported_by": members[0].node,
+         "report": members[0].path, "count": len(members), "nodes": [n.node for n in members]}
         for commands, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
     return summary

@@ -12,8 +12,8 @@ from doctor.errors import DoctorError
 # redacted on stdout too, unless --no-redact.
 SHARED_FORMATS = ("markdown", "github", "junit")
 # What shared output written with --no-redact says of itself, once (JSON: "redacted": false).
-NOT_REDACTED = ("Not redacted (--no-redact): user and host names, home paths, GPU UUIDs, addresses and tokens "
-                "are as they were.")
+NOT_REDACTED = ("Not redacted (--no-redact): user and host names, home paths, GPU UUIDs, addresses and "
+                "tokens are as they were.")
 
 
 def _redacted(report: dict, opts: CheckOptions) -> dict:
@@ -53,14 +53,15 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     if fmt == "github":
         from doctor.render.github import annotation, render_github
 
-        text = (annotation("warning", "torchdoctor", NOT_REDACTED) + "\n" if _said(report) else "") + render_github(report)
+        said = annotation("warning", "torchdoctor", NOT_REDACTED) + "\n" if _said(report) else ""
+        text = said + render_github(report)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         return text + (_append_step_summary(summary, report) if summary else "")
     if fmt == "junit":
         from doctor.render.junit import render_junit
 
         text = render_junit(report)
-        if _said(report):  # a comment after the XML declaration (JUnit readers skip it; "--" cannot be in one)
+        if _said(report):  # a comment after the XML declaration (readers skip it; "--" cannot be in one)
             head, _, rest = text.partition("\n")
             text = f"{head}\n<!-- {NOT_REDACTED.replace('--no-redact', 'no-redact')} -->\n{rest}"
         return text

@@ -130,8 +130,8 @@ def installer_ready(installer: str, why: str, python: str, env: dict, runner=Non
         return None
     version = pip_version(python, runner)
     if version is None:
-        raise DoctorError(f"{python} has no working pip: run `{render_argv(ensurepip_argv(python), LOCAL_OS)}`, "
-                          "or pass --installer uv")
+        ensurepip = render_argv(ensurepip_argv(python), LOCAL_OS)
+        raise DoctorError(f"{python} has no working pip: run `{ensurepip}`, or pass --installer uv")
     return version
 
 

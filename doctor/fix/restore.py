@@ -107,7 +107,8 @@ def restore_text(
     for r in conda_records:
         lines.append(
             printable(f"# conda had: {r.get('name')}={r.get('version')}={r.get('build')} "
-                      f"(channel {r.get('channel') or '?'}); reinstall with conda if you go back to conda's torch")
+                      f"(channel {r.get('channel') or '?'}); reinstall with conda if you go back to "
+                      "conda's torch")
         )
     for pin in pins:
         variant = variant_of(pin.partition("==")[2])
@@ -118,8 +119,8 @@ def restore_text(
         lines.append("# no package of torch's family was installed before: the command above only removes")
     valid = _valid(before)
     if len(valid) < len(before):
-        lines.append(f"# Left out: {len(before) - len(valid)} distribution(s) whose name or version is not valid "
-                     "(PEP 508 / PEP 440); they cannot be pinned.")
+        lines.append(f"# Left out: {len(before) - len(valid)} distribution(s) whose name or version is not "
+                     "valid (PEP 508 / PEP 440); they cannot be pinned.")
     lines.append("# The whole environment before the fix (for reference; not reinstalled by the command):")
     lines += [f"#   {n}=={v}" for n, v in sorted(valid.items())]
     return "\n".join(lines) + "\n"

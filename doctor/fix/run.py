@@ -231,8 +231,10 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     with tempfile.TemporaryDirectory(prefix="torchdoctor-") as tmp:
         reports = {}
         if installer == PIP and (pip_ver is None or pip_ver >= fixenv.MIN_PIP_REPORT):
-            reports = {n: os.path.join(tmp, f"step{n}.json") for n, s in enumerate(runnable, 1) if s.kind == "install"}
-        argvs = [with_report_argv(s.argv, reports[n]) if n in reports else s.argv for n, s in enumerate(runnable, 1)]
+            reports = {n: os.path.join(tmp, f"step{n}.json")
+                       for n, s in enumerate(runnable, 1) if s.kind == "install"}
+        argvs = [with_report_argv(s.argv, reports[n]) if n in reports else s.argv
+                 for n, s in enumerate(runnable, 1)]
         stopped = _run_steps(m, con, runnable, env, argvs)
         installed = [read_pip_report(path) for path in reports.values()] if stopped is None else []
     if stopped is not None:
@@ -245,7 +247,8 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
         return exitcodes.INTERRUPTED if result is None else exitcodes.FIX_FAILED
     if installed:
         unread = any(origins is None for origins in installed)
-        foreign = sources.foreign([o for origins in installed for o in origins or []], install_steps[0].argv, pins)
+        came = [o for origins in installed for o in origins or []]
+        foreign = sources.foreign(came, install_steps[0].argv, pins)
         if unread or foreign:
             view.show_foreign(err, [(n, sources.shown(u)) for n, u in foreign], unread)
             roll_back()
@@ -263,8 +266,8 @@ def _uv_origins(m: Machine, uv: str, python: str, install: list[str], pins: list
     res = m.runner(compile_argv(uv, python, install), timeout=fixenv.STEP_TIMEOUT, env=env,
                    stdin="\n".join(pins) + "\n")
     if not res.ok:
-        raise DoctorError(f"could not check where uv takes torch from ({res.describe()}); nothing was changed",
-                          exitcodes.REFUSED)
+        raise DoctorError(f"could not check where uv takes torch from ({res.describe()}); nothing was "
+                          "changed", exitcodes.REFUSED)
     return sources.parse_compile(res.stdout)
 
 
@@ -281,7 +284,7 @@ def _show_project(con, kind: str, plan, snap, source: InstallSource, dry_run: bo
 
 
 def _run_steps(m: Machine, con, steps, env: dict, argvs: list) -> tuple[int, str, RunResult | None] | None:
-    """Each step in turn (``argvs``: what runs for each: its argv, or pip's with --report), its output streamed.
+    """Each step in turn (``argvs``: what runs for each: its argv, or pip's with --report), output streamed.
     None when all ran; else (the step's number, how it stopped, its result: None when interrupted). The
     step's process group is stopped before this returns."""
     with view.Progress(con, len(steps)) as progress:

@@ -17,8 +17,9 @@ find-links location it knows, and uv prefers an extra index over ``--index-url``
   plan's index or find-links; the rest of torch's family (the CUDA wheels, triton) too, where the plan's
   ``--index-url`` replaces the default index (otherwise the default index may serve them).
 
-Where pip looks (pip's documentation, "Configuration"): ``PIP_CONFIG_FILE``; global ``$XDG_CONFIG_DIRS/pip/
-pip.conf`` (``/etc/xdg``) and ``/etc/pip.conf``; user ``~/.pip/pip.conf`` and ``$XDG_CONFIG_HOME/pip/pip.conf``
+Where pip looks (pip's documentation, "Configuration"): ``PIP_CONFIG_FILE``; global
+``$XDG_CONFIG_DIRS/pip/pip.conf`` (``/etc/xdg``) and ``/etc/pip.conf``; user ``~/.pip/pip.conf`` and
+``$XDG_CONFIG_HOME/pip/pip.conf``
 (skipped where ``PIP_CONFIG_FILE`` names an existing file); site ``<prefix>/pip.conf``; none of them where
 ``PIP_CONFIG_FILE`` is ``os.devnull``; sections
 ``[global]`` and ``[install]``; every ``PIP_<OPTION>`` variable (none of them in isolated mode). Where uv
@@ -190,8 +191,8 @@ def uv_config_files(env: dict, cwd: Path, platform: str = sys.platform) -> list[
         xdg = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
         if xdg:
             files.append((os.path.join(xdg, "uv", "uv.toml"), "user", "uv"))
-        system = [os.path.join(d, "uv", "uv.toml") for d in (env.get("XDG_CONFIG_DIRS") or "").split(os.pathsep)
-                  if d] + ["/etc/uv/uv.toml"]
+        dirs = (env.get("XDG_CONFIG_DIRS") or "").split(os.pathsep)
+        system = [os.path.join(d, "uv", "uv.toml") for d in dirs if d] + ["/etc/uv/uv.toml"]
     found = [path for path in system if os.path.isfile(path)]
     if found:  # uv uses the first system file it finds
         files.append((found[0], "system", "uv"))
@@ -270,8 +271,9 @@ def source_warning(setting: Setting, installer: str) -> str:
         return f"{setting.describe()}: {installer} will use only find-links locations."
     if setting.key in ("index-strategy", "torch-backend"):
         return f"{setting.describe()}: changes which index {installer} takes each package from."
-    return (f"{setting.describe()}: a source beside the plan's; {installer} may take any package from it, torch "
-            "included (an exact pin does not say from where): fix checks where the torch wheels come from.")
+    return (f"{setting.describe()}: a source beside the plan's; {installer} may take any package from it, "
+            "torch included (an exact pin does not say from where): fix checks where the torch wheels come "
+            "from.")
 
 
 # --- where the wheels came from -------------------------------------------------------------------------
@@ -298,7 +300,8 @@ def foreign(origins: list[tuple[str, str]], install: list[str], pins: list[str])
 def _from(url: str, source: str, index: bool) -> bool:
     """Whether the file (or index) at ``url`` belongs to ``source``: the same site for http(s) (an index's
     files may sit on its own CDN host: download-r2.pytorch.org for download.pytorch.org); for local files,
-    under the index's base folder (``<base>/<variant>`` pages link ``<base>/...``) or the find-links folder."""
+    under the index's base folder (``<base>/<variant>`` pages link ``<base>/...``) or the find-links
+    folder."""
     if "://" not in source:
         source = Path(source).absolute().as_uri()
     have, want = urlsplit(url), urlsplit(source)
@@ -320,7 +323,8 @@ def _site(host: str) -> str:
 
 
 def parse_compile(text: str) -> list[tuple[str, str]]:
-    """(name, index URL) from ``uv pip compile --emit-index-annotation``: "torch==2.7.1" then "    # from URL"."""
+    """(name, index URL) from ``uv pip compile --emit-index-annotation``: "torch==2.7.1", then
+    "    # from URL"."""
     out, name = [], None
     for line in text.splitlines():
         match = re.match(r"^([A-Za-z0-9._-]+)==\S+", line)
@@ -338,7 +342,8 @@ def refuse_foreign(found: list[tuple[str, str]], installer: str) -> None:
     if found:
         what = "; ".join(f"{name} from {shown(url)}" for name, url in found[:3])
         raise DoctorError(
-            f"refusing: {installer} would take {what}, a source the plan does not name (nothing was changed); "
-            "remove that source from the settings named above, or pass --index-url-base to make it the plan's",
+            f"refusing: {installer} would take {what}, a source the plan does not name (nothing was "
+            "changed); remove that source from the settings named above, or pass --index-url-base to make "
+            "it the plan's",
             exitcodes.REFUSED,
         )

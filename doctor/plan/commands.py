@@ -196,7 +196,8 @@ def named_sources(argv: list[str]) -> tuple[list[str], list[str], bool]:
     """(index URLs, find-links locations, whether the default index is replaced: --index-url or --no-index)
     of an install argv."""
     options = index_options(argv)  # each of these options is followed by its value there
-    indexes = [options[i + 1] for i, option in enumerate(options) if option in ("--index-url", "--extra-index-url")]
+    indexes = [options[i + 1] for i, option in enumerate(options)
+               if option in ("--index-url", "--extra-index-url")]
     links = [options[i + 1] for i, option in enumerate(options) if option == "--find-links"]
     return indexes, links, "--index-url" in options or "--no-index" in options
 
@@ -204,8 +205,8 @@ def named_sources(argv: list[str]) -> tuple[list[str], list[str], bool]:
 def compile_argv(uv: str, python: str, install: list[str]) -> list[str]:
     """``uv pip compile -`` (the pins on stdin) with the install's index options, each package annotated
     with the index uv takes it from: uv's install records no source, so this is where uv says it."""
-    return [uv, "pip", "compile", "-", "--emit-index-annotation", "--no-header", "--quiet", "--python", python,
-            *index_options(install)]
+    return [uv, "pip", "compile", "-", "--emit-index-annotation", "--no-header", "--quiet",
+            "--python", python, *index_options(install)]
 
 
 def ensurepip_argv(python: str) -> list[str]:

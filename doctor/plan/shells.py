@@ -13,8 +13,8 @@ never run. Each shell gets its own documented quoting:
   become ``\\xNN``.
 - PowerShell: bare where safe, in double quotes where nothing inside expands (no ``$``, backtick or
   double quote of any kind), else in single quotes with ``'`` (and PowerShell's typographic single quotes)
-  doubled. A quoted program gets the call operator ``&``. Refused: control characters, a double quote (PowerShell
-  5.1 passes it to programs mangled) and an empty argument (5.1 drops it).
+  doubled. A quoted program gets the call operator ``&``. Refused: control characters, a double quote
+  (PowerShell 5.1 passes it to programs mangled) and an empty argument (5.1 drops it).
 - cmd: bare where safe, else in double quotes (where ``&``, ``|``, ``<``, ``>``, ``^`` and ``(`` are plain),
   a trailing backslash doubled for the program's own parsing. Refused: ``%`` and ``!`` (expanded even
   inside double quotes), a double quote (it would end the quoted part and free ``&`` and ``|``) and control
@@ -55,7 +55,7 @@ def shell_for(os_name: str) -> str:
 
 
 def quote(arg: str, shell: str = POSIX, first: bool = False) -> str:
-    """One argument for ``shell``; ``first``: it is the program (a quoted program needs PowerShell's ``&``)."""
+    """One argument for ``shell``; ``first``: it is the program (quoted, it needs PowerShell's ``&``)."""
     if shell == POWERSHELL:
         return _powershell(arg, first)
     if shell == CMD:
@@ -117,7 +117,7 @@ def _powershell(arg: str, first: bool) -> str:
     if _CONTROL.search(arg):
         raise Unrepresentable("an argument holds a control character, which Windows paths cannot hold")
     if '"' in arg:
-        raise Unrepresentable("an argument holds a double quote, which Windows PowerShell 5.1 passes on mangled")
+        raise Unrepresentable("an argument holds a double quote, which Windows PowerShell 5.1 mangles")
     if _POWERSHELL_BARE.fullmatch(arg):
         return arg
     if _POWERSHELL_EXPANDS.search(arg):

@@ -4,9 +4,9 @@ planted example of every shape, checked in every shared output.
 
 What goes: the user name (also where ``_`` or digits join it to more: ``/opt/alice_env``, ``/data/alice2``),
 the home folder (becomes ``~``; other users' folders under /home, /Users and /scratch anywhere in a path
-become ``<user>``), the host name (in any letter case), GPU and MIG UUIDs
-(also cut ones), IP addresses (v4 with or without leading zeros, v6; loopback kept), credentials in
-URLs and ``user:password@host``, conda's ``/t/<token>/`` channel tokens, secret query parameters and ``key=value`` pairs (``?token=``,
+become ``<user>``), the host name (in any letter case), GPU and MIG UUIDs (also cut ones), IP addresses
+(v4 with or without leading zeros, v6; loopback kept), credentials in URLs and ``user:password@host``,
+conda's ``/t/<token>/`` channel tokens, secret query parameters and ``key=value`` pairs (``?token=``,
 ``sig=``, ``api_key=``), ``Authorization`` values (Bearer, Basic), JWTs, private-key blocks, Slack
 webhooks, known token shapes (GitHub, GitLab, Hugging Face, OpenAI, Google, AWS, Slack, npm, PyPI),
 AWS-style 40-character secrets, long base64 runs, every environment variable that is not on
@@ -378,7 +378,8 @@ class _Redactor:
         for name, replacement in self.names:
             # A user name is part of folder names ("/opt/alice_env", "/data/alice2"); a host name is not
             # ("node1" must not redact "node10").
-            steps.append((_contains_any_case(name), _word_replacer(name, replacement, loose=replacement == USER)))
+            loose = replacement == USER
+            steps.append((_contains_any_case(name), _word_replacer(name, replacement, loose=loose)))
         steps += _ID_STEPS
         if with_ipv4:
             steps.append((_may_hold_ipv4, lambda s: _IPV4.sub(_ipv4, s)))

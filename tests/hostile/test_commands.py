@@ -103,8 +103,8 @@ def test_posix_rendering_round_trips_through_shlex(argv):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(argv=st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
-                     min_size=1, max_size=4))
+@given(argv=st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+                             max_size=12), min_size=1, max_size=4))
 def test_posix_rendering_round_trips_through_bash(argv, tmp_path):
     line = shells.render(argv, shells.POSIX)
     assert bash_argv(line, tmp_path) == [encoded(a) for a in argv]
@@ -180,11 +180,12 @@ def test_what_a_shell_cannot_pass_is_refused_with_a_reason(shell, arg):
     with pytest.raises(shells.Unrepresentable):
         shells.quote(arg, shell)
     line = shells.render(["python", arg], shell)
-    assert line.startswith("rem " if shell == shells.CMD else "# ") and "cannot write this command safely" in line
+    assert line.startswith("rem " if shell == shells.CMD else "# ")
+    assert "cannot write this command safely" in line
     assert (not arg or arg not in line) and not set(line) & set("%!\"'$`&|<>;()")
 
 
-# --- values read from the machine -----------------------------------------------------------------------------
+# --- values read from the machine --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("spec", ["nvidia-x==1$(touch${IFS}PWNED)", "torch==2.*", "torch==1\n--index-url=x",
@@ -197,7 +198,8 @@ def test_pins_that_are_not_pep_440_are_refused(spec):
     assert line.startswith("# ") and "PWNED" not in line and "$" not in line
 
 
-@pytest.mark.parametrize("spec", ["torch==2.7.1+cu128", "nvidia-cudnn-cu12==9.1.0.70", "torch", "numpy==2.0.0rc1"])
+@pytest.mark.parametrize("spec", ["torch==2.7.1+cu128", "nvidia-cudnn-cu12==9.1.0.70", "torch",
+                                  "numpy==2.0.0rc1"])
 def test_real_pins_pass(spec):
     assert pin_problem(spec) is None
 
@@ -224,7 +226,7 @@ def command_lines(text: str) -> list[str]:
 
 
 def run_pasted(lines: list[str], cwd: Path) -> None:
-    """Paste each line into bash in an empty folder (PATH without pip: nothing installs), like a user would."""
+    """Paste each line into bash in an empty folder (PATH without pip: nothing installs), as a user would."""
     for line in lines:
         subprocess.run(["bash", "-c", line], capture_output=True, cwd=cwd, timeout=60,
                        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})
@@ -237,7 +239,8 @@ def test_a_hostile_target_path_and_dist_info_print_commands_that_run_nothing_els
     assert res.returncode == 1, res.summary()
     lines = command_lines(res.out)
     assert any("-m pip install" in line for line in lines), res.summary()
-    assert any("nvidia-x: the version read from the machine is not a PEP 440 version" in line for line in lines)
+    refused = "nvidia-x: the version read from the machine is not a PEP 440 version"
+    assert any(refused in line for line in lines)
     assert not any("--force-reinstall" in line for line in lines), lines
     paste = tmp_path / "paste"
     paste.mkdir()

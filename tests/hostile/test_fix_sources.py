@@ -166,7 +166,8 @@ def test_a_wheel_the_install_took_from_elsewhere_is_rolled_back(tmp_path, capsys
             result = super().stream(argv, timeout, on_line, env)
             if "--report" in argv:  # pip's report of the real install: torch came from another host
                 path = Path(argv[argv.index("--report") + 1])
-                path.write_text(path.read_text().replace(unit.WHEELS + "/torch.whl", "https://evil.example/t.whl"))
+                text = path.read_text().replace(unit.WHEELS + "/torch.whl", "https://evil.example/t.whl")
+                path.write_text(text)
             return result
 
     fake = Elsewhere()
@@ -184,7 +185,8 @@ def test_torch_gone_or_a_new_error_after_the_install_is_a_failed_fix(tmp_path, c
     if after == "no-torch":
         later = make_snapshot(torch=None, torchvision=None, torchaudio=None)
     else:  # a driver too old for the new build: an error finding that was not there before
-        later = make_snapshot(gpus=[gpu("NVIDIA GeForce RTX 4090", "8.9")], driver="470.57.02", max_cuda="11.4")
+        later = make_snapshot(gpus=[gpu("NVIDIA GeForce RTX 4090", "8.9")], driver="470.57.02",
+                              max_cuda="11.4")
     fake = unit.FakeInstaller()
     machine = unit.fake_machine(fake, [unit.cpu_snapshot(), later], load_table(), tmp_path)
     code = fix(unit.opts(), FixOptions(yes=True), machine)

@@ -34,7 +34,8 @@ def test_every_shared_text_format_says_so(world, tmp_path, args, first):
 
 def test_a_text_file_says_so(world, tmp_path):
     out = tmp_path / "out.txt"
-    res = run_cli(["check", "--from", str(world.report), "-o", str(out), "--no-redact"], base_env(world), cwd=tmp_path)
+    res = run_cli(["check", "--from", str(world.report), "-o", str(out), "--no-redact"], base_env(world),
+                  cwd=tmp_path)
     assert res.returncode in (0, 1), res.summary()
     assert out.read_text().startswith(LINE)
 
