@@ -8,6 +8,8 @@ import pytest
 from factory import gpu, make_snapshot, torch_dist
 
 from doctor.app.diagnose import diagnose
+from doctor.compat.assessment import assess
+from doctor.compat.builds import torch_build
 from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import python_in_range, venv_line
 from doctor.compat.pins import project_pin, wanted_torch
@@ -184,7 +186,7 @@ def test_driver_change_is_decided_in_a_documented_order():
 def test_driver_advice_per_os(table, os_name, wsl, minimum, commands):
     snap = rtx5090_2121(os=os_name)
     snap.host.wsl = wsl
-    keep = choose(table, machine_from_snapshot(snap), "2.12.1").needs_driver
+    keep = choose(table, machine_from_snapshot(snap, torch_build(snap)), "2.12.1").needs_driver
     advice = driver_advice(table, snap, "13.0", keep.driver)
     assert advice.minimum == minimum and len(advice.commands) == commands
     if wsl:
@@ -282,7 +284,7 @@ def test_a_build_that_already_fits_is_not_told_it_stays_once_the_driver_is_updat
 
     snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
                          torch=torch_dist("2.13.0+cpu", None), torchvision=None, torchaudio=None)
-    plan = build_plan(snap, table, [Finding("torch-cpu-build", "error", "a CPU build", fix=Fix("x"))])
+    plan = build_plan(assess(snap, table), [Finding("torch-cpu-build", "error", "a CPU build", fix=Fix("x"))])
     assert plan.status == "none" and plan.steps == []
     assert "already the build that fits" in plan.reason
     assert not any("driver" in n for n in plan.notes)
@@ -345,7 +347,7 @@ def test_a_distributions_own_torch_gets_no_pip_reinstall_from_any_finding(table)
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda", "/opt/conda/envs/ml"
     snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(
         "pytorch", "2.5.1", "cuda126_mkl_py312_h8b1a2c3_303", "https://conda.anaconda.org/conda-forge/linux-64")]))
-    plan = build_plan(snap, table, [])
+    plan = build_plan(assess(snap, table), [])
     assert plan.status == "healthy" and plan.pins == []
     fix = Fix("again", actions=[Action(REINSTALL, ("torch",), plan=True)])
     Commands(python="/opt/conda/envs/ml/bin/python").fill([Finding("x", "warning", "t", fix=fix)],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from doctor.compat.arch import arch_supports
-from doctor.compat.builds import torch_build
+from doctor.compat.builds import Build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
 from doctor.model.records import field, memo, record, replace
@@ -41,7 +41,8 @@ class Machine:
     free_threaded: bool = False  # a free-threaded build (Py_GIL_DISABLED): only "3.13t"-style wheels install
 
 
-def machine_from_snapshot(snap: Snapshot) -> Machine:
+def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
+    """``build``: the installed torch's (None: not installed), whose variant is kept when it still fits."""
     gpus = snap.nvidia.gpus
     ccs = tuple(cc for cc in (parse_cc(g.compute_capability.value) for g in gpus) if cc)
     present = bool(gpus) or bool(snap.nvidia.pci_devices) or snap.nvidia.status not in ("no-gpu", "unknown")
@@ -54,7 +55,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         nvidia_present=present,
         driver_version=snap.nvidia.driver_version.value,
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
-        installed_variant=build.variant if (build := torch_build(snap)) else None,
+        installed_variant=build.variant if build is not None else None,
         free_threaded=bool(snap.interpreter.free_threaded),
     )
 
@@ -417,31 +418,9 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
     return later
 
 
-def _distinct(ccs):
-    return tuple(sorted(set(ccs))) if ccs else ccs
-
-
 def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
     the installed version when that one does not match it."""
-    # It reads the GPUs' capabilities as a set (no Fit it returns has bad_ccs), not how many there are: one entry
-    # serves 1 to 8 GPUs of a model. A plain tuple as the key: cheaper to hash than a Machine.
-    m = machine
-    key = (m.platform, m.os, m.python, _distinct(m.gpu_ccs), m.nvidia_present, m.driver_version, m.driver_max_cuda,
-           m.installed_variant, m.free_threaded)
-    return _choose_keyed(table, key, installed_version, _distinct(ccs), wanted)
-
-
-@functools.lru_cache(maxsize=4096)  # pure: the rules and the plan ask it the same questions, and so do fleets
-def _choose_keyed(table, key: tuple, installed_version: str | None, ccs, wanted: str | None) -> Choice:
-    platform, os_, python, gpu_ccs, present, driver, driver_max, variant, free_threaded = key
-    machine = Machine(platform=platform, os=os_, python=python, gpu_ccs=gpu_ccs, gpu_count=0, nvidia_present=present,
-                      driver_version=driver, driver_max_cuda=driver_max, installed_variant=variant,
-                      free_threaded=free_threaded)
-    return _choose(table, machine, installed_version, ccs, wanted)
-
-
-def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     spec = public_spec(wanted)
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):

@@ -1,4 +1,5 @@
-"""The rules engine: pure functions of (snapshot, table) that return findings.
+"""The rules engine: pure functions of one machine's assessment (the snapshot, the table and what is derived
+from them once: doctor/compat/assessment.py) that return findings.
 
 Every rule is registered in ``RULES`` with a stable id and a one-line summary, so that
 ``torchdoctor rules``, the README and the checks shown in ``check`` come from one place.
@@ -33,7 +34,11 @@ from doctor.model.i18n import Msg
 from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 
-RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only
+    from doctor.compat.assessment import Assessment
+
+RuleFunc = Callable[..., list[Finding]]  # (assessment) -> findings (or an Outcome)
 INTERNAL_ERROR_ID = "internal-rule-error"
 UNINSPECTED = Msg("the target interpreter could not be inspected")
 
@@ -118,12 +123,12 @@ def known_ids(rules: Iterable[Rule] | None = None) -> list[str]:
     return list(ids)
 
 
-def run_rules(snapshot: Snapshot, table, rules: list[Rule] | None = None) -> tuple[list[Finding], list[CheckResult]]:
+def run_rules(facts: Assessment, rules: list[Rule] | None = None) -> tuple[list[Finding], list[CheckResult]]:
     findings: list[Finding] = []
     checks: list[CheckResult] = []
     for rule in rules if rules is not None else all_rules():
         try:
-            result = rule.func(snapshot, table)
+            result = rule.func(facts)
             produced = list(result or [])
         except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
             findings.append(_crash_finding(rule, exc))

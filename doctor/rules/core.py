@@ -1,5 +1,6 @@
 """The core rules: driver state, the installed torch build against the driver and the GPUs,
-companion packages, Python. Each ``check_*`` is a pure function of (snapshot, table).
+companion packages, Python. Each ``check_*`` is a pure function of the machine's assessment (the snapshot, the
+table and what is derived from them once: doctor/compat/assessment.py).
 
 Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix plan
 (``doctor.plan.plan``) chooses the one target for all of them and fills the exact command in.
@@ -8,19 +9,18 @@ Findings whose remedy is a different wheel leave ``fix.commands`` empty: the fix
 from __future__ import annotations
 
 from doctor.compat.arch import format_cc, sm_name
-from doctor.compat.builds import companion_build, torch_build
-from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, UNKNOWN, arch_source, cudnn_floor, gpu_fit
-from doctor.compat.distributions import is_jetson, jetpack_text, torch_origin
-from doctor.compat.drivers import driver_advice, driver_change
+from doctor.compat.assessment import Assessment
+from doctor.compat.builds import companion_build
+from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, UNKNOWN, cudnn_floor, gpu_fit
+from doctor.compat.distributions import is_jetson, jetpack_text
+from doctor.compat.drivers import driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
-from doctor.compat.pins import wanted_spec
 from doctor.compat.wheels import (
     MINOR_COMPAT,
     TOO_OLD,
     change_cost,
     choose,
     driver_verdict,
-    machine_from_snapshot,
     python_label,
     python_ok,
 )
@@ -61,7 +61,8 @@ def _no_gpu(snap: S.Snapshot):
 # --- the NVIDIA driver itself ---------------------------------------------------------------------
 
 
-def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
+def check_nvidia_state(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     nv = snap.nvidia
     ev = {"nvidia.status": nv.status, "nvidia.detail": nv.detail, "attempts": list(nv.attempts)}
     if nv.status == S.NVIDIA_NO_DRIVER and snap.host.container:
@@ -123,7 +124,8 @@ def check_nvidia_state(snap: S.Snapshot, table) -> list[Finding]:
 # --- is torch there at all ----------------------------------------------------------------------
 
 
-def check_torch_installed(snap: S.Snapshot, table) -> list[Finding]:
+def check_torch_installed(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     interp, inst = snap.interpreter, snap.install
     if interp.error:
         return [Finding(
@@ -155,8 +157,8 @@ def check_torch_installed(snap: S.Snapshot, table) -> list[Finding]:
 # --- the build kind against the hardware ----------------------------------------------------------
 
 
-def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_build_kind(facts: Assessment) -> list[Finding]:
+    snap, build = facts.snap, facts.build
     if build is None:
         return without_torch(snap)
     if not _gpus_usable(snap):
@@ -182,8 +184,8 @@ def check_build_kind(snap: S.Snapshot, table) -> list[Finding]:
     return []
 
 
-def check_driver(snap: S.Snapshot, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_driver(facts: Assessment) -> list[Finding]:
+    snap, table, build = facts.snap, facts.table, facts.build
     if build is None:
         return without_torch(snap)
     if build.kind == "unknown":
@@ -195,7 +197,7 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
         return unknown(Msg("the CUDA version of torch {label} is not known", label=build.label))
     if snap.nvidia.status != S.NVIDIA_OK:
         return _no_gpu(snap)  # the driver-state rule already explains this
-    machine = machine_from_snapshot(snap)
+    machine = facts.machine
     verdict = driver_verdict(table, build.cuda, machine)
     have = snap.nvidia.driver_version.value
     have_cuda = snap.nvidia.cuda_driver_version.value
@@ -215,7 +217,7 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
         if is_jetson(snap):
             return [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
         return [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}", label=build.label), why, ev,
-                        _two_ways(snap, table, machine, build, have, have_cuda, verdict), list(verdict.unverified))]
+                        _two_ways(facts, have, have_cuda, verdict), list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
         return [Finding(
             "driver-older-than-build", WARNING,
@@ -231,12 +233,12 @@ def check_driver(snap: S.Snapshot, table) -> list[Finding]:
     return []
 
 
-def _two_ways(snap: S.Snapshot, table, machine, build, have, have_cuda, verdict) -> Fix:
+def _two_ways(facts: Assessment, have, have_cuda, verdict) -> Fix:
     """The driver finding's fix names the plan's two ways: a newer driver with torch kept, or the nearest release
     that runs on today's driver (first where the driver cannot be changed here)."""
-    choice = choose(table, machine, build.version, wanted=wanted_spec(snap))
+    snap, table, build, choice = facts.snap, facts.table, facts.build, facts.choice
     keep, today = choice.needs_driver, choice.today
-    change = driver_change(snap)
+    change = facts.driver_change
     if keep is None:
         return Fix(Msg("Install a torch build made for CUDA {have_cuda} (see the fix plan), "
                    "or update the driver to {needed} or later.", have_cuda=have_cuda or Msg('your driver'), needed=verdict.needed or Msg('a newer release')), links=[DRIVER_URL])
@@ -266,11 +268,11 @@ def _jetson_driver_finding(snap: S.Snapshot, table, build, why: str, ev: dict, v
         list(verdict.unverified))
 
 
-def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
+def check_gpu_arch(facts: Assessment) -> list[Finding]:
     """Kernels for every GPU, judged on the best arch list there is (doctor/compat/coverage.py): torch at run
     time, the binary, the table (PyTorch's wheels only), else the CUDA version's bound. Each finding names its
     source; what none of them can decide stays unknown."""
-    build = torch_build(snap)
+    snap, table, build = facts.snap, facts.table, facts.build
     if build is None:
         return without_torch(snap)
     if build.kind == "unknown":
@@ -283,8 +285,7 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     gpus = [(g, cc) for g, cc in gpus if cc]
     if not gpus:
         return unknown(Msg("no GPU's compute capability is known"))
-    origin = torch_origin(snap)
-    source = arch_source(snap, table, build, origin)
+    origin, source = facts.origin, facts.coverage
     ev = {"torch": build.label, "origin": origin.kind, "origin.evidence": origin.evidence,
           "arch_list.source": source.label, "arch_list.kind": source.kind, "arch_list": list(source.sm),
           "ptx": list(source.ptx) if source.ptx is not None else None, "partial": list(source.partial),
@@ -331,7 +332,7 @@ def check_gpu_arch(snap: S.Snapshot, table) -> list[Finding]:
     flagged = {f.evidence.get("gpu.index") for f in findings if f.id != "arch-list-unknown"}
     findings.extend(_cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged]))
     if any(f.id == "gpu-arch-unsupported" for f in findings):
-        groups = _gpu_groups(snap, table, gpus)
+        groups = _gpu_groups(facts.machine, table, gpus)
         if groups and len(groups) > 1:
             findings.append(_groups_finding(snap, groups))
     return findings
@@ -363,9 +364,8 @@ def _cudnn_findings(snap: S.Snapshot, table, build, origin, gpus) -> list[Findin
     return out
 
 
-def _gpu_groups(snap: S.Snapshot, table, gpus) -> list[tuple[list, object]]:
+def _gpu_groups(machine, table, gpus) -> list[tuple[list, object]]:
     """When no single wheel serves every GPU: the best wheel for each group of GPUs."""
-    machine = machine_from_snapshot(snap)
     everything = choose(table, machine, None)
     if everything.target or everything.needs_driver:
         return []
@@ -410,9 +410,9 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
 # --- companions ---------------------------------------------------------------------------------
 
 
-def check_companions(snap: S.Snapshot, table) -> list[Finding]:
+def check_companions(facts: Assessment) -> list[Finding]:
+    snap, table, build = facts.snap, facts.table, facts.build
     inst = snap.install
-    build = torch_build(snap)
     if build is None:
         return without_torch(snap)
     if inst.torchvision is None and inst.torchaudio is None:
@@ -493,12 +493,12 @@ def _torch_requirement(requires: list[str]):
 # --- Python ---------------------------------------------------------------------------------------
 
 
-def check_python(snap: S.Snapshot, table) -> list[Finding]:
+def check_python(facts: Assessment) -> list[Finding]:
+    snap, table = facts.snap, facts.table
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
         return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
-    build = torch_build(snap)
-    machine = machine_from_snapshot(snap)
+    build, machine = facts.build, facts.machine
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not supported:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
@@ -514,7 +514,7 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
             {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform},
             _supported_python_fix(snap, table.releases[-1]),
         )]
-    choice = choose(table, machine, build.version if build else None)
+    choice = facts.unpinned
     if choice.target is None and choice.needs_driver is None and "has no wheel for Python" in choice.reason:
         relaxed = choose(table, replace(machine, python=None, free_threaded=False), None)
         needed = relaxed.target or relaxed.needs_driver
@@ -553,8 +553,8 @@ def _supported_python_fix(snap: S.Snapshot, release) -> Fix:
                "plan for the command).", version=other.version), [line])
 
 
-def check_table_fresh(snap: S.Snapshot, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_table_fresh(facts: Assessment) -> list[Finding]:
+    snap, table, build = facts.snap, facts.table, facts.build
     if build is None:
         return without_torch(snap)
     if not table.releases:

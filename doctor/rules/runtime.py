@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Callable
 
+from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
@@ -66,7 +67,8 @@ class _Seen:
     step: S.SmokeStep | None = None
 
 
-def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
+def check_runtime(facts: Assessment) -> list[Finding]:
+    snapshot = facts.snap
     rt = snapshot.runtime
     if rt.status == "skipped":
         return skipped(rt.detail or Msg("the smoke test did not run"))
