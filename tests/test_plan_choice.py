@@ -14,9 +14,11 @@ from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import python_in_range, venv_line
 from doctor.compat.pins import project_pin, wanted_torch
 from doctor.compat.wheels import (
+    NEEDS_OTHER_PYTHON,
     NO_GPU,
     NO_PYTHON,
     NO_SUCH_VERSION,
+    NO_WHEEL_FOR_GPUS,
     TOO_OLD,
     DriverVerdict,
     Fit,
@@ -353,3 +355,26 @@ def test_a_distributions_own_torch_gets_no_pip_reinstall_from_any_finding(table)
     Commands(python="/opt/conda/envs/ml/bin/python").fill([Finding("x", "warning", "t", fix=fix)],
                                                          (tuple(plan.pins), plan.pins_variant))
     assert fix.commands == []
+
+
+@pytest.mark.parametrize("name, cc, note", [
+    ("GeForce GTX 680", "3.0", "CUDA 10.2 to 10.2 can compile kernels for these GPUs: only a build made"),
+    ("GeForce GTX 580", "2.0", "No CUDA version the table knows can compile kernels for these GPUs."),
+])
+def test_no_wheel_for_the_gpus_says_which_cuda_could_build_one(table, name, cc, note):
+    # the plan's note follows the choice's code, never the words of its reason
+    snap = make_snapshot(gpus=[gpu(name, cc)], torch=None, torchvision=None, torchaudio=None)
+    plan = diagnose(snap, table).plan
+    assert assess(snap, table).choice.code == NO_WHEEL_FOR_GPUS
+    assert (plan.status, plan.reason) == ("manual", "no published wheel has kernels for every GPU of this machine")
+    assert plan.notes[1].startswith(note)
+
+
+def test_the_build_the_gpu_needs_without_a_wheel_for_this_python(table):
+    snap = make_snapshot(python="3.8.10", gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=None,
+                         torchvision=None, torchaudio=None)
+    diag = diagnose(snap, table)
+    assert assess(snap, table).unpinned.code == NEEDS_OTHER_PYTHON
+    [f] = [f for f in diag.findings if f.id == "python-unsupported"]
+    assert f.title == "the torch this machine needs has no wheel for Python 3.8.10"
+    assert f.evidence["reason"].startswith("torch 2.11.0+cu128, the build this machine needs, has no wheel for Python")

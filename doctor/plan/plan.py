@@ -17,7 +17,10 @@ from doctor.compat.distributions import NIGHTLY, SOURCE
 from doctor.compat.drivers import DriverChange, driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
 from doctor.compat.wheels import (
+    AS_ASKED,
+    AS_ASKED_AFTER_DRIVER,
     NO_PYTHON,
+    NO_WHEEL_FOR_GPUS,
     Choice,
     Fit,
     Machine,
@@ -188,19 +191,20 @@ def build_plan(facts: Assessment, findings: list[Finding], commands: Commands | 
     plan.notes.append(choice.reason)
     machine = run.machine
     reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
-    if "kernels for every GPU" in choice.reason and reach:
+    if choice.code == NO_WHEEL_FOR_GPUS and reach:
         plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
                           "with one of them for exactly these architectures (a source build with "
                           "TORCH_CUDA_ARCH_LIST) would run.")
-    elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
+    elif choice.code == NO_WHEEL_FOR_GPUS and machine.gpu_ccs:
         plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
     return plan
 
 
-def _asked(run: _Run, reason: str) -> str:
+def _asked(run: _Run, choice: Choice) -> str:
     """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as pinned
     by requirements.txt:2"."""
-    if run.wanted is None or ", as asked" not in reason:
+    reason = choice.reason
+    if run.wanted is None or choice.code not in (AS_ASKED, AS_ASKED_AFTER_DRIVER):
         return reason
     verb = "asked" if run.wanted.source.startswith(("--", "[tool.torchdoctor]")) else "pinned"
     return reason.replace(", as asked", f", as {verb} by {run.wanted.source}")
@@ -222,7 +226,7 @@ def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
         plan.reason = (f"torch {build.label} is already the build that fits this machine; no other wheel fixes "
                        "the findings: see each finding's fix")
         return plan
-    reason = _asked(run, choice.reason)
+    reason = _asked(run, choice)
     if build is not None and run.facts.origin.kind == NIGHTLY:
         plan.notes.append(f"This replaces the nightly build torch {build.version} with the release {fit.wheel.label}.")
         if minor_key(build.version) == fit.wheel.minor:
@@ -267,7 +271,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     keep_pins = plan.pins
     notes: list[str] = []
     if not keeps:
-        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), Msg(" after the driver update"))
+        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice), Msg(" after the driver update"))
         driver_steps += steps
     driver_way = way("driver", f"Install {advice.summary} and keep torch {keep.wheel.label}",
                      driver_steps, run.describe(keep), "a driver update and a reboot", advice,
@@ -296,7 +300,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         return plan
     plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
     plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
-    plan.reason = _asked(run, choice.reason)
+    plan.reason = _asked(run, choice)
     driver_way["primary"] = run.change.possible
     plan.alternatives = [driver_way] + ([today_way] if today_way else [])
     if not run.change.possible:

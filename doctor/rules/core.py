@@ -17,6 +17,7 @@ from doctor.compat.drivers import driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
 from doctor.compat.wheels import (
     MINOR_COMPAT,
+    NEEDS_OTHER_PYTHON,
     TOO_OLD,
     change_cost,
     choose,
@@ -515,7 +516,7 @@ def check_python(facts: Assessment) -> list[Finding]:
             _supported_python_fix(snap, table.releases[-1]),
         )]
     choice = facts.unpinned
-    if choice.target is None and choice.needs_driver is None and "has no wheel for Python" in choice.reason:
+    if choice.target is None and choice.needs_driver is None and choice.code == NEEDS_OTHER_PYTHON:
         relaxed = choose(table, replace(machine, python=None, free_threaded=False), None)
         needed = relaxed.target or relaxed.needs_driver
         release = (table.release(needed.wheel.torch) if needed else None) or table.releases[-1]
