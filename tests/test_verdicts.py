@@ -36,7 +36,8 @@ from doctor.model.requirements import Requirements, gpu_wanted_by
 from doctor.model.snapshot import BinaryKernels, Dist, Provenance, RuntimeDevice, TorchRuntime
 from doctor.probes import binaries
 from doctor.probes.provenance import parse_tegra_release, probe_provenance
-from doctor.rules.core import check_companions, check_gpu_arch
+from doctor.rules.gpu_arch import check_gpu_arch
+from doctor.rules.install import check_companions
 from doctor.table.parse import _Parser
 
 H100 = ("NVIDIA H100 80GB HBM3", "9.0")

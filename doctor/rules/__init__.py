@@ -30,9 +30,9 @@ from doctor.model.findings import (
     CheckResult,
     Finding,
 )
-from doctor.model.i18n import Msg
+from doctor.model.i18n import Msg, join
 from doctor.model.records import record
-from doctor.model.snapshot import Snapshot
+from doctor.model.snapshot import NVIDIA_NO_GPU, NVIDIA_OK, NVIDIA_UNKNOWN, Snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only
@@ -104,6 +104,27 @@ def without_torch(snapshot: Snapshot) -> Outcome:
     if snapshot.origin in ("collect_env", "report") and install.status == "unknown":
         return skipped(Msg("no torch build in this {origin}", origin=origin_name(snapshot)))
     return unknown(why)
+
+
+def no_gpu(snapshot: Snapshot) -> Outcome:
+    """A GPU rule's answer without a working NVIDIA GPU: skipped, or unknown when nobody could tell."""
+    nv = snapshot.nvidia
+    if nv.status == NVIDIA_UNKNOWN:
+        return unknown(Msg("whether this machine has a working NVIDIA GPU is not known"))
+    if nv.status in (NVIDIA_NO_GPU, NVIDIA_OK):
+        return skipped(Msg("no NVIDIA GPU"))
+    return skipped(Msg("the NVIDIA driver is not usable ({status}): the driver check explains it",
+                       status=nv.status))
+
+
+def gpu_list(snapshot: Snapshot) -> str:
+    """The NVIDIA GPUs for a finding's text: "GPU 0 NVIDIA H100 (CC 9.0), GPU 1 ..."."""
+    parts = []
+    for g in snapshot.nvidia.gpus:
+        cc = g.compute_capability.value
+        parts.append(Msg("GPU {index} {name} (CC {cc})", index=g.index, name=g.name, cc=cc) if cc else
+                     Msg("GPU {index} {name}", index=g.index, name=g.name))
+    return join(", ", parts) or Msg("none listed")
 
 
 def all_rules() -> list[Rule]:
