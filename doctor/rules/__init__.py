@@ -35,7 +35,7 @@ from doctor.model.records import record
 from doctor.model.snapshot import NVIDIA_NO_GPU, NVIDIA_OK, NVIDIA_UNKNOWN, Snapshot
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only
+if TYPE_CHECKING:  # in annotations only: the engine runs what it is handed, it derives nothing
     from doctor.compat.assessment import Assessment
 
 RuleFunc = Callable[..., list[Finding]]  # (assessment) -> findings (or an Outcome)
