@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 
-from doctor.compat.assessment import Assessment
 from doctor.compat.coverage import RUNS, bound_verdict
 from doctor.compat.distributions import (
     CONDA_FORGE,
@@ -28,6 +27,10 @@ from doctor.model.records import field, record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 from doctor.plan.commands import Commands, conda_install_argv, render_argv
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"
 NGC_RELEASE_NOTES = "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/index.html"

@@ -12,7 +12,6 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 
 from __future__ import annotations
 
-from doctor.compat.assessment import Assessment
 from doctor.compat.distributions import NIGHTLY, SOURCE
 from doctor.compat.drivers import DriverChange, driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
@@ -49,6 +48,10 @@ from doctor.plan.ways import (
     way,
     wheel_pins,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 __all__ = ["DRIVER_FIRST", "HEALTHY", "INSTALL", "MANUAL", "NONE", "Plan", "Step", "WHEEL_FINDINGS",
            "attach_commands", "build_plan", "commands_for", "wheel_pins"]

@@ -6,7 +6,6 @@ as structured data (the plan's ``alternatives``).
 
 from __future__ import annotations
 
-from doctor.compat.assessment import Assessment
 from doctor.compat.distributions import PYTORCH_CONDA
 from doctor.compat.drivers import DriverAdvice
 from doctor.compat.installs import conda_torch
@@ -17,6 +16,10 @@ from doctor.model.records import record
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 VENV_FOLDER = ".venv"  # where the plan makes an environment for an externally managed Python (in the working folder)
 PEP_668 = "https://peps.python.org/pep-0668/"
