@@ -545,7 +545,8 @@ def _with_smoke_row(raw, index=0, **changes):
 def test_smoke_test_rows_load_beside_explains(raw_signatures, sigs):
     assert len(sigs.smoke_test) == len(raw_signatures["smoke_test"]) > 0
     # explain matches its own rows only: the smoke-test rule's words are not candidates of a pasted text
-    assert not {w.id for w in sigs.smoke_test} & {m.signature for m in explain_text("out of memory", sigs).matches}
+    matched = {m.signature for m in explain_text("out of memory", sigs).matches}
+    assert not {w.id for w in sigs.smoke_test} & matched
     assert sigs.regex("no-nvidia-driver").search("Found no NVIDIA driver on your system")
     assert sigs.regex("smoke-busy").search("CUDA-capable device(s) is/are busy or unavailable")
     with pytest.raises(KeyError):
@@ -577,7 +578,8 @@ def test_bad_smoke_test_row_is_one_line_naming_row_and_field(raw_signatures, cha
 
 
 def test_smoke_test_must_be_a_list_of_objects(raw_signatures):
-    for bad, why in (({"x": 1}, "'smoke_test' must be a list"), (["x"], "smoke_test row 0: must be an object")):
+    for bad, why in (({"x": 1}, "'smoke_test' must be a list"),
+                     (["x"], "smoke_test row 0: must be an object")):
         data = copy.deepcopy(raw_signatures)
         data["smoke_test"] = bad
         with pytest.raises(ValueError, match=re.escape(why)):

@@ -118,7 +118,8 @@ def test_system_nvjitlink_on_ld_library_path(tmp_path, cuda_env):
     assert "__nvJitLinkComplete_12_6" in found["detail"]
 
     snap = snapshot_for(cuda_env, {"LD_LIBRARY_PATH": value})
-    direct = [f for f in libraries.check_library_shadowing(assess(snap, None)) if f.id == "library-path-shadows-cuda-libs"]
+    found = libraries.check_library_shadowing(assess(snap, None))
+    direct = [f for f in found if f.id == "library-path-shadows-cuda-libs"]
     assert len(direct) == 1
     assert direct[0].evidence["offending"][0]["wheel_source"] == "nvidia-nvjitlink-cu12 12.6.85"
 

@@ -148,7 +148,8 @@ def test_severity_follows_what_says_a_gpu_is_wanted(facts, severity, cuda_torch)
     torch = torch_dist() if cuda_torch else torch_dist("2.7.1+cpu", cuda=None)
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch)
     snap = snap_with(snap=snap, container=container(**facts))
-    assert one(containers.check_containers(assess(snap, None)), "container-no-gpu-access").severity == severity
+    facts = assess(snap, None)
+    assert one(containers.check_containers(facts), "container-no-gpu-access").severity == severity
 
 
 @pytest.mark.parametrize("wanted", [["--require cuda"], ["[tool.torchdoctor] require = gpu"], ["--device 0"]])
@@ -232,12 +233,14 @@ def test_kubernetes_shm_remedy_is_a_memory_emptydir():
 
 
 def test_small_shm_outside_a_container_is_info():
-    finding = one(resources.check_shm(assess(snap_with(shm=Shm(total_bytes=512 * 1024**2)), None)), "shm-too-small")
+    facts = assess(snap_with(shm=Shm(total_bytes=512 * 1024**2)), None)
+    finding = one(resources.check_shm(facts), "shm-too-small")
     assert finding.severity == INFO and finding.fix.commands == ["sudo mount -o remount,size=8G /dev/shm"]
 
 
 def test_enough_shm_or_unknown():
-    assert resources.check_shm(assess(snap_with(shm=Shm(total_bytes=2 * GIB), container=container()), None)) == []
+    roomy = snap_with(shm=Shm(total_bytes=2 * GIB), container=container())
+    assert resources.check_shm(assess(roomy, None)) == []
     assert resources.check_shm(assess(snap_with(shm=Shm(why="statvfs failed")), None)) == []
 
 
@@ -267,7 +270,8 @@ def test_quota_above_half_is_info_only():
 
 def test_budget_computed_when_missing():
     cpu = Cpu(cpu_count=16, affinity=16, quota_cpus=1.5)
-    assert one(resources.check_cpu_quota(assess(snap_with(cpu=cpu), None)), "cpu-quota-low").evidence["budget"] == 2
+    facts = assess(snap_with(cpu=cpu), None)
+    assert one(resources.check_cpu_quota(facts), "cpu-quota-low").evidence["budget"] == 2
 
 
 # --- memory -------------------------------------------------------------------------------------
@@ -369,7 +373,8 @@ def test_hides_all(value):
 def test_hides_all_on_a_cpu_machine_is_info():
     snap = make_snapshot(gpus=[], nvidia_status=S.NVIDIA_NO_GPU, torch=torch_dist("2.7.1+cpu", cuda=None))
     snap = snap_with(snap=snap, visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES=""))
-    assert one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-hides-all").severity == INFO
+    facts = assess(snap, None)
+    assert one(devices.check_visible_devices(facts), "cuda-visible-devices-hides-all").severity == INFO
 
 
 def test_duplicates_hide_everything():
@@ -530,7 +535,8 @@ def test_failed_import_with_undefined_symbol_makes_it_an_error():
     snap.runtime.status = "import-error"
     snap.runtime.detail = (".../libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, "
                            "version libnvJitLink.so.12")  # fmt: skip
-    assert one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs").severity == ERROR
+    facts = assess(snap, None)
+    assert one(libraries.check_library_shadowing(facts), "library-path-shadows-cuda-libs").severity == ERROR
 
 
 def test_windows_path_uses_powershell():
@@ -575,7 +581,8 @@ def test_cuda_home_fix_never_invents_a_folder():
 
 def test_cuda_home_same_minor_is_fine():
     assert (
-        libraries.check_library_shadowing(assess(snap_with(cuda_home=CudaHome(version="12.8.1", path="/usr/local/cuda")), None))
+        libraries.check_library_shadowing(
+            assess(snap_with(cuda_home=CudaHome(version="12.8.1", path="/usr/local/cuda")), None))
         == []
     )
 
@@ -639,7 +646,8 @@ def test_two_torch_copies_on_sys_path():
         DistRecord(name="torch", version="2.4.0", location="/opt/extra/site-packages", installer="pip"),
     ]
     snap = snap_with(python=facts)
-    finding = one(written(installs.check_mixed_installs(assess(snap, None)), snap), "duplicate-torch-installs")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_mixed_installs(facts), snap), "duplicate-torch-installs")
     assert finding.fix.commands[:2] == [f"{PY} -m pip uninstall -y torch torchvision torchaudio"] * 2
     assert finding.fix.commands[2].endswith("--index-url https://download.pytorch.org/whl/cu128")
 
@@ -661,7 +669,8 @@ def test_externally_managed_system_python():
         "/usr/bin/python3", "system", True)  # fmt: skip
     text = "[externally-managed]\nError=To install Python packages system-wide, try apt install python3-xyz"
     snap.environment.python = py_facts(externally_managed_text=text)
-    finding = one(written(installs.check_interpreter_hygiene(assess(snap, None)), snap), "externally-managed-python")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_interpreter_hygiene(facts), snap), "externally-managed-python")
     assert finding.fix.commands == [
         '/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install "torch==2.7.1+cu128" '
         '"torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128'
@@ -671,7 +680,8 @@ def test_externally_managed_system_python():
 def test_conda_base():
     snap = make_snapshot()
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda-base", "/opt/miniconda3"
-    finding = one(written(installs.check_interpreter_hygiene(assess(snap, None)), snap), "conda-base-environment")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_interpreter_hygiene(facts), snap), "conda-base-environment")
     assert finding.fix.commands[:2] == ["conda create -n torch python=3.12", "conda activate torch"]
 
 

@@ -144,7 +144,8 @@ def test_untagged_torchvision_reads_its_cuda_from_its_binary():
     snap = make_snapshot(torchvision=tv, torchaudio=None)
     build = companion_build(snap, "torchvision")
     assert (build.kind, build.cuda) == ("cuda", "12") and "libcudart.so.12" in build.evidence
-    assert "torchvision-mismatch" not in ids(check_companions(assess(snap, _table())))  # 12 == 12, 0.20 compares majors
+    # 12 == 12, and 0.20 compares majors
+    assert "torchvision-mismatch" not in ids(check_companions(assess(snap, _table())))
 
 
 def test_torchvision_binary_of_another_cuda_major_is_a_mismatch():
@@ -281,7 +282,8 @@ def test_unreadable_libraries_fall_back_and_never_raise(tmp_path, damage):
     path.write_bytes(data)
     kernels = binaries.read_binary(path, "torch")
     assert kernels.status in ("unknown", "no-gpu-code") and kernels.why
-    findings = check_gpu_arch(assess(_arch_snapshot(H100, version="2.14.1a0+git9a8b7c6", kernels=kernels), _table()))
+    snap = _arch_snapshot(H100, version="2.14.1a0+git9a8b7c6", kernels=kernels)
+    findings = check_gpu_arch(assess(snap, _table()))
     unknown = next(f for f in findings if f.id == "arch-list-unknown")  # the source build: bound only
     assert unknown.evidence["arch_list.kind"] == "cuda-bound"
     assert any(kernels.why in s for s in unknown.evidence["not_used"])

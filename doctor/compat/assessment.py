@@ -28,7 +28,7 @@ class Assessment:
     machine: Machine  # the facts the wheel choice reads
     wanted: TorchPin | None  # the torch asked for (--torch, [tool.torchdoctor] torch, the project's pins)
     driver_change: DriverChange  # whether this run may change the driver, and why not
-    coverage: ArchSource | None  # where a CUDA build's arch list comes from (None: not a CUDA build, no table)
+    coverage: ArchSource | None  # where a CUDA build's arch list comes from (None: another build, no table)
     choice: Choice | None  # the wheel for this machine, honouring ``wanted`` (None: no table)
     unpinned: Choice | None  # the same, as if no torch were asked for (``choice`` itself when none is)
 
@@ -45,4 +45,5 @@ def assess(snap: Snapshot, table) -> Assessment:
         installed = build.version if build is not None else None
         unpinned = choose(table, machine, installed)
         choice = choose(table, machine, installed, wanted=wanted.spec) if wanted is not None else unpinned
-    return Assessment(snap, table, build, origin, machine, wanted, driver_change(snap), coverage, choice, unpinned)
+    return Assessment(snap, table, build, origin, machine, wanted, driver_change(snap), coverage, choice,
+                      unpinned)

@@ -270,7 +270,8 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                     actions=[
                         Action(SHELL, text=f"conda create -n torch python={version}"),
                         Action(SHELL, text="conda activate torch"),
-                        Action(INSTALL, TORCH_TRIO, reinstall(facts.build).variant, python="python", plan=True),
+                        Action(INSTALL, TORCH_TRIO, reinstall(facts.build).variant, python="python",
+                               plan=True),
                     ],
                 ),
             )
