@@ -1,8 +1,8 @@
 """The wheel choice's lookups are cached by the facts they read (doctor/compat/wheels.py): the GPUs'
 capabilities, the driver, the platform, the Python, the installed build. Across the benchmark's mutated
-reports (drivers, GPU models and counts, torch builds) and mixed-GPU machines, a warm cache must answer exactly
-what a cold one does for each machine alone, and a machine with its GPUs counted and repeated what one with
-each capability once does."""
+reports (drivers, GPU models and counts, torch builds) and mixed-GPU machines, a warm cache must answer
+exactly what a cold one does for each machine alone, and a machine with its GPUs counted and repeated what one
+with each capability once does."""
 
 from __future__ import annotations
 
