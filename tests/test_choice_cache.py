@@ -1,7 +1,8 @@
-"""The wheel choice is cached by the facts it reads (doctor/compat/wheels.py): the GPUs' capabilities as a set, the
-driver, the platform, the Python, the installed build. Across the benchmark's mutated reports (drivers, GPU models and
-counts, torch builds) and mixed-GPU machines, a warm cache must answer exactly what a cold one does for each machine
-alone, and a machine with its GPUs counted and repeated what one with each capability once does."""
+"""The wheel choice's lookups are cached by the facts they read (doctor/compat/wheels.py): the GPUs'
+capabilities, the driver, the platform, the Python, the installed build. Across the benchmark's mutated
+reports (drivers, GPU models and counts, torch builds) and mixed-GPU machines, a warm cache must answer
+exactly what a cold one does for each machine alone, and a machine with its GPUs counted and repeated what one
+with each capability once does."""
 
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ bench = load_bench()
 
 def clear() -> None:
     wheels._BEST.clear()
-    wheels._choose_keyed.cache_clear()
     wheels._usable.cache_clear()
 
 
@@ -52,7 +52,7 @@ def machines(table):
         snap, _ = read_report(json.dumps(report), f"r{i}.json")
         enrich(snap, table)
         build = torch_build(snap)
-        yield wheels.machine_from_snapshot(snap), build.version if build else None
+        yield wheels.machine_from_snapshot(snap, build), build.version if build else None
 
 
 ASKED = [None, "==2.9.0", ">=2.12", "<2.6"]
@@ -92,8 +92,6 @@ def test_the_cached_choice_is_the_uncached_one(table, monkeypatch):
     warm = [answers(table, m, v) for m, v in every]  # one pass, the caches shared by every machine
     monkeypatch.setattr(wheels, "best_in_release", plain_best)
     monkeypatch.setattr(wheels, "_usable", plain_usable)
-    monkeypatch.setattr(wheels, "choose", lambda table, machine, installed, ccs=None, wanted=None:
-                        wheels._choose(table, machine, installed, ccs, wanted))
     for (machine, installed), expected in zip(every, warm, strict=True):
         assert answers(table, machine, installed) == expected
 
