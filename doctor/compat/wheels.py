@@ -8,7 +8,6 @@ wheel is the smallest change that does?".
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -205,33 +204,16 @@ def rank_fits(fits: list[Fit], installed_variant: str | None = None) -> list[Fit
     return sorted(fits, key=key)
 
 
-# best_in_release's answers, keyed by the facts they read and id(release), id(patch) (checked against the objects
-# kept: hashing a Release hashes its patches). Asked once per release for every new machine of a fleet or --from.
-_BEST: dict = {}
-
-
 def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driver: bool = True) -> Fit | None:
-    # The installed variant only decides the variants without an NVIDIA GPU, and the order when it is one of the
-    # fitting variants (else it ranks like none).
-    m, ccs = machine, machine.gpu_ccs if ccs is None else tuple(ccs)
-    facts = (table, id(release), id(patch), need_driver, m.platform, m.os, m.nvidia_present,
-             None if m.nvidia_present else m.installed_variant, m.driver_version, m.driver_max_cuda, ccs)
-    good = _BEST.get(facts)
-    if good is None or good[0] is not release or good[1] is not patch:
-        good = _keep(facts, (release, patch, _good_fits(table, release, patch, machine, ccs, need_driver)))
-    installed = m.installed_variant if any(f.wheel.variant == m.installed_variant for f in good[2]) else None
-    best = _BEST.get(facts + (installed,))
-    if best is None or best[0] is not release or best[1] is not patch:
-        ranked = rank_fits(list(good[2]), installed)
-        best = _keep(facts + (installed,), (release, patch, ranked[0] if ranked else None))
-    return best[2]
-
-
-def _keep(key, value):
-    if len(_BEST) >= 65536:
-        _BEST.clear()
-    _BEST[key] = value
-    return value
+    """The best fitting wheel of one release for this machine, or None."""
+    ccs = machine.gpu_ccs if ccs is None else tuple(ccs)
+    good = _good_fits(table, release, patch, machine, ccs, need_driver)
+    # The installed variant only decides the variants without an NVIDIA GPU, and the order when it is one of
+    # the fitting variants (else it ranks like none).
+    installed = machine.installed_variant if any(f.wheel.variant == machine.installed_variant for f in good) \
+        else None
+    ranked = rank_fits(list(good), installed)
+    return ranked[0] if ranked else None
 
 
 def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) -> tuple[Fit, ...]:
@@ -507,7 +489,6 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
                   code=NO_WHEEL_FOR_GPUS)
 
 
-@functools.lru_cache(maxsize=1024)  # every new machine asks it; it reads the platform, the Python and the specifier
 def _usable(table, platform: str, python: str | None, free_threaded: bool, wanted: str | None) -> tuple:
     """(release, newest usable patch) on this platform for this Python, oldest release first."""
     machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded)  # what python_ok reads
