@@ -6,7 +6,7 @@ a macOS older than a release's MPS floor has no MPS. The macOS floors of the whe
 from __future__ import annotations
 
 from doctor.compat.accelerators import accelerators, is_rosetta
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model.findings import ERROR, SHELL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.rules import Rule, skipped
@@ -14,13 +14,14 @@ from doctor.rules import Rule, skipped
 PYTHON_MAC = "https://www.python.org/downloads/macos/"
 
 
-def check_rosetta(snap, table) -> list[Finding]:
+def check_rosetta(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     if snap.host.os != "darwin":
         return skipped(Msg("not macOS"))
     if not is_rosetta(snap):
         return []
     cpu = snap.host.cpu or Msg("Apple silicon")
-    build = torch_build(snap)
+    build = facts.build
     ev = {"host.cpu": snap.host.cpu, "interpreter.machine": snap.interpreter.machine or snap.host.machine,
           "host.translated": snap.host.translated, "torch": build.label if build else None,
           "python": snap.interpreter.path or snap.interpreter.version}
@@ -39,11 +40,12 @@ def check_rosetta(snap, table) -> list[Finding]:
     )]
 
 
-def check_mps_macos(snap, table) -> list[Finding]:
+def check_mps_macos(facts: Assessment) -> list[Finding]:
+    snap, table = facts.snap, facts.table
     host = snap.host
     if host.os != "darwin" or host.machine != "arm64":
         return skipped(Msg("not an Apple silicon Python"))
-    build = torch_build(snap)
+    build = facts.build
     if build is None:
         return skipped(Msg("torch is not installed"))
     if not host.macos:

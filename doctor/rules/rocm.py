@@ -23,7 +23,7 @@ from doctor.compat.accelerators import (
     rocm_build_targets,
     runnable_as,
 )
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model.amd import AMD_NO_DEVICE, AMD_NO_PERMISSION
 from doctor.model.findings import ERROR, INFO, INSTALL, SHELL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
@@ -77,7 +77,8 @@ def _sentence(text: str) -> str:
 # --- device files ------------------------------------------------------------------------------------------
 
 
-def check_amd_devices(snap, table) -> list[Finding]:
+def check_amd_devices(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     amd = snap.amd
     if amd is None or not amd.gpus:
         return skipped(Msg("no AMD GPU"))
@@ -137,8 +138,9 @@ def _newest_rocm_for(table, snap, gfxs):
     return None
 
 
-def check_amd_build_kind(snap, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_amd_build_kind(facts: Assessment) -> list[Finding]:
+    snap, table = facts.snap, facts.table
+    build = facts.build
     if build is None:
         return without_torch(snap)
     procs, skip = _only_amd(snap, table)
@@ -187,8 +189,9 @@ def check_amd_build_kind(snap, table) -> list[Finding]:
 # --- a ROCm build against the GPU's processor --------------------------------------------------------------
 
 
-def check_rocm_targets(snap, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_rocm_targets(facts: Assessment) -> list[Finding]:
+    snap, table = facts.snap, facts.table
+    build = facts.build
     if build is None:
         return without_torch(snap)
     if build.kind != "rocm":

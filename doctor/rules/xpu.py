@@ -6,7 +6,7 @@ device ids come from the PCI bus (host.intel_gpus) and the accelerator table (do
 from __future__ import annotations
 
 from doctor.compat.accelerators import accelerators, intel_discrete_gpus
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model.findings import ERROR, INSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.rules import Rule, skipped, without_torch
@@ -24,8 +24,9 @@ def newest_xpu(table, snap) -> str | None:
     return None
 
 
-def check_intel_build(snap, table) -> list[Finding]:
-    build = torch_build(snap)
+def check_intel_build(facts: Assessment) -> list[Finding]:
+    snap, table = facts.snap, facts.table
+    build = facts.build
     if build is None:
         return without_torch(snap)
     gpus = intel_discrete_gpus(snap, accelerators(table))
