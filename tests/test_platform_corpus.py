@@ -22,9 +22,9 @@ CORPUS = Path(__file__).parent / "fixtures" / "corpus_platforms"
 ENTRIES = json.loads((CORPUS / "index.json").read_text(encoding="utf-8"))
 SCORED = [e for e in ENTRIES if not e.get("needs_sysroot")]
 
-# The share of scored entries diagnosed right today (8 of 40), rounded down. The accelerator and "GPU
+# The share of scored entries diagnosed right today (8 of 41), rounded down. The accelerator and "GPU
 # cannot work" rules are not merged yet, so this is low: it must be raised to 0.9 when those features land.
-CURRENT_FLOOR = 0.2
+CURRENT_FLOOR = 0.19
 
 # One CLI subprocess per scored entry: 16-19 s on an idle machine, more when it is shared.
 pytestmark = pytest.mark.slow
@@ -106,4 +106,4 @@ def test_corpus_score_does_not_drop():
     print("missed:\n" + "\n".join(misses))
     right, total = tally[("all", "all")]
     measured = right / total
-    assert math.floor(measured * 100) / 100 >= CURRENT_FLOOR, f"corpus score {measured:.2f} < {CURRENT_FLOOR}"
+    assert math.floor(measured * 100) / 100 >= CURRENT_FLOOR, f"corpus score {measured:.3f} < {CURRENT_FLOOR}"
