@@ -102,7 +102,7 @@ def test_a_cuda_wheel_on_an_rx_7900_xtx_gets_a_rocm_wheel(tmp_path):
     m = Machine(tmp_path, "2.7.1+cu126", RX7900XTX, cuda="12.6")
     code, report = m.json()
     assert code == 1
-    found = finding(report, "torch-not-rocm-build")
+    found = finding(report, "torch-wrong-vendor-build")
     assert found["severity"] == "error"
     assert "GPU 0 AMD Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M] (gfx1100)" in found["detail"]
     assert found["evidence"]["gfx.source"] == ["/sys/class/kfd/kfd/topology/nodes/1/properties"]
@@ -114,7 +114,7 @@ def test_rx_6700_xt_on_2_5_1_rocm6_2_needs_the_override(tmp_path):
     m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
     code, report = m.json()
     assert code == 0
-    found = finding(report, "rocm-gfx-needs-override")
+    found = finding(report, "rocm-gfx-override-available")
     assert found["severity"] == "warning"
     assert found["fix"]["commands"] == ["export HSA_OVERRIDE_GFX_VERSION=10.3.0"]
     assert found["evidence"]["targets.from_binary"] is False  # from the table: the fake torch has no library
@@ -125,7 +125,7 @@ def test_rx_6700_xt_on_2_5_1_rocm6_2_needs_the_override(tmp_path):
 def test_the_same_with_the_override_set_is_healthy(tmp_path):
     m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
     code, report = m.json(env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
-    assert code == 0 and not ids(report) & {"rocm-gfx-needs-override", "hsa-override-wrong", "rocm-gfx-unsupported"}
+    assert code == 0 and not ids(report) & {"rocm-gfx-override-available", "hsa-override-gfx-wrong", "rocm-gfx-unsupported"}
     check = next(c for c in report["checks"] if c["rule"] == "rocm-targets")
     assert check["status"] == "passed"
 
@@ -133,7 +133,7 @@ def test_the_same_with_the_override_set_is_healthy(tmp_path):
 def test_a_wrong_override_is_an_error(tmp_path):
     m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
     code, report = m.json(env={"HSA_OVERRIDE_GFX_VERSION": "10.3.1"})  # gfx1031 itself: not in the build
-    found = finding(report, "hsa-override-wrong")
+    found = finding(report, "hsa-override-gfx-wrong")
     assert code == 1 and found["severity"] == "error"
     assert "claim gfx1031" in found["title"] and "HSA_STATUS_ERROR_INVALID_ISA" in found["detail"]
     assert found["fix"]["commands"] == ["export HSA_OVERRIDE_GFX_VERSION=10.3.0"]
@@ -142,7 +142,7 @@ def test_a_wrong_override_is_an_error(tmp_path):
 def test_a_container_without_dev_kfd(tmp_path):
     m = Machine(tmp_path, "2.7.1+rocm6.3", RX7900XTX, hip="6.3.42131", devices=False)
     code, report = m.json()
-    found = finding(report, "amd-no-device-files")
+    found = finding(report, "amd-device-access")
     assert code == 1 and found["severity"] == "error"
     assert found["fix"]["commands"] == [
         "docker run --device /dev/kfd --device /dev/dri --group-add video --group-add render <image> ...  "
@@ -155,7 +155,7 @@ def test_a_container_without_dev_kfd(tmp_path):
 def test_an_arc_a770_with_a_cpu_wheel_gets_the_xpu_wheel(tmp_path):
     m = Machine(tmp_path, "2.7.1+cpu", ARC_A770)
     code, report = m.json()
-    found = finding(report, "torch-not-xpu-build")
+    found = finding(report, "xpu-wheel-needed")
     assert code == 1 and found["severity"] == "error"
     assert found["evidence"]["family"] == ["DG2"]
     assert commands(report) == [f'{m.python} -m pip install "torch==2.7.1+xpu" --index-url {PYTORCH}/xpu']
@@ -164,7 +164,7 @@ def test_an_arc_a770_with_a_cpu_wheel_gets_the_xpu_wheel(tmp_path):
 def test_integrated_intel_graphics_is_no_reason_for_xpu(tmp_path):
     m = Machine(tmp_path, "2.7.1+cpu", ("0x8086", "0x7d55", None))  # Meteor Lake
     code, report = m.json()
-    assert "torch-not-xpu-build" not in ids(report)
+    assert "xpu-wheel-needed" not in ids(report)
 
 
 # --- Apple ----------------------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_macos_13_never_gets_a_wheel_it_cannot_install():
     assert plan["status"] == "manual" and not any("2.12" in c or "2.13" in c or "2.14" in c or "2.15" in c
                                                    for c in commands(report))
     assert "torch==2.11.0" in text.stdout  # the other way names the newest release that installs
-    assert "mps-needs-newer-macos" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
+    assert "macos-too-old-for-torch" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
 
 
 # --- --require from the facts (no import probe) ------------------------------------------------------------------

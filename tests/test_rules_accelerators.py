@@ -79,7 +79,7 @@ def test_the_pci_id_gives_the_processor_when_kfd_cannot(table):
     [proc] = amd_processors(snap, accelerators(table))
     assert (proc.gfx, proc.confidence) == ("gfx1100", "inferred") and "0x744c" in proc.source
     diag = diagnose(snap, table)
-    assert "torch-not-rocm-build" in ids(diag)
+    assert "torch-wrong-vendor-build" in ids(diag)
     assert diag.plan.target["variant"] == "rocm6.3" and diag.plan.target["torch"] == "2.7.1"
 
 
@@ -88,7 +88,7 @@ def test_the_binary_wins_over_the_table(table):
     snap = amd_snapshot(torch_dist("2.5.1+rocm6.2", None, hip="6.2"), kernels=read)
     assert ids(diagnose(snap, table)) == []  # a build made for gfx1031 (from source, say)
     snap = amd_snapshot(torch_dist("2.5.1+rocm6.2", None, hip="6.2"))
-    assert ids(diagnose(snap, table)) == ["rocm-gfx-needs-override"]
+    assert ids(diagnose(snap, table)) == ["rocm-gfx-override-available"]
 
 
 def test_a_rocm_build_without_the_processor_gets_a_newer_one(table):
@@ -103,14 +103,14 @@ def test_device_permission(table):
     nodes = [DeviceNode("/dev/kfd", True, False, False, "render", False)]
     snap = amd_snapshot(torch_dist("2.7.1+rocm6.3", None, hip="6.3"), gfx="gfx1100", device="0x744c",
                         status=AMD_NO_PERMISSION, nodes=nodes)
-    finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-permission")
+    finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-access")
     assert "sudo usermod -aG render $USER" in finding.fix.commands
 
 
 def test_an_nvidia_gpu_beside_an_amd_apu_is_left_to_the_cuda_rules(table):
     snap = make_snapshot(torch=torch_dist("2.7.1+cu128", "12.8"))
     snap.amd = Amd(status=AMD_OK, gpus=[AmdGpu(index=0, gfx=Fact("gfx1036", "kfd"))])
-    assert not {"torch-not-rocm-build", "rocm-gfx-unsupported"} & set(ids(diagnose(snap, table)))
+    assert not {"torch-wrong-vendor-build", "rocm-gfx-unsupported"} & set(ids(diagnose(snap, table)))
 
 
 def test_rosetta_and_mps_from_host_facts(table):
@@ -121,4 +121,4 @@ def test_rosetta_and_mps_from_host_facts(table):
     mac = make_snapshot(os="darwin", machine="arm64", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu",
                         pci=[], torch=torch_dist("2.5.1", None), torchvision=None, torchaudio=None)
     mac.host.macos = "12.7.6"  # pytorch/pytorch#139425
-    assert ids(diagnose(mac, table)) == ["mps-needs-newer-macos"]
+    assert ids(diagnose(mac, table)) == ["macos-too-old-for-torch"]

@@ -42,6 +42,9 @@ class AmdProcessor:
     source: str  # "/sys/class/kfd/...", "rocminfo", "PCI id 0x73df (accelerator table)"
     confidence: str  # "verified" from the kernel or a tool, the table row's from a PCI id
     pci_id: str | None = None
+    # the processor the runtime claims instead (HSA_OVERRIDE_GFX_VERSION; in a collect_env text, the runtime's
+    # gfx when it is not the product's own: "AMD Instinct MI210 (gfx1030)")
+    claimed: str | None = None
 
 
 def amd_processors(snap: Snapshot, acc: AcceleratorTable) -> list[AmdProcessor]:
@@ -51,20 +54,31 @@ def amd_processors(snap: Snapshot, acc: AcceleratorTable) -> list[AmdProcessor]:
     if amd is None:
         return []
     by_address = {d.address: d for d in amd.pci_devices}
+    override = amd.override.value if amd.override is not None and amd.override.known else None
     out = []
     for gpu in amd.gpus:
         device = by_address.get(gpu.pci_address or "")
         pci_id = device.device_id if device else None
         name = gpu.name.value if gpu.name.known else None
+        if gpu.gfx.known and snap.origin == "collect_env":
+            # torch printed the runtime's processor: a product whose own is another one runs under an override
+            own = acc.amd_gfx_for_name(name)
+            if own and own != gpu.gfx.value:
+                out.append(AmdProcessor(gpu.index, name, own, f"the product name {name!r} (accelerator table)",
+                                        "inferred", pci_id, claimed=gpu.gfx.value))
+                continue
         if gpu.gfx.known:
-            out.append(AmdProcessor(gpu.index, name, gpu.gfx.value, gpu.gfx.source or "probe", "verified", pci_id))
+            out.append(AmdProcessor(gpu.index, name, gpu.gfx.value, gpu.gfx.source or "probe", "verified", pci_id,
+                                    claimed=override))
             continue
         row = acc.amd_gpu(pci_id) if pci_id else None
         if row is not None:
             out.append(AmdProcessor(gpu.index, name or row.name, row.gfx,
-                                    f"PCI id {pci_id} ({row.name}; accelerator table)", row.confidence, pci_id))
+                                    f"PCI id {pci_id} ({row.name}; accelerator table)", row.confidence, pci_id,
+                                    claimed=override))
         else:
-            out.append(AmdProcessor(gpu.index, name, None, gpu.gfx.why or "not known", "unverified", pci_id))
+            out.append(AmdProcessor(gpu.index, name, None, gpu.gfx.why or "not known", "unverified", pci_id,
+                                    claimed=override))
     return out
 
 

@@ -62,7 +62,7 @@ WHEEL_FINDINGS = {
     "torch-not-installed", "torch-cpu-build", "torch-wrong-vendor-build", "driver-too-old",
     "gpu-arch-unsupported", "gpus-need-different-wheels", "torchvision-mismatch", "torchaudio-mismatch",
     "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "requirement-torch", "torch-version-unavailable",
-    "torch-not-rocm-build", "rocm-gfx-unsupported", "torch-not-xpu-build",
+    "rocm-gfx-unsupported", "xpu-wheel-needed",
 }
 
 HEALTHY = "healthy"  # nothing to change

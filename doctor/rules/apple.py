@@ -54,7 +54,7 @@ def check_mps_macos(facts: Assessment) -> list[Finding]:
     if floor is None or floor.mps_on(host.macos) is not False:
         return []
     return [Finding(
-        "mps-needs-newer-macos", WARNING,
+        "macos-too-old-for-torch", WARNING,
         Msg("torch {label} has no MPS on macOS {macos}: it needs macOS {need}", label=build.label,
             macos=host.macos, need=floor.mps_min_macos),
         Msg("torch.backends.mps.is_available() is False and everything runs on the CPU ({source}).",
@@ -67,5 +67,5 @@ def check_mps_macos(facts: Assessment) -> list[Finding]:
 RULES = [
     Rule("rosetta", Msg("Python runs natively on Apple silicon"), check_rosetta, ("python-under-rosetta",)),
     Rule("mps-macos", Msg("this macOS runs the torch build's MPS backend"), check_mps_macos,
-         ("mps-needs-newer-macos",)),
+         ("macos-too-old-for-torch",)),
 ]

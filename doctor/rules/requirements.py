@@ -226,9 +226,8 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     build = torch_build(snapshot)
     targets = rocm_build_targets(snapshot, acc, build.version if build else None,
                                  (build.variant or build.local) if build else None)
-    claimed = amd.override.value if amd.override.known else None
     for proc in amd_processors(snapshot, acc):
-        verdict = judge_rocm(proc.gfx, targets, claimed, acc)
+        verdict = judge_rocm(proc.gfx, targets, proc.claimed, acc)
         if verdict.kind == UNKNOWN:
             return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is not known",
                               label=label, index=proc.index)

@@ -18,6 +18,7 @@ from doctor.compat.accelerators import (
     WRONG_OVERRIDE,
     accelerators,
     amd_processors,
+    gfx_major,
     judge_rocm,
     override_value,
     rocm_build_targets,
@@ -91,7 +92,7 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
         container = snap.host.container
         where = Msg("this {kind} container", kind=container) if container else Msg("this machine")
         return [Finding(
-            "amd-no-device-files", ERROR,
+            "amd-device-access", ERROR,
             Msg("the ROCm runtime cannot open the AMD GPU: /dev/kfd or /dev/dri is missing in {where}", where=where),
             Msg("{detail} The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render node "
                 "under /dev/dri; without them torch.cuda.is_available() is False (\"No HIP GPUs are available\").",
@@ -104,7 +105,7 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
         refused = [d for d in amd.device_nodes if d.exists and not (d.readable and d.writable)]
         groups = sorted({d.group for d in refused if d.group} or {"render", "video"})
         return [Finding(
-            "amd-device-permission", ERROR,
+            "amd-device-access", ERROR,
             Msg("this user may not open the AMD GPU's device files ({paths})",
                 paths=", ".join(d.path for d in refused)),
             Msg("{detail} ROCm needs read and write access to /dev/kfd and the render node; members of their "
@@ -166,7 +167,7 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
                      "family; building torch with PYTORCH_ROCM_ARCH={gfx} is the other way.",
                      label=build.label, gpus=_gpu_text(procs), gfx=",".join(gfxs))
         severity = ERROR if build.kind == "cuda" else INFO
-        return [Finding("torch-not-rocm-build", severity, title, detail, ev,
+        return [Finding("torch-wrong-vendor-build", severity, title, detail, ev,
                         Fix(Msg("Use a ROCm build made for this GPU (AMD TheRock, or built from source)."),
                             links=[THE_ROCK]))]
     torch, variant, row = newest
@@ -181,7 +182,7 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
                       report=acc.hsa_override(override[0]).source)
     ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source,
            "rocm.targets.confidence": row.confidence}
-    return [Finding("torch-not-rocm-build", ERROR, title, detail, ev,
+    return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
                     Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
                         actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
 
@@ -204,18 +205,17 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     if targets is None:
         return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was not "
                            "read and the accelerator table has no row for it", label=build.label))
-    claimed = snap.amd.override.value if snap.amd.override.known else None
-    raw = snap.amd.variables.get(OVERRIDE)
     findings: list[Finding] = []
     where = Msg("read from its libtorch_hip.so") if targets.from_binary else \
         Msg("from the accelerator table, {confidence}", confidence=targets.confidence)
     held = ", ".join(targets.gfx)
     base_ev = {"torch": build.label, "targets": list(targets.gfx), "targets.source": targets.source,
                "targets.from_binary": targets.from_binary, "targets.confidence": targets.confidence,
-               OVERRIDE: raw}
+               OVERRIDE: snap.amd.variables.get(OVERRIDE)}
     unknown_gpus = []
     for proc in procs:
-        verdict = judge_rocm(proc.gfx, targets, claimed, acc)
+        verdict = judge_rocm(proc.gfx, targets, proc.claimed, acc)
+        raw = snap.amd.variables.get(OVERRIDE) or override_value(proc.claimed or "")
         ev = base_ev | {"gpu": proc.index, "gfx": proc.gfx, "gfx.source": proc.source}
         gpu = _gpu_text([proc])
         if verdict.kind in (NATIVE, BY_OVERRIDE):
@@ -223,10 +223,12 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
         if verdict.kind == UNKNOWN:
             unknown_gpus.append(gpu)
             continue
+        if verdict.kind == WRONG_OVERRIDE and _other_generation(proc):
+            continue  # the override rule says so, with or without a torch build
         if verdict.kind == WRONG_OVERRIDE:
             fix_line, fix_text = _override_fix(proc.gfx, targets, acc)
             findings.append(Finding(
-                "hsa-override-wrong", ERROR,
+                "hsa-override-gfx-wrong", ERROR,
                 Msg("{var}={raw} makes {gpu} claim {claimed}, another GPU generation", var=OVERRIDE, raw=raw,
                     gpu=gpu, claimed=verdict.claimed) if verdict.claimed in targets.gfx else
                 Msg("{var}={raw} makes {gpu} claim {claimed}, which torch {label} does not hold",
@@ -241,7 +243,7 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
         elif verdict.kind == OVERRIDE_POSSIBLE:
             row = verdict.override
             findings.append(Finding(
-                "rocm-gfx-needs-override", WARNING,
+                "rocm-gfx-override-available", WARNING,
                 Msg("torch {label} holds no code for {gpu}; it runs with {var}={value}",
                     label=build.label, gpu=gpu, var=OVERRIDE, value=row.override),
                 Msg("torch {label} was built for {held} ({where}), not {gfx}. Without the override HIP fails with "
@@ -282,6 +284,49 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     return findings
 
 
+def _other_generation(proc) -> bool:
+    return bool(proc.gfx and proc.claimed and gfx_major(proc.gfx) != gfx_major(proc.claimed))
+
+
+def check_override(facts: Assessment) -> list[Finding]:
+    """HSA_OVERRIDE_GFX_VERSION claiming another GPU generation's processor: that code does not run on this GPU
+    whatever torch holds (a memory access fault, a GPU reset, HSA_STATUS_ERROR_INVALID_ISA)."""
+    snap = facts.snap
+    procs, skip = _only_amd(snap, facts.table)
+    if skip is not None:
+        return skip
+    acc = accelerators(facts.table)
+    findings = []
+    for proc in procs:
+        if not _other_generation(proc):
+            continue
+        raw = snap.amd.variables.get(OVERRIDE) or override_value(proc.claimed)
+        seen = Msg("the runtime reports {claimed}", claimed=proc.claimed) if snap.origin == "collect_env" else \
+            Msg("{var}={raw}", var=OVERRIDE, raw=raw)
+        row = acc.hsa_override(proc.gfx)
+        own = acc.rocm_builds_for(proc.gfx)
+        if own:
+            fix = Fix(Msg("Unset {var}: {gfx} runs its own code (torch's ROCm wheels hold it).", var=OVERRIDE,
+                          gfx=proc.gfx), actions=[Action(SHELL, text=f"unset {OVERRIDE}")])
+        elif row is not None and row.reported == "works" and row.override:
+            fix = Fix(Msg("Set {var}={value}, the sibling reported working ({report}).", var=OVERRIDE,
+                          value=row.override, report=row.source),
+                      actions=[Action(SHELL, text=f"export {OVERRIDE}={row.override}")])
+        else:
+            fix = Fix(Msg("Unset {var}.", var=OVERRIDE), actions=[Action(SHELL, text=f"unset {OVERRIDE}")])
+        findings.append(Finding(
+            "hsa-override-gfx-wrong", ERROR,
+            Msg("{gpu} is {gfx}, but {seen}: another GPU generation's code", gpu=_gpu_text([proc]), gfx=proc.gfx,
+                seen=seen),
+            Msg("{var} makes the ROCm runtime load {claimed} code on a {gfx} GPU ({source}). Code of another "
+                "generation does not run there: a memory access fault, a GPU reset or "
+                "\"HSA_STATUS_ERROR_INVALID_ISA\". Such a setting is often left over from another card.",
+                var=OVERRIDE, claimed=proc.claimed, gfx=proc.gfx, source=proc.source),
+            {"gpu": proc.index, "gfx": proc.gfx, "gfx.source": proc.source, "claimed": proc.claimed,
+             OVERRIDE: snap.amd.variables.get(OVERRIDE)}, fix))
+    return findings
+
+
 def _override_fix(gfx: str | None, targets, acc):
     """What to do about a wrong HSA_OVERRIDE_GFX_VERSION: unset it when the build holds the GPU's own
     processor, else set the sibling people reported working, else unset it (and the plan says which build)."""
@@ -297,9 +342,11 @@ def _override_fix(gfx: str | None, targets, acc):
 
 RULES = [
     Rule("amd-devices", Msg("the ROCm runtime can open the AMD GPUs (/dev/kfd, /dev/dri)"), check_amd_devices,
-         ("amd-no-device-files", "amd-device-permission")),
+         ("amd-device-access",)),
     Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is AMD's"), check_amd_build_kind,
-         ("torch-not-rocm-build",)),
+         ("torch-wrong-vendor-build",)),
+    Rule("hsa-override", Msg("HSA_OVERRIDE_GFX_VERSION, if set, names a processor of the GPU's own generation"),
+         check_override, ("hsa-override-gfx-wrong",)),
     Rule("rocm-targets", Msg("the ROCm build holds every AMD GPU's processor"), check_rocm_targets,
-         ("rocm-gfx-unsupported", "rocm-gfx-needs-override", "hsa-override-wrong")),
+         ("rocm-gfx-unsupported", "rocm-gfx-override-available", "hsa-override-gfx-wrong")),
 ]

@@ -50,7 +50,7 @@ def check_intel_build(facts: Assessment) -> list[Finding]:
     if not validated:
         detail += Msg(" PyTorch's XPU page does not list this GPU among the validated ones: unverified.")
     actions = [Action(INSTALL, (f"torch=={torch}+xpu",), "xpu", plan=True)] if torch else []
-    return [Finding("torch-not-xpu-build", ERROR if validated else WARNING,
+    return [Finding("xpu-wheel-needed", ERROR if validated else WARNING,
                     Msg("torch {label} cannot use this machine's Intel GPU; the xpu build can", label=build.label),
                     detail, ev, Fix(Msg("Install the xpu build of torch (see the fix plan)."), actions=actions,
                                     links=[XPU_DOCS]))]
@@ -58,5 +58,5 @@ def check_intel_build(facts: Assessment) -> list[Finding]:
 
 RULES = [
     Rule("intel-build-kind", Msg("the torch build is the xpu build where the GPU is a discrete Intel one"),
-         check_intel_build, ("torch-not-xpu-build",)),
+         check_intel_build, ("xpu-wheel-needed",)),
 ]

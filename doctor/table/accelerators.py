@@ -156,6 +156,7 @@ class AcceleratorTable:
         self._amd = {a.device_id: a for a in amd_pci}
         self._intel = {d: f for f in intel for d in f.device_ids}
         self._macos = {(m.torch_minor, m.platform): m for m in macos}
+        self._names = _product_index(amd_pci)
 
     def rocm_targets(self, torch_version: str, variant: str | None = None) -> RocmTargets | None:
         """The row of "2.5.1+rocm6.2" (or of ("2.5.1", "rocm6.2")); None when the table has none."""
@@ -177,12 +178,46 @@ class AcceleratorTable:
     def amd_gpu(self, device_id: str | int | None) -> AmdPciRow | None:
         return self._amd.get(_pci_id(device_id))
 
+    def amd_gfx_for_name(self, name: str | None) -> str | None:
+        """The processor of a product name as torch or a ROCm tool prints it ("AMD Instinct MI210",
+        "AMD Radeon RX 7900 XTX"), from the pci.ids names of the table's rows; None when unknown or ambiguous
+        ("AMD Radeon Graphics" names several chips)."""
+        return self._names.get(_product_key(name or ""))
+
     def intel_gpu(self, device_id: str | int | None) -> IntelGpuFamily | None:
         return self._intel.get(_pci_id(device_id))
 
     def macos_floor(self, torch_version: str, platform: str) -> MacosFloor | None:
         minor = minor_key(split_local(torch_version)[0])
         return self._macos.get((minor, platform)) if minor else None
+
+
+def _product_key(name: str) -> str:
+    text = re.sub(r"\((tm|r)\)", "", name.lower())
+    text = re.sub(r"\s*\(gfx[^)]*\)\s*$", "", text)
+    text = re.sub(r"^amd\s+", "", " ".join(text.split()))
+    return text
+
+
+def _product_index(rows) -> dict[str, str]:
+    """Product name -> processor, from names like "Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M]": each name
+    in the brackets, a bare number taking the words before the first one's number ("Radeon RX 6700 XT")."""
+    seen: dict[str, set[str]] = {}
+    for row in rows:
+        m = re.search(r"\[(.*)\]", row.name)
+        if not m:
+            continue
+        prefix = ""
+        for part in (p.strip() for p in m.group(1).split("/")):
+            if not part:
+                continue
+            if part[0].isdigit() and prefix:
+                part = prefix + part
+            else:
+                words = re.match(r"^(.*?\s)(?=\S*\d)", part)
+                prefix = words.group(1) if words else ""
+            seen.setdefault(_product_key(part), set()).add(row.gfx)
+    return {name: next(iter(gfx)) for name, gfx in seen.items() if len(gfx) == 1}
 
 
 def _rocm_key(variant: str) -> Version:
