@@ -142,11 +142,11 @@ def _newest_rocm_for(table, snap, gfxs):
 def check_amd_build_kind(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     build = facts.build
-    if build is None:
-        return without_torch(snap)
     procs, skip = _only_amd(snap, table)
     if skip is not None:
         return skip
+    if build is None:
+        return without_torch(snap)
     if build.kind == "rocm":
         return []
     if build.kind not in ("cpu", "cuda"):
@@ -193,13 +193,13 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
 def check_rocm_targets(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     build = facts.build
+    procs, skip = _only_amd(snap, table)
+    if skip is not None:
+        return skip
     if build is None:
         return without_torch(snap)
     if build.kind != "rocm":
         return skipped(Msg("not a ROCm build of torch ({kind})", kind=build.kind))
-    procs, skip = _only_amd(snap, table)
-    if skip is not None:
-        return skip
     acc = accelerators(table)
     targets = rocm_build_targets(snap, acc, build.version, build.variant or build.local)
     if targets is None:

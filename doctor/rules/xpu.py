@@ -27,13 +27,13 @@ def newest_xpu(table, snap) -> str | None:
 def check_intel_build(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     build = facts.build
-    if build is None:
-        return without_torch(snap)
     gpus = intel_discrete_gpus(snap, accelerators(table))
     if not gpus:
         return skipped(Msg("no discrete Intel GPU"))
     if snap.nvidia.gpus or snap.nvidia.pci_devices or (snap.amd is not None and snap.amd.gpus):
         return skipped(Msg("another vendor's GPU is here: its rules judge the build"))
+    if build is None:
+        return without_torch(snap)
     if build.kind == "xpu" or (snap.install.torch is not None and snap.install.torch.xpu):
         return []
     if build.kind not in ("cpu", "cuda"):
