@@ -64,7 +64,7 @@ def amd_processors(snap: Snapshot, acc: AcceleratorTable) -> list[AmdProcessor]:
             # torch printed the runtime's processor: a product whose own is another one runs under an override
             own = acc.amd_gfx_for_name(name)
             if own and own != gpu.gfx.value:
-                out.append(AmdProcessor(gpu.index, name, own, f"the product name {name!r} (accelerator table)",
+                out.append(AmdProcessor(gpu.index, name, own, "its product name, by the accelerator table",
                                         "inferred", pci_id, claimed=gpu.gfx.value))
                 continue
         if gpu.gfx.known:

@@ -316,8 +316,8 @@ def check_override(facts: Assessment) -> list[Finding]:
             fix = Fix(Msg("Unset {var}.", var=OVERRIDE), actions=[Action(SHELL, text=f"unset {OVERRIDE}")])
         findings.append(Finding(
             "hsa-override-gfx-wrong", ERROR,
-            Msg("{gpu} is {gfx}, but {seen}: another GPU generation's code", gpu=_gpu_text([proc]), gfx=proc.gfx,
-                seen=seen),
+            Msg("GPU {index} {name} is {gfx}, but {seen}: another GPU generation's code", index=proc.index,
+                name=proc.name or Msg("AMD GPU"), gfx=proc.gfx, seen=seen),
             Msg("{var} makes the ROCm runtime load {claimed} code on a {gfx} GPU ({source}). Code of another "
                 "generation does not run there: a memory access fault, a GPU reset or "
                 "\"HSA_STATUS_ERROR_INVALID_ISA\". Such a setting is often left over from another card.",
