@@ -139,6 +139,16 @@ def test_a_wrong_override_is_an_error(tmp_path):
     assert found["fix"]["commands"] == ["export HSA_OVERRIDE_GFX_VERSION=10.3.0"]
 
 
+def test_an_mi350x_on_rocm6_4_gets_a_rocm7_wheel(tmp_path):
+    """gfx950 first appears in the ROCm 7 wheels (astral-sh/uv's lists; corpus entry amd-mi350x-gfx950-rocm6.4)."""
+    m = Machine(tmp_path, "2.9.1+rocm6.4", ("0x1002", "0x75a0", 90500), hip="6.4.43482")
+    code, report = m.json()
+    found = finding(report, "rocm-gfx-unsupported")
+    assert code == 1 and "Aqua Vanjaram [Instinct MI350X] (gfx950)" in found["title"]
+    assert report["plan"]["target"]["label"] == "2.10.0+rocm7.1"
+    assert commands(report) == [f'{m.python} -m pip install "torch==2.10.0+rocm7.1" --index-url {PYTORCH}/rocm7.1']
+
+
 def test_a_container_without_dev_kfd(tmp_path):
     m = Machine(tmp_path, "2.7.1+rocm6.3", RX7900XTX, hip="6.3.42131", devices=False)
     code, report = m.json()
