@@ -229,16 +229,11 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
             fix_line, fix_text = _override_fix(proc.gfx, targets, acc)
             findings.append(Finding(
                 "hsa-override-gfx-wrong", ERROR,
-                Msg("{var}={raw} makes {gpu} claim {claimed}, another GPU generation", var=OVERRIDE, raw=raw,
-                    gpu=gpu, claimed=verdict.claimed) if verdict.claimed in targets.gfx else
                 Msg("{var}={raw} makes {gpu} claim {claimed}, which torch {label} does not hold",
                     var=OVERRIDE, raw=raw, gpu=gpu, claimed=verdict.claimed, label=build.label),
                 Msg("The ROCm runtime loads the code for {claimed} instead of the GPU's own; torch {label} holds "
                     "{held} ({where}). HIP fails with \"HSA_STATUS_ERROR_INVALID_ISA\" or \"invalid device "
-                    "function\".", claimed=verdict.claimed, label=build.label, held=held, where=where)
-                + (Msg(" {claimed} is another GPU generation than {gfx}: its code does not run there even where "
-                       "the build holds it (ROCm/legacy-rocm-build#2527: a GPU reset).", claimed=verdict.claimed,
-                       gfx=proc.gfx) if verdict.claimed in targets.gfx else ""),
+                    "function\".", claimed=verdict.claimed, label=build.label, held=held, where=where),
                 ev, Fix(fix_text, actions=[Action(SHELL, text=fix_line)] if fix_line else [])))
         elif verdict.kind == OVERRIDE_POSSIBLE:
             row = verdict.override
