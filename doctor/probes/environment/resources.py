@@ -7,13 +7,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from doctor.model.environment import Cpu, Memory, Shm
 from doctor.probes.environment.files import read_text, under
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- /dev/shm -----------------------------------------------------------------------------------
 

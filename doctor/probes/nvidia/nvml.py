@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from doctor.model.files import read_bytes
 from doctor.model.snapshot import Fact, Gpu
@@ -25,10 +26,6 @@ from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
 from doctor.probes.nvidia.parsers import classify_nvml_error, classify_nvml_failure, normalise_bus_id
 from doctor.runner import run, signal_name
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
@@ -11,10 +12,6 @@ from doctor.model.findings import INFO, WARNING, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import missing, usable_gpus
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
 
