@@ -38,7 +38,8 @@ _NVML_CLASS_CODES = {
     "NVMLError_Unknown": NVML_UNKNOWN,
 }
 
-# nvidia-smi failure texts (PROBES.md §2.2), checked in order, case-insensitively.
+# nvidia-smi failure texts as users' reports quote them (NVIDIA/nvidia-container-toolkit#48,
+# microsoft/WSL#11888), checked in order, case-insensitively.
 _SMI_FAILURES = (
     ("driver/library version mismatch", NVIDIA_MISMATCH),
     ("failed to initialize nvml: unknown error", NVIDIA_CONTAINER_LOST),

@@ -33,7 +33,7 @@ def _strtoul(text: str) -> int:
 
 
 def parse_visible_devices(value: str) -> dict[str, Any]:
-    """Parse CUDA_VISIBLE_DEVICES the way torch's ``_parse_visible_devices`` does (PROBES.md §3.5).
+    """Parse CUDA_VISIBLE_DEVICES the way torch's ``_parse_visible_devices`` does (torch/cuda/__init__.py).
 
     Returns {"kind": "index"|"uuid"|"mig", "entries": [...], "duplicate": entry or None,
     "ignored": [entries after the first invalid/negative one]}. A repeated entry empties the list.
