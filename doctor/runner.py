@@ -44,8 +44,7 @@ OWNER_VAR = "TORCHDOCTOR_OWNER"
 
 
 class RunResult:
-    """What one child did: the fields, repr and equality of a dataclass, without importing dataclasses (~8 ms
-    of a static check, which has no other use for it: doctor/model/records.py)."""
+    """What one child did, with the fields, repr and equality a dataclass would give it."""
 
     FIELDS = ("argv", "returncode", "stdout", "stderr", "not_found", "timed_out", "error", "seconds", "overflowed")
 
@@ -388,7 +387,7 @@ def _feed(pipe, data: bytes) -> None:
 
 def _await(proc: subprocess.Popen, readers: list[_Reader], timeout: float) -> bool:
     """Wait for the child to end (True) or its time limit (False). The end of its output is what is
-    waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
+    waited on (a thread join wakes at once; Popen.wait with a timeout polls, so it wakes late), then the
     exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
     deadline = time.monotonic() + timeout
     exited_at = None
