@@ -32,7 +32,8 @@ once reads have had to wait for the disk we announce the rest of that round's pa
 ``posix_fadvise(WILLNEED)``: they arrive in parallel. From then on each header's page is announced
 as soon as its offset is known, while the round is still being parsed, so the disk works during
 the parsing (on a warm cache no advice is given, and reads are timed in groups of 8). pread rather
-than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a SIGBUS, and mmap's page faults were no faster here.
+than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a
+SIGBUS, and mmap's page faults were no faster here.
 
 Which targets count as "the build supports sm_X" (``Kernels.sm``)? In torch 2.14.1 cu130 every
 one of the 475 containers holds cubins for sm_75, sm_80, sm_86, sm_90, sm_100 and sm_120: exactly

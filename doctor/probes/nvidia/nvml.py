@@ -78,7 +78,8 @@ QUERY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_qu
 def pynvml_missing() -> str | None:
     """Why ``import pynvml`` cannot work here (without importing it), or None when it can be tried.
 
-    importlib.util.find_spec's search for a top-level name: a module already imported counts, else each finder on sys.meta_path is asked in turn."""
+    importlib.util.find_spec's search for a top-level name: a module already imported counts, else each
+    finder on sys.meta_path is asked in turn."""
     missing = "not importable (ModuleNotFoundError: No module named 'pynvml')"
     if "pynvml" in sys.modules:  # None there blocks the import
         return None if sys.modules["pynvml"] is not None else missing
