@@ -34,6 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
 MAX_LINE = 64 << 10  # a longer line handed over as it comes (stream_run, on_line) goes in pieces this long
@@ -43,30 +44,19 @@ STOP_GRACE_S = 2.0  # between the polite signal and SIGKILL when torchdoctor sto
 OWNER_VAR = "TORCHDOCTOR_OWNER"
 
 
+@dataclass
 class RunResult:
-    """What one child did, with the fields, repr and equality a dataclass would give it."""
+    """What one child did."""
 
-    FIELDS = ("argv", "returncode", "stdout", "stderr", "not_found", "timed_out", "error", "seconds", "overflowed")
-
-    def __init__(self, argv: list[str], returncode: int | None, stdout: str = "", stderr: str = "",
-                 not_found: bool = False, timed_out: bool = False, error: str | None = None, seconds: float = 0.0,
-                 overflowed: bool = False):
-        self.argv, self.stdout, self.stderr = argv, stdout, stderr
-        self.returncode = returncode  # None when it never ran or was killed for the timeout
-        self.not_found, self.timed_out = not_found, timed_out
-        self.error = error  # OSError text when it could not start
-        self.seconds = seconds
-        self.overflowed = overflowed  # stopped: it printed more than its output limit
-
-    def __repr__(self) -> str:
-        return f"RunResult({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.FIELDS)
-
-    __hash__ = None  # mutable, like the dataclass
+    argv: list[str]
+    returncode: int | None  # None when it never ran or was killed for the timeout
+    stdout: str = ""
+    stderr: str = ""
+    not_found: bool = False
+    timed_out: bool = False
+    error: str | None = None  # OSError text when it could not start
+    seconds: float = 0.0
+    overflowed: bool = False  # stopped: it printed more than its output limit
 
     @property
     def ok(self) -> bool:

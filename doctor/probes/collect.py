@@ -8,6 +8,7 @@ None of them raises: a probe that crashes anyway becomes a fact saying so.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -259,14 +260,6 @@ def _now_utc() -> str:
 
 
 def _hostname() -> str:
-    """gethostname(); on POSIX the kernel's node name, which is what it returns, without importing socket."""
-    if hasattr(os, "uname"):
-        try:
-            return os.uname().nodename
-        except OSError:
-            pass
-    import socket
-
     try:
         return socket.gethostname()
     except OSError:

@@ -76,21 +76,16 @@ QUERY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_qu
 
 
 def pynvml_missing() -> str | None:
-    """Why ``import pynvml`` cannot work here (without importing it), or None when it can be tried.
+    """Why ``import pynvml`` cannot work here (without importing it: the import itself runs in a child),
+    or None when it can be tried."""
+    import importlib.util
 
-    importlib.util.find_spec's search for a top-level name: a module already imported counts, else each
-    finder on sys.meta_path is asked in turn."""
-    missing = "not importable (ModuleNotFoundError: No module named 'pynvml')"
-    if "pynvml" in sys.modules:  # None there blocks the import
-        return None if sys.modules["pynvml"] is not None else missing
     try:
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            if find_spec is not None and find_spec("pynvml", None) is not None:
-                return None
-    except (ImportError, ValueError) as exc:
+        if importlib.util.find_spec("pynvml") is not None:
+            return None
+    except (ImportError, ValueError) as exc:  # a None in sys.modules, a broken finder
         return f"not importable ({type(exc).__name__}: {exc})"
-    return missing
+    return "not importable (ModuleNotFoundError: No module named 'pynvml')"
 
 
 # Where the dynamic loader finds libnvidia-ml.so.1 without LD_LIBRARY_PATH: its cache, and the default and
