@@ -169,12 +169,17 @@ def runnable_as(acc: AcceleratorTable, gfx: str) -> str:
     return gfx
 
 
-def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: list[str]) -> list[str]:
+def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: list[str],
+                    installed: str | None = None) -> list[str]:
     """The variants worth considering for another vendor's GPU: the ROCm ones that hold every AMD GPU's
-    processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU."""
-    if amd_gfx:
-        return rocm_variants_covering(release, platform, amd_gfx, accelerators(None))
-    return [v for v in variants if v == "xpu"]
+    processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU. Where none does, the CPU wheel
+    (a laptop's Radeon 680M has no ROCm wheel; its CPU torch is fine), unless a ROCm build is installed: no
+    wheel replaces that one, and the findings say what would."""
+    found = rocm_variants_covering(release, platform, amd_gfx, accelerators(None)) if amd_gfx else \
+        [v for v in variants if v == "xpu"]
+    if found or (installed or "").startswith("rocm"):
+        return found
+    return [v for v in variants if v == "cpu"]
 
 
 def os_problem(machine, patch, nearest=None) -> str | None:

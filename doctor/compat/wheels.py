@@ -176,7 +176,7 @@ def wanted_variants(release, machine: Machine) -> list[str]:
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
     if machine.amd_gfx or machine.intel_xpu:  # ROCm wheels holding every AMD GPU's processor; the xpu wheel
-        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants)
+        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants, machine.installed_variant)
     installed = machine.installed_variant or ""
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):

@@ -26,7 +26,7 @@ from doctor.compat.accelerators import (
 )
 from doctor.compat.assessment import Assessment
 from doctor.model.amd import AMD_NO_DEVICE, AMD_NO_PERMISSION
-from doctor.model.findings import ERROR, INFO, INSTALL, SHELL, WARNING, Action, Finding, Fix
+from doctor.model.findings import ERROR, INSTALL, SHELL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.rules import Rule, skipped, unknown, without_torch
 
@@ -161,13 +161,14 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
           "gfx.confidence": [p.confidence for p in procs]}
     what = Msg("a CUDA build") if build.kind == "cuda" else Msg("a CPU-only build")
     title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label, what=what)
+    if newest is None and build.kind == "cpu":
+        return []  # no ROCm wheel for this GPU (an APU's Radeon 680M, say): a CPU torch is what there is
     if newest is None:
         detail = Msg("torch {label} cannot use {gpus}, and no ROCm wheel on download.pytorch.org (as far as the "
                      "accelerator table knows) holds {gfx}. AMD's TheRock builds publish wheels per GPU "
                      "family; building torch with PYTORCH_ROCM_ARCH={gfx} is the other way.",
                      label=build.label, gpus=_gpu_text(procs), gfx=",".join(gfxs))
-        severity = ERROR if build.kind == "cuda" else INFO
-        return [Finding("torch-wrong-vendor-build", severity, title, detail, ev,
+        return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
                         Fix(Msg("Use a ROCm build made for this GPU (AMD TheRock, or built from source)."),
                             links=[THE_ROCK]))]
     torch, variant, row = newest
