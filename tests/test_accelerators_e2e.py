@@ -1,9 +1,9 @@
 """End to end through the real CLI: AMD (ROCm), Intel (XPU) and Apple machines (issue 28).
 
-Each Linux machine is a real venv holding a metadata-only torch (tests/fakeenv.py) and a TORCHDOCTOR_SYSROOT with
-the PCI bus, the KFD topology (/sys/class/kfd) and the device files (/dev/kfd, /dev/dri). No ROCm tool is on PATH,
-so the GPU's name comes from the accelerator table's PCI row and the build's processors from its table row (the
-fake torch has no libtorch_hip.so). The Macs are collect_env texts from public pytorch issues.
+Each Linux machine is a real venv holding a metadata-only torch (tests/fakeenv.py) and a TORCHDOCTOR_SYSROOT
+with the PCI bus, the KFD topology (/sys/class/kfd) and the device files (/dev/kfd, /dev/dri). No ROCm tool is
+on PATH, so the GPU's name comes from the accelerator table's PCI row and the build's processors from its
+table row (the fake torch has no libtorch_hip.so). The Macs are collect_env texts from public pytorch issues.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ ARC_A770 = ("0x8086", "0x56a0", None)  # DG2-G10
 
 
 class Machine:
-    """A fake Linux machine with one GPU on the PCI bus; ``kfd``: the KFD topology lists it; ``devices``: /dev/kfd
-    and its render node exist."""
+    """A fake Linux machine with one GPU on the PCI bus; ``kfd``: the KFD topology lists it; ``devices``:
+    /dev/kfd and its render node exist."""
 
     def __init__(self, root: Path, torch: str, gpu: tuple, *, hip: str | None = None, cuda: str | None = None,
                  devices: bool = True):
@@ -57,15 +57,31 @@ class Machine:
         (root / "bin").mkdir()
 
     def cli(self, *args: str, env: dict | None = None):
-        environ = {k: v for k, v in os.environ.items()
-                   if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE", "HSA_OVERRIDE_GFX_VERSION",
-                                "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
+        environ = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in (
+                "VIRTUAL_ENV",
+                "CONDA_PREFIX",
+                "TORCHDOCTOR_INDEX_URL_BASE",
+                "HSA_OVERRIDE_GFX_VERSION",
+                "HIP_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES",
+            )
+        }
         environ["PATH"] = os.pathsep.join([str(self.root / "bin"), "/usr/bin", "/bin"])
         environ.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(self.sysroot),
                        NO_COLOR="1", COLUMNS="250")
         environ.update(env or {})
-        res = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-smoke", *args, "--python", self.python],
-                             capture_output=True, text=True, env=environ, timeout=120, cwd=str(self.sysroot))
+        res = subprocess.run(
+            [sys.executable, "-m", "doctor", "check", "--no-smoke", *args, "--python", self.python],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+            cwd=str(self.sysroot),
+        )
         assert "Traceback" not in res.stderr, res.stderr
         return res
 
@@ -95,7 +111,7 @@ def commands(report: dict) -> list[str]:
     return [s["command"] for s in report["plan"]["steps"] if s.get("command")]
 
 
-# --- AMD ------------------------------------------------------------------------------------------------------
+# --- AMD ----------------------------------------------------------------------------------------------------
 
 
 def test_a_cuda_wheel_on_an_rx_7900_xtx_gets_a_rocm_wheel(tmp_path):
@@ -107,7 +123,8 @@ def test_a_cuda_wheel_on_an_rx_7900_xtx_gets_a_rocm_wheel(tmp_path):
     assert "GPU 0 AMD Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M] (gfx1100)" in found["detail"]
     assert found["evidence"]["gfx.source"] == ["/sys/class/kfd/kfd/topology/nodes/1/properties"]
     assert report["plan"]["target"]["label"] == "2.7.1+rocm6.3"  # the installed version kept, its ROCm build
-    assert commands(report) == [f'{m.python} -m pip install "torch==2.7.1+rocm6.3" --index-url {PYTORCH}/rocm6.3']
+    assert commands(report) == [f'{m.python} -m pip install "torch==2.7.1+rocm6.3" --index-url '
+        f'{PYTORCH}/rocm6.3']
 
 
 def test_rx_6700_xt_on_2_5_1_rocm6_2_needs_the_override(tmp_path):
@@ -125,7 +142,11 @@ def test_rx_6700_xt_on_2_5_1_rocm6_2_needs_the_override(tmp_path):
 def test_the_same_with_the_override_set_is_healthy(tmp_path):
     m = Machine(tmp_path, "2.5.1+rocm6.2", RX6700XT, hip="6.2.41133")
     code, report = m.json(env={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
-    assert code == 0 and not ids(report) & {"rocm-gfx-override-available", "hsa-override-gfx-wrong", "rocm-gfx-unsupported"}
+    assert code == 0 and not ids(report) & {
+        "rocm-gfx-override-available",
+        "hsa-override-gfx-wrong",
+        "rocm-gfx-unsupported",
+    }
     check = next(c for c in report["checks"] if c["rule"] == "rocm-targets")
     assert check["status"] == "passed"
 
@@ -140,13 +161,15 @@ def test_a_wrong_override_is_an_error(tmp_path):
 
 
 def test_an_mi350x_on_rocm6_4_gets_a_rocm7_wheel(tmp_path):
-    """gfx950 first appears in the ROCm 7 wheels (astral-sh/uv's lists; corpus entry amd-mi350x-gfx950-rocm6.4)."""
+    """gfx950 first appears in the ROCm 7 wheels (astral-sh/uv's lists; corpus entry
+    amd-mi350x-gfx950-rocm6.4)."""
     m = Machine(tmp_path, "2.9.1+rocm6.4", ("0x1002", "0x75a0", 90500), hip="6.4.43482")
     code, report = m.json()
     found = finding(report, "rocm-gfx-unsupported")
     assert code == 1 and "Aqua Vanjaram [Instinct MI350X] (gfx950)" in found["title"]
     assert report["plan"]["target"]["label"] == "2.10.0+rocm7.1"
-    assert commands(report) == [f'{m.python} -m pip install "torch==2.10.0+rocm7.1" --index-url {PYTORCH}/rocm7.1']
+    assert commands(report) == [f'{m.python} -m pip install "torch==2.10.0+rocm7.1" --index-url '
+        f'{PYTORCH}/rocm7.1']
 
 
 def test_a_container_without_dev_kfd(tmp_path):
@@ -159,7 +182,7 @@ def test_a_container_without_dev_kfd(tmp_path):
         "# podman: the same flags"]
 
 
-# --- Intel ----------------------------------------------------------------------------------------------------
+# --- Intel --------------------------------------------------------------------------------------------------
 
 
 def test_an_arc_a770_with_a_cpu_wheel_gets_the_xpu_wheel(tmp_path):
@@ -177,7 +200,7 @@ def test_integrated_intel_graphics_is_no_reason_for_xpu(tmp_path):
     assert "xpu-wheel-needed" not in ids(report)
 
 
-# --- Apple ----------------------------------------------------------------------------------------------------
+# --- Apple --------------------------------------------------------------------------------------------------
 
 
 def test_rosetta_from_a_collect_env_paste():
@@ -210,7 +233,7 @@ def test_macos_13_never_gets_a_wheel_it_cannot_install():
     assert "macos-too-old-for-torch" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
 
 
-# --- --require from the facts (no import probe) ------------------------------------------------------------------
+# --- --require from the facts (no import probe) -------------------------------------------------------------
 
 
 def test_require_rocm_from_the_facts(tmp_path):

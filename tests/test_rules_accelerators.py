@@ -1,5 +1,6 @@
-"""The AMD, Intel and Apple rules and the wheel choice for them, over make_snapshot() with the AMD facts set by
-hand, and the real bundled tables (doctor/rules/rocm.py, xpu.py, apple.py; doctor/compat/accelerators.py)."""
+"""The AMD, Intel and Apple rules and the wheel choice for them, over make_snapshot() with the AMD facts set
+by hand, and the real bundled tables (doctor/rules/rocm.py, xpu.py, apple.py;
+doctor/compat/accelerators.py)."""
 
 from __future__ import annotations
 
@@ -38,14 +39,21 @@ def table():
     return load_table()
 
 
-def amd_snapshot(torch, *, gfx="gfx1031", device="0x73df", status=AMD_OK, override=None, nodes=None, kernels=None):
+def amd_snapshot(
+    torch, *, gfx="gfx1031", device="0x73df", status=AMD_OK, override=None, nodes=None, kernels=None
+):
     snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[], torch=torch,
                          torchvision=None, torchaudio=None)
     gpu = AmdGpu(index=0, pci_address="0000:03:00.0",
                  gfx=Fact(gfx, "kfd") if gfx else Fact.unknown("no KFD topology"))
-    snap.amd = Amd(status=status, gpus=[gpu], pci_devices=[AmdPciDevice("0000:03:00.0", device, "0x030000")],
-                   device_nodes=nodes or [], variables={"HSA_OVERRIDE_GFX_VERSION": override} if override else {},
-                   override=Fact(runnable(override), "env") if override else Fact.unknown("not set"))
+    snap.amd = Amd(
+        status=status,
+        gpus=[gpu],
+        pci_devices=[AmdPciDevice("0000:03:00.0", device, "0x030000")],
+        device_nodes=nodes or [],
+        variables={"HSA_OVERRIDE_GFX_VERSION": override} if override else {},
+        override=Fact(runnable(override), "env") if override else Fact.unknown("not set"),
+    )
     if kernels is not None and snap.install.torch is not None:
         snap.install.torch.hip_kernels = kernels
     return snap
@@ -114,11 +122,31 @@ def test_an_nvidia_gpu_beside_an_amd_apu_is_left_to_the_cuda_rules(table):
 
 
 def test_rosetta_and_mps_from_host_facts(table):
-    snap = make_snapshot(os="darwin", machine="x86_64", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu",
-                         pci=[], torch=torch_dist("2.2.2", None), torchvision=None, torchaudio=None)
+    snap = make_snapshot(
+        os="darwin",
+        machine="x86_64",
+        gpus=[],
+        driver=None,
+        max_cuda=None,
+        nvidia_status="no-gpu",
+        pci=[],
+        torch=torch_dist("2.2.2", None),
+        torchvision=None,
+        torchaudio=None,
+    )
     snap.host.cpu, snap.host.translated = "Apple M1", True
     assert "python-under-rosetta" in ids(diagnose(snap, table))
-    mac = make_snapshot(os="darwin", machine="arm64", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu",
-                        pci=[], torch=torch_dist("2.5.1", None), torchvision=None, torchaudio=None)
+    mac = make_snapshot(
+        os="darwin",
+        machine="arm64",
+        gpus=[],
+        driver=None,
+        max_cuda=None,
+        nvidia_status="no-gpu",
+        pci=[],
+        torch=torch_dist("2.5.1", None),
+        torchvision=None,
+        torchaudio=None,
+    )
     mac.host.macos = "12.7.6"  # pytorch/pytorch#139425
     assert ids(diagnose(mac, table)) == ["macos-too-old-for-torch"]

@@ -16,7 +16,8 @@ from doctor.table.accelerators import AcceleratorTable, HsaOverride, processor_o
 # How a GPU fares with a ROCm build (RocmVerdict.kind)
 NATIVE = "native"  # the build holds the GPU's own processor
 BY_OVERRIDE = "override"  # HSA_OVERRIDE_GFX_VERSION is set and names a processor the build holds
-OVERRIDE_POSSIBLE = "override-possible"  # not held, but a sibling people ran with is (the override is not set)
+# not held, but a sibling people ran with is (the override is not set)
+OVERRIDE_POSSIBLE = "override-possible"
 WRONG_OVERRIDE = "wrong-override"  # HSA_OVERRIDE_GFX_VERSION names a processor the build does not hold
 MISSING = "missing"  # neither it nor a sibling reported to work
 UNKNOWN = "unknown"  # the GPU's processor or the build's targets are not known
@@ -68,13 +69,23 @@ def amd_processors(snap: Snapshot, acc: AcceleratorTable) -> list[AmdProcessor]:
                                         "inferred", pci_id, claimed=gpu.gfx.value))
                 continue
         if gpu.gfx.known:
-            out.append(AmdProcessor(gpu.index, name, gpu.gfx.value, gpu.gfx.source or "probe", "verified", pci_id,
-                                    claimed=override))
+            out.append(
+                AmdProcessor(
+                    gpu.index,
+                    name,
+                    gpu.gfx.value,
+                    gpu.gfx.source or "probe",
+                    "verified",
+                    pci_id,
+                    claimed=override,
+                )
+            )
             continue
         row = acc.amd_gpu(pci_id) if pci_id else None
         if row is not None:
             out.append(AmdProcessor(gpu.index, name or row.name, row.gfx,
-                                    f"PCI id {pci_id} ({row.name}; accelerator table)", row.confidence, pci_id,
+                                    f"PCI id {pci_id} ({row.name}; accelerator "
+                                    "table)", row.confidence, pci_id,
                                     claimed=override))
         else:
             out.append(AmdProcessor(gpu.index, name, None, gpu.gfx.why or "not known", "unverified", pci_id,
@@ -102,7 +113,8 @@ def rocm_build_targets(snap: Snapshot, acc: AcceleratorTable, version: str | Non
     row = acc.rocm_targets(version or "", variant) if version and variant else None
     if row is None:
         return None
-    return BuildTargets(row.gfx, False, f"accelerator table: torch {row.torch_minor} {row.variant} ({row.source})",
+    return BuildTargets(row.gfx, False, f"accelerator table: torch {row.torch_minor} {row.variant} "
+        f"({row.source})",
                         row.confidence)
 
 
@@ -183,7 +195,8 @@ def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: 
 
 
 def os_problem(machine, patch, nearest=None) -> str | None:
-    """Why ``patch``'s wheels do not install on this machine's macOS (with the newest release that does), or None."""
+    """Why ``patch``'s wheels do not install on this machine's macOS (with the newest release that does), or
+    None."""
     why = macos_problem(accelerators(None), patch.torch, machine.platform, getattr(machine, "macos", None))
     if why and nearest is not None:
         why += f"; torch {nearest.wheel.torch} is the newest release that installs here"
@@ -217,7 +230,9 @@ def intel_discrete_gpus(snap: Snapshot, acc: AcceleratorTable) -> list[IntelGpu]
         row = acc.intel_gpu(device)
         if row is None or not row.discrete or (row.xpu != "validated" and row.family == "DG1"):
             continue
-        out.append(IntelGpu(device, row.family, row.product, row.xpu == "validated", row.source, row.confidence))
+        out.append(
+            IntelGpu(device, row.family, row.product, row.xpu == "validated", row.source, row.confidence)
+        )
     return out
 
 
@@ -225,7 +240,8 @@ def intel_discrete_gpus(snap: Snapshot, acc: AcceleratorTable) -> list[IntelGpu]
 
 
 def macos_problem(acc: AcceleratorTable, torch_version: str, platform: str, macos: str | None) -> str | None:
-    """Why torch ``torch_version``'s wheels do not install on this macOS, or None (they do, or it is not known)."""
+    """Why torch ``torch_version``'s wheels do not install on this macOS, or None (they do, or it is not
+    known)."""
     if not macos or not platform.startswith("darwin"):
         return None
     floor = acc.macos_floor(torch_version, platform)

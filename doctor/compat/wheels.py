@@ -176,7 +176,8 @@ def wanted_variants(release, machine: Machine) -> list[str]:
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
     if machine.amd_gfx or machine.intel_xpu:  # ROCm wheels holding every AMD GPU's processor; the xpu wheel
-        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants, machine.installed_variant)
+        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants,
+                                     machine.installed_variant)
     installed = machine.installed_variant or ""
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):
@@ -364,7 +365,8 @@ def in_spec(spec, version: str) -> bool:
 def usable_patch(release, machine: Machine, spec=None):
     """The newest patch of ``release`` the specifier allows with a wheel for this Python (and this macOS)."""
     for patch in reversed(release.patches):
-        if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and not other.os_problem(machine, patch):
+        if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and \
+                not other.os_problem(machine, patch):
             return patch
     return None
 
@@ -434,7 +436,8 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):
         return _choose_wanted(table, machine, spec, ccs)
-    usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted, machine.macos))
+    usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted,
+                          machine.macos))
     if not usable:
         return Choice(None, None, None, f"no torch release in the table has wheels for Python "
                       f"{python_label(machine)} on {machine.platform}", code=NO_RELEASE_FOR_PYTHON)
@@ -529,8 +532,8 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
                       asked=first)
     if not (on_os := [(r, p) for r, p in here if not other.os_problem(machine, p)]):
         near = _nearest(fitting, first)
-        return Choice(None, None, None, other.os_problem(machine, here[0][1], near), code=NO_OS, unavailable=NO_OS,
-                      nearest=near, asked=first)
+        return Choice(None, None, None, other.os_problem(machine, here[0][1], near), code=NO_OS,
+                      unavailable=NO_OS, nearest=near, asked=first)
     here = on_os
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
     if not usable:

@@ -210,7 +210,8 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
     raise ValueError(backend)
 
 
-# Without the import probe, each backend is judged from the facts the rules use (doctor/compat/accelerators.py).
+# Without the import probe, each backend is judged from the facts the rules use
+# (doctor/compat/accelerators.py).
 
 
 def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
@@ -229,11 +230,11 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     for proc in amd_processors(snapshot, acc):
         verdict = judge_rocm(proc.gfx, targets, proc.claimed, acc)
         if verdict.kind == UNKNOWN:
-            return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is not known",
-                              label=label, index=proc.index)
+            return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is not "
+                              "known", label=label, index=proc.index)
         if verdict.kind not in (NATIVE, BY_OVERRIDE):
-            return False, Msg("no ROCm device usable: {label} holds no code for GPU {index} ({gfx})", label=label,
-                              index=proc.index, gfx=verdict.claimed or proc.gfx)
+            return False, Msg("no ROCm device usable: {label} holds no code for GPU {index} ({gfx})",
+                              label=label, index=proc.index, gfx=verdict.claimed or proc.gfx)
     return True, ""
 
 

@@ -85,20 +85,35 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
         return skipped(Msg("no AMD GPU"))
     if _nvidia_gpus(snap):
         return skipped(Msg("an NVIDIA GPU is here"))
-    ev = {"amd.status": amd.status, "amd.detail": amd.detail,
-          "device_nodes": [{"path": d.path, "exists": d.exists, "readable": d.readable, "writable": d.writable,
-                            "group": d.group, "in_group": d.in_group} for d in amd.device_nodes]}
+    ev = {
+        "amd.status": amd.status,
+        "amd.detail": amd.detail,
+        "device_nodes": [
+            {
+                "path": d.path,
+                "exists": d.exists,
+                "readable": d.readable,
+                "writable": d.writable,
+                "group": d.group,
+                "in_group": d.in_group,
+            }
+            for d in amd.device_nodes
+        ],
+    }
     if amd.status == AMD_NO_DEVICE:
         container = snap.host.container
         where = Msg("this {kind} container", kind=container) if container else Msg("this machine")
         return [Finding(
             "amd-device-access", ERROR,
-            Msg("the ROCm runtime cannot open the AMD GPU: /dev/kfd or /dev/dri is missing in {where}", where=where),
-            Msg("{detail} The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render node "
-                "under /dev/dri; without them torch.cuda.is_available() is False (\"No HIP GPUs are available\").",
+            Msg("the ROCm runtime cannot open the AMD GPU: /dev/kfd or /dev/dri is missing in "
+                "{where}", where=where),
+            Msg("{detail} The kernel lists the GPU, but ROCm opens it through /dev/kfd and the GPU's render "
+                "node under /dev/dri; without them torch.cuda.is_available() is False (\"No HIP GPUs are "
+                "available\").",
                 detail=_sentence(amd.detail)),
             ev, Fix(Msg("Start the container with the AMD device files and their groups."),
-                    actions=[Action(SHELL, text=f"docker run {DOCKER_FLAGS} <image> ...  # podman: the same flags")],
+                    actions=[Action(SHELL, text=f"docker run {DOCKER_FLAGS} <image> ...  # podman: the same "
+                        "flags")],
                     links=[ROCM_DOCS]),
         )]
     if amd.status == AMD_NO_PERMISSION:
@@ -118,12 +133,12 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
     return []
 
 
-# --- a build that is not ROCm on an AMD GPU -------------------------------------------------------------------
+# --- a build that is not ROCm on an AMD GPU -----------------------------------------------------------------
 
 
 def _newest_rocm_for(table, snap, gfxs):
-    """(torch patch, variant, table row) of the newest release whose ROCm wheel holds every processor, for this
-    platform and Python; None when none does."""
+    """(torch patch, variant, table row) of the newest release whose ROCm wheel holds every processor, for
+    this platform and Python; None when none does."""
     acc = accelerators(table)
     platform = snap.host.platform
     python = snap.interpreter.version or None
@@ -153,7 +168,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
         return skipped(Msg("torch {label} is a {kind} build", label=build.label, kind=build.kind))
     gfxs = tuple(dict.fromkeys(p.gfx for p in procs if p.gfx))
     if not gfxs:
-        return unknown(Msg("the AMD GPU's processor is not known: {why}", why=procs[0].source if procs else "-"))
+        return unknown(Msg("the AMD GPU's processor is not known: "
+            "{why}", why=procs[0].source if procs else "-"))
     acc = accelerators(table)
     wanted = tuple(dict.fromkeys(runnable_as(acc, g) for g in gfxs))
     newest = _newest_rocm_for(table, snap, wanted)
@@ -164,7 +180,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
     if newest is None and build.kind == "cpu":
         return []  # no ROCm wheel for this GPU (an APU's Radeon 680M, say): a CPU torch is what there is
     if newest is None:
-        detail = Msg("torch {label} cannot use {gpus}, and no ROCm wheel on download.pytorch.org (as far as the "
+        detail = Msg("torch {label} cannot use {gpus}, and no ROCm wheel on download.pytorch.org (as far as "
+            "the "
                      "accelerator table knows) holds {gfx}. AMD's TheRock builds publish wheels per GPU "
                      "family; building torch with PYTORCH_ROCM_ARCH={gfx} is the other way.",
                      label=build.label, gpus=_gpu_text(procs), gfx=",".join(gfxs))
@@ -178,7 +195,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
                  "{confidence}).", label=build.label, gpus=_gpu_text(procs), what=what, torch=torch,
                  variant=variant, held=", ".join(wanted), confidence=row.confidence)
     if override:
-        detail += Msg(" {gfx} runs it only with {var}={value} (reported working: {report}).", gfx=", ".join(override),
+        detail += Msg(" {gfx} runs it only with {var}={value} (reported working: "
+            "{report}).", gfx=", ".join(override),
                       var=OVERRIDE, value=override_value(wanted[0]) or "?",
                       report=acc.hsa_override(override[0]).source)
     ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source,
@@ -204,7 +222,8 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     acc = accelerators(table)
     targets = rocm_build_targets(snap, acc, build.version, build.variant or build.local)
     if targets is None:
-        return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was not "
+        return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was "
+            "not "
                            "read and the accelerator table has no row for it", label=build.label))
     findings: list[Finding] = []
     where = Msg("read from its libtorch_hip.so") if targets.from_binary else \
@@ -232,7 +251,8 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                 "hsa-override-gfx-wrong", ERROR,
                 Msg("{var}={raw} makes {gpu} claim {claimed}, which torch {label} does not hold",
                     var=OVERRIDE, raw=raw, gpu=gpu, claimed=verdict.claimed, label=build.label),
-                Msg("The ROCm runtime loads the code for {claimed} instead of the GPU's own; torch {label} holds "
+                Msg("The ROCm runtime loads the code for {claimed} instead of the GPU's own; torch {label} "
+                    "holds "
                     "{held} ({where}). HIP fails with \"HSA_STATUS_ERROR_INVALID_ISA\" or \"invalid device "
                     "function\".", claimed=verdict.claimed, label=build.label, held=held, where=where),
                 ev, Fix(fix_text, actions=[Action(SHELL, text=fix_line)] if fix_line else [])))
@@ -242,13 +262,16 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                 "rocm-gfx-override-available", WARNING,
                 Msg("torch {label} holds no code for {gpu}; it runs with {var}={value}",
                     label=build.label, gpu=gpu, var=OVERRIDE, value=row.override),
-                Msg("torch {label} was built for {held} ({where}), not {gfx}. Without the override HIP fails with "
-                    "\"invalid device function\". {var}={value} makes the GPU load the {sibling} code; that was "
+                Msg("torch {label} was built for {held} ({where}), not {gfx}. Without the override HIP fails "
+                    "with "
+                    "\"invalid device function\". {var}={value} makes the GPU load the {sibling} code; that "
+                    "was "
                     "reported working ({report}, {confidence}).", label=build.label, held=held, where=where,
                     gfx=proc.gfx, var=OVERRIDE, value=row.override, sibling=row.sibling, report=row.source,
                     confidence=row.confidence),
                 ev | {"override": row.override, "override.report": row.source},
-                Fix(Msg("Set {var} before starting Python (a shell profile or the service's environment keeps it).",
+                Fix(Msg("Set {var} before starting Python (a shell profile or the service's environment "
+                    "keeps it).",
                         var=OVERRIDE),
                     actions=[Action(SHELL, text=f"export {OVERRIDE}={row.override}")])))
         elif verdict.kind == MISSING:
@@ -261,18 +284,22 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                            report=row.source)
             if newest:
                 torch, variant, trow = newest
-                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).", torch=torch,
+                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix "
+                    "plan).", torch=torch,
                               variant=variant, gfx=proc.gfx),
                           actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
             else:
-                fix = Fix(Msg("No ROCm wheel on download.pytorch.org holds {gfx}: use AMD's TheRock builds for "
+                fix = Fix(Msg("No ROCm wheel on download.pytorch.org holds {gfx}: use AMD's TheRock builds "
+                    "for "
                               "this GPU family, or build torch with PYTORCH_ROCM_ARCH={gfx}.", gfx=proc.gfx),
                           links=[THE_ROCK])
             findings.append(Finding(
                 "rocm-gfx-unsupported", ERROR,
                 Msg("torch {label} holds no code for {gpu}", label=build.label, gpu=gpu),
-                Msg("torch {label} was built for {held} ({where}), not {gfx}: HIP fails with \"invalid device "
-                    "function\" or torch.cuda.is_available() is False.", label=build.label, held=held, where=where,
+                Msg("torch {label} was built for {held} ({where}), not {gfx}: HIP fails with \"invalid "
+                    "device "
+                    "function\" or torch.cuda.is_available() is "
+                    "False.", label=build.label, held=held, where=where,
                     gfx=proc.gfx) + tail,
                 ev, fix))
     if unknown_gpus and not findings:
@@ -285,8 +312,8 @@ def _other_generation(proc) -> bool:
 
 
 def check_override(facts: Assessment) -> list[Finding]:
-    """HSA_OVERRIDE_GFX_VERSION claiming another GPU generation's processor: that code does not run on this GPU
-    whatever torch holds (a memory access fault, a GPU reset, HSA_STATUS_ERROR_INVALID_ISA)."""
+    """HSA_OVERRIDE_GFX_VERSION claiming another GPU generation's processor: that code does not run on this
+    GPU whatever torch holds (a memory access fault, a GPU reset, HSA_STATUS_ERROR_INVALID_ISA)."""
     snap = facts.snap
     procs, skip = _only_amd(snap, facts.table)
     if skip is not None:
@@ -297,8 +324,11 @@ def check_override(facts: Assessment) -> list[Finding]:
         if not _other_generation(proc):
             continue
         raw = snap.amd.variables.get(OVERRIDE) or override_value(proc.claimed)
-        seen = Msg("the runtime reports {claimed}", claimed=proc.claimed) if snap.origin == "collect_env" else \
-            Msg("{var}={raw}", var=OVERRIDE, raw=raw)
+        seen = (
+            Msg("the runtime reports {claimed}", claimed=proc.claimed)
+            if snap.origin == "collect_env"
+            else Msg("{var}={raw}", var=OVERRIDE, raw=raw)
+        )
         row = acc.hsa_override(proc.gfx)
         own = acc.rocm_builds_for(proc.gfx)
         if own:
@@ -339,9 +369,11 @@ def _override_fix(gfx: str | None, targets, acc):
 RULES = [
     Rule("amd-devices", Msg("the ROCm runtime can open the AMD GPUs (/dev/kfd, /dev/dri)"), check_amd_devices,
          ("amd-device-access",)),
-    Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is AMD's"), check_amd_build_kind,
+    Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is "
+        "AMD's"), check_amd_build_kind,
          ("torch-wrong-vendor-build",)),
-    Rule("hsa-override", Msg("HSA_OVERRIDE_GFX_VERSION, if set, names a processor of the GPU's own generation"),
+    Rule("hsa-override", Msg("HSA_OVERRIDE_GFX_VERSION, if set, names a processor of the GPU's own "
+        "generation"),
          check_override, ("hsa-override-gfx-wrong",)),
     Rule("rocm-targets", Msg("the ROCm build holds every AMD GPU's processor"), check_rocm_targets,
          ("rocm-gfx-unsupported", "rocm-gfx-override-available", "hsa-override-gfx-wrong")),

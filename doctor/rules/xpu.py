@@ -1,5 +1,5 @@
-"""Intel GPUs: a discrete Arc or Data Center GPU with a torch that cannot use it (a CPU or CUDA build) wants the
-xpu build, from https://download.pytorch.org/whl/xpu. Integrated graphics are no reason to suggest it. The
+"""Intel GPUs: a discrete Arc or Data Center GPU with a torch that cannot use it (a CPU or CUDA build) wants
+the xpu build, from https://download.pytorch.org/whl/xpu. Integrated graphics are no reason to suggest it. The
 device ids come from the PCI bus (host.intel_gpus) and the accelerator table (doctor/compat/accelerators.py).
 """
 
@@ -51,8 +51,10 @@ def check_intel_build(facts: Assessment) -> list[Finding]:
         detail += Msg(" PyTorch's XPU page does not list this GPU among the validated ones: unverified.")
     actions = [Action(INSTALL, (f"torch=={torch}+xpu",), "xpu", plan=True)] if torch else []
     return [Finding("xpu-wheel-needed", ERROR if validated else WARNING,
-                    Msg("torch {label} cannot use this machine's Intel GPU; the xpu build can", label=build.label),
-                    detail, ev, Fix(Msg("Install the xpu build of torch (see the fix plan)."), actions=actions,
+                    Msg("torch {label} cannot use this machine's Intel GPU; the xpu build "
+                        "can", label=build.label),
+                    detail, ev, Fix(Msg("Install the xpu build of torch (see the fix "
+                        "plan)."), actions=actions,
                                     links=[XPU_DOCS]))]
 
 

@@ -200,8 +200,9 @@ def _product_key(name: str) -> str:
 
 
 def _product_index(rows) -> dict[str, str]:
-    """Product name -> processor, from names like "Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M]": each name
-    in the brackets, a bare number taking the words before the first one's number ("Radeon RX 6700 XT")."""
+    """Product name -> processor, from names like "Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M]": each
+    name in the brackets, a bare number taking the words before the first one's number ("Radeon RX 6700
+    XT")."""
     seen: dict[str, set[str]] = {}
     for row in rows:
         m = re.search(r"\[(.*)\]", row.name)
@@ -282,7 +283,8 @@ class _AcceleratorParser(_Parser):
             raise self.fail("(top level)", "expected an object")
         schema = self.get(data, "schema_version", "", (int,))
         if schema != SCHEMA_VERSION:
-            raise self.fail("schema_version", f"{schema} is not supported (this torchdoctor reads {SCHEMA_VERSION})")
+            raise self.fail("schema_version", f"{schema} is not supported (this torchdoctor reads "
+                f"{SCHEMA_VERSION})")
         table_version = self.get(data, "table_version", "", (str,))
         verified_on = self.get(data, "verified_on", "", (str,))
         rocm = self.section(data, "rocm_targets", self.rocm_row, lambda r: (r.torch_minor, r.variant),
@@ -294,7 +296,8 @@ class _AcceleratorParser(_Parser):
         for (where, _), family in zip(self.rows(data, "intel_pci"), intel, strict=True):
             for device in family.device_ids:
                 self.unique(seen, device, f"{where}.device_ids", f"Intel device id {device!r}")
-        macos = self.section(data, "macos", self.macos_row, lambda m: (m.torch_minor, m.platform), "macOS row")
+        macos = self.section(data, "macos", self.macos_row, lambda m: (m.torch_minor, m.platform), "macOS "
+            "row")
         return AcceleratorTable(path=self.path, table_version=table_version, verified_on=verified_on,
                                 rocm=tuple(rocm), overrides=tuple(overrides), amd_pci=tuple(amd),
                                 intel=tuple(intel), macos=tuple(macos))

@@ -63,7 +63,8 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
         table = _Parser(path).table(data)
     except (ValueError, RecursionError) as exc:  # a number past CPython's 4,300-digit limit, say
         raise TableError(f"compat table {path}: {str(exc).splitlines()[0][:200]}") from None
-    # The accelerator facts travel with the table: an accelerators.json beside a --table file, else the bundled one.
+    # The accelerator facts travel with the table: an accelerators.json beside a --table file, else the
+    # bundled one.
     beside = Path(path).with_name("accelerators.json")
     table.accelerators = load_accelerators(beside if beside.is_file() else None)
     return table
