@@ -154,7 +154,8 @@ FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (the de
                                                   "into an issue), github (Actions annotations), junit.",
                                                   show_default=False)]
 RequireOpt = Annotated[list[str] | None, typer.Option("--require", help="CI: fail (exit 4) unless this is "
-                                                      "usable: cuda, rocm, xpu, mps, gpu or cpu (repeatable).")]
+                                                      "usable: cuda, rocm, xpu, mps, gpu or cpu "
+                                                      "(repeatable).")]
 
 
 @app.command(short_help="Diagnose this machine (or a report) and print the fix.")
