@@ -11,11 +11,11 @@ from doctor.probes.intel import read_pci_intel_displays
 
 def test_intel_display_devices_only(tmp_path):
     devices = tmp_path / "sys/bus/pci/devices"
-    # Meteor Lake iGPU
-    for address, vendor, klass, device in (("0000:00:02.0", "0x8086", "0x030000", "0x7d55"),
-                                           ("0000:03:00.0", "0x8086", "0x030000", "0x56A0"),  # Arc A770
-                                           ("0000:00:1f.3", "0x8086", "0x040300", "0x7e28"),  # audio
-                                           ("0000:01:00.0", "0x10de", "0x030000", "0x2684")):
+    pci = (("0000:00:02.0", "0x8086", "0x030000", "0x7d55"),  # Meteor Lake iGPU
+           ("0000:03:00.0", "0x8086", "0x030000", "0x56A0"),  # Arc A770
+           ("0000:00:1f.3", "0x8086", "0x040300", "0x7e28"),  # audio
+           ("0000:01:00.0", "0x10de", "0x030000", "0x2684"))  # an NVIDIA GPU
+    for address, vendor, klass, device in pci:
         folder = devices / address
         folder.mkdir(parents=True)
         (folder / "vendor").write_text(vendor + "\n")

@@ -69,24 +69,14 @@ def amd_processors(snap: Snapshot, acc: AcceleratorTable) -> list[AmdProcessor]:
                                         "inferred", pci_id, claimed=gpu.gfx.value))
                 continue
         if gpu.gfx.known:
-            out.append(
-                AmdProcessor(
-                    gpu.index,
-                    name,
-                    gpu.gfx.value,
-                    gpu.gfx.source or "probe",
-                    "verified",
-                    pci_id,
-                    claimed=override,
-                )
-            )
+            out.append(AmdProcessor(gpu.index, name, gpu.gfx.value, gpu.gfx.source or "probe", "verified",
+                                    pci_id, claimed=override))
             continue
         row = acc.amd_gpu(pci_id) if pci_id else None
         if row is not None:
             out.append(AmdProcessor(gpu.index, name or row.name, row.gfx,
-                                    f"PCI id {pci_id} ({row.name}; accelerator "
-                                    "table)", row.confidence, pci_id,
-                                    claimed=override))
+                                    f"PCI id {pci_id} ({row.name}; accelerator table)", row.confidence,
+                                    pci_id, claimed=override))
         else:
             out.append(AmdProcessor(gpu.index, name, None, gpu.gfx.why or "not known", "unverified", pci_id,
                                     claimed=override))

@@ -12,6 +12,11 @@ from doctor.model.i18n import Msg
 from doctor.rules import Rule, skipped
 
 PYTHON_MAC = "https://www.python.org/downloads/macos/"
+NATIVE_PYTHON = (
+    "uv python install 3.12  # or: /opt/homebrew/bin/brew install python",
+    "python3 -c 'import platform; print(platform.machine())'  # arm64",
+    "python3 -m venv .venv && .venv/bin/python -m pip install torch",
+)
 
 
 def check_rosetta(facts: Assessment) -> list[Finding]:
@@ -29,19 +34,11 @@ def check_rosetta(facts: Assessment) -> list[Finding]:
         "python-under-rosetta", ERROR,
         Msg("this Python is an x86_64 build running under Rosetta 2 on an {cpu}", cpu=cpu),
         Msg("An Intel-Mac Python installs only the Intel-Mac torch wheels, which end at torch 2.2.2, and "
-            "they "
-            "have no MPS: torch.backends.mps.is_available() is False and everything runs on the CPU, "
-            "translated. "
-            "A native arm64 Python gets every current release with MPS."),
+            "they have no MPS: torch.backends.mps.is_available() is False and everything runs on the CPU, "
+            "translated. A native arm64 Python gets every current release with MPS."),
         ev, Fix(Msg("Install a native arm64 Python (python.org's universal2 installer, Homebrew under "
                     "/opt/homebrew, or uv), check it says arm64, and make the environment again with it."),
-                actions=[Action(SHELL, text="uv python install 3.12  # or: /opt/homebrew/bin/brew install "
-                    "python"),
-                         Action(SHELL, text="python3 -c 'import platform; print(platform.machine())'  # "
-                             "arm64"),
-                         Action(SHELL, text="python3 -m venv .venv && .venv/bin/python -m pip install "
-                             "torch")],
-                links=[PYTHON_MAC]),
+                actions=[Action(SHELL, text=line) for line in NATIVE_PYTHON], links=[PYTHON_MAC]),
     )]
 
 

@@ -168,8 +168,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
         return skipped(Msg("torch {label} is a {kind} build", label=build.label, kind=build.kind))
     gfxs = tuple(dict.fromkeys(p.gfx for p in procs if p.gfx))
     if not gfxs:
-        return unknown(Msg("the AMD GPU's processor is not known: "
-            "{why}", why=procs[0].source if procs else "-"))
+        why = procs[0].source if procs else "-"
+        return unknown(Msg("the AMD GPU's processor is not known: {why}", why=why))
     acc = accelerators(table)
     wanted = tuple(dict.fromkeys(runnable_as(acc, g) for g in gfxs))
     newest = _newest_rocm_for(table, snap, wanted)
@@ -181,8 +181,7 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
         return []  # no ROCm wheel for this GPU (an APU's Radeon 680M, say): a CPU torch is what there is
     if newest is None:
         detail = Msg("torch {label} cannot use {gpus}, and no ROCm wheel on download.pytorch.org (as far as "
-            "the "
-                     "accelerator table knows) holds {gfx}. AMD's TheRock builds publish wheels per GPU "
+                     "the accelerator table knows) holds {gfx}. AMD's TheRock builds publish wheels per GPU "
                      "family; building torch with PYTORCH_ROCM_ARCH={gfx} is the other way.",
                      label=build.label, gpus=_gpu_text(procs), gfx=",".join(gfxs))
         return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
@@ -195,10 +194,10 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
                  "{confidence}).", label=build.label, gpus=_gpu_text(procs), what=what, torch=torch,
                  variant=variant, held=", ".join(wanted), confidence=row.confidence)
     if override:
-        detail += Msg(" {gfx} runs it only with {var}={value} (reported working: "
-            "{report}).", gfx=", ".join(override),
-                      var=OVERRIDE, value=override_value(wanted[0]) or "?",
-                      report=acc.hsa_override(override[0]).source)
+        row_override = acc.hsa_override(override[0])
+        detail += Msg(" {gfx} runs it only with {var}={value} (reported working: {report}).",
+                      gfx=", ".join(override), var=OVERRIDE, value=row_override.override,
+                      report=row_override.source)
     ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source,
            "rocm.targets.confidence": row.confidence}
     return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
@@ -223,8 +222,7 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     targets = rocm_build_targets(snap, acc, build.version, build.variant or build.local)
     if targets is None:
         return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was "
-            "not "
-                           "read and the accelerator table has no row for it", label=build.label))
+                           "not read and the accelerator table has no row for it", label=build.label))
     findings: list[Finding] = []
     where = Msg("read from its libtorch_hip.so") if targets.from_binary else \
         Msg("from the accelerator table, {confidence}", confidence=targets.confidence)
@@ -252,9 +250,8 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                 Msg("{var}={raw} makes {gpu} claim {claimed}, which torch {label} does not hold",
                     var=OVERRIDE, raw=raw, gpu=gpu, claimed=verdict.claimed, label=build.label),
                 Msg("The ROCm runtime loads the code for {claimed} instead of the GPU's own; torch {label} "
-                    "holds "
-                    "{held} ({where}). HIP fails with \"HSA_STATUS_ERROR_INVALID_ISA\" or \"invalid device "
-                    "function\".", claimed=verdict.claimed, label=build.label, held=held, where=where),
+                    "holds {held} ({where}). HIP fails with \"HSA_STATUS_ERROR_INVALID_ISA\" or \"invalid "
+                    "device function\".", claimed=verdict.claimed, label=build.label, held=held, where=where),
                 ev, Fix(fix_text, actions=[Action(SHELL, text=fix_line)] if fix_line else [])))
         elif verdict.kind == OVERRIDE_POSSIBLE:
             row = verdict.override
@@ -263,16 +260,13 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                 Msg("torch {label} holds no code for {gpu}; it runs with {var}={value}",
                     label=build.label, gpu=gpu, var=OVERRIDE, value=row.override),
                 Msg("torch {label} was built for {held} ({where}), not {gfx}. Without the override HIP fails "
-                    "with "
-                    "\"invalid device function\". {var}={value} makes the GPU load the {sibling} code; that "
-                    "was "
-                    "reported working ({report}, {confidence}).", label=build.label, held=held, where=where,
-                    gfx=proc.gfx, var=OVERRIDE, value=row.override, sibling=row.sibling, report=row.source,
-                    confidence=row.confidence),
+                    "with \"invalid device function\". {var}={value} makes the GPU load the {sibling} code; "
+                    "that was reported working ({report}, {confidence}).", label=build.label, held=held,
+                    where=where, gfx=proc.gfx, var=OVERRIDE, value=row.override, sibling=row.sibling,
+                    report=row.source, confidence=row.confidence),
                 ev | {"override": row.override, "override.report": row.source},
                 Fix(Msg("Set {var} before starting Python (a shell profile or the service's environment "
-                    "keeps it).",
-                        var=OVERRIDE),
+                        "keeps it).", var=OVERRIDE),
                     actions=[Action(SHELL, text=f"export {OVERRIDE}={row.override}")])))
         elif verdict.kind == MISSING:
             newest = _newest_rocm_for(table, snap, (proc.gfx,))
@@ -283,24 +277,20 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                            var=OVERRIDE, value=row.override, sibling=row.sibling, reported=row.reported,
                            report=row.source)
             if newest:
-                torch, variant, trow = newest
-                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix "
-                    "plan).", torch=torch,
-                              variant=variant, gfx=proc.gfx),
+                torch, variant, _ = newest
+                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).",
+                              torch=torch, variant=variant, gfx=proc.gfx),
                           actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
             else:
                 fix = Fix(Msg("No ROCm wheel on download.pytorch.org holds {gfx}: use AMD's TheRock builds "
-                    "for "
-                              "this GPU family, or build torch with PYTORCH_ROCM_ARCH={gfx}.", gfx=proc.gfx),
-                          links=[THE_ROCK])
+                              "for this GPU family, or build torch with PYTORCH_ROCM_ARCH={gfx}.",
+                              gfx=proc.gfx), links=[THE_ROCK])
             findings.append(Finding(
                 "rocm-gfx-unsupported", ERROR,
                 Msg("torch {label} holds no code for {gpu}", label=build.label, gpu=gpu),
                 Msg("torch {label} was built for {held} ({where}), not {gfx}: HIP fails with \"invalid "
-                    "device "
-                    "function\" or torch.cuda.is_available() is "
-                    "False.", label=build.label, held=held, where=where,
-                    gfx=proc.gfx) + tail,
+                    "device function\" or torch.cuda.is_available() is False.", label=build.label, held=held,
+                    where=where, gfx=proc.gfx) + tail,
                 ev, fix))
     if unknown_gpus and not findings:
         return unknown(Msg("the processor of {gpus} is not known", gpus=", ".join(unknown_gpus)))
@@ -369,11 +359,10 @@ def _override_fix(gfx: str | None, targets, acc):
 RULES = [
     Rule("amd-devices", Msg("the ROCm runtime can open the AMD GPUs (/dev/kfd, /dev/dri)"), check_amd_devices,
          ("amd-device-access",)),
-    Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is "
-        "AMD's"), check_amd_build_kind,
-         ("torch-wrong-vendor-build",)),
-    Rule("hsa-override", Msg("HSA_OVERRIDE_GFX_VERSION, if set, names a processor of the GPU's own "
-        "generation"),
+    Rule("amd-build-kind", Msg("the torch build is a ROCm build where the GPU is AMD's"),
+         check_amd_build_kind, ("torch-wrong-vendor-build",)),
+    Rule("hsa-override",
+         Msg("HSA_OVERRIDE_GFX_VERSION, if set, names a processor of the GPU's own generation"),
          check_override, ("hsa-override-gfx-wrong",)),
     Rule("rocm-targets", Msg("the ROCm build holds every AMD GPU's processor"), check_rocm_targets,
          ("rocm-gfx-unsupported", "rocm-gfx-override-available", "hsa-override-gfx-wrong")),

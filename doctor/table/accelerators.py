@@ -296,8 +296,8 @@ class _AcceleratorParser(_Parser):
         for (where, _), family in zip(self.rows(data, "intel_pci"), intel, strict=True):
             for device in family.device_ids:
                 self.unique(seen, device, f"{where}.device_ids", f"Intel device id {device!r}")
-        macos = self.section(data, "macos", self.macos_row, lambda m: (m.torch_minor, m.platform), "macOS "
-            "row")
+        macos = self.section(data, "macos", self.macos_row, lambda m: (m.torch_minor, m.platform),
+                             "macOS row")
         return AcceleratorTable(path=self.path, table_version=table_version, verified_on=verified_on,
                                 rocm=tuple(rocm), overrides=tuple(overrides), amd_pci=tuple(amd),
                                 intel=tuple(intel), macos=tuple(macos))
