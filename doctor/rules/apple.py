@@ -45,7 +45,8 @@ def check_rosetta(facts: Assessment) -> list[Finding]:
 def check_mps_macos(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     host = snap.host
-    if host.os != "darwin" or host.machine != "arm64":
+    # the target interpreter's machine where it was read (torchdoctor itself may run under Rosetta)
+    if host.os != "darwin" or (snap.interpreter.machine or host.machine) != "arm64":
         return skipped(Msg("not an Apple silicon Python"))
     build = facts.build
     if build is None:

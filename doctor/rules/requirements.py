@@ -250,7 +250,8 @@ def _xpu_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
 
 def _mps_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     host = snapshot.host
-    if host.os != "darwin" or not (host.machine == "arm64" or is_rosetta(snapshot)):
+    machine = snapshot.interpreter.machine or host.machine
+    if host.os != "darwin" or not (machine == "arm64" or is_rosetta(snapshot)):
         return False, Msg("no MPS device usable: MPS needs Apple silicon macOS, this is {platform}",
                           platform=host.platform)
     if is_rosetta(snapshot):
