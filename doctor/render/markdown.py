@@ -54,7 +54,8 @@ def render_markdown(report: dict) -> str:
     if closing is not None:
         parts += [cell(closing), ""]
     notes, commands = fix_lines(report)
-    if closing is not None and exit_code(report) in (0, None):
+    if closing is not None and exit_code(report) in (0, None) and not any(
+            f.get("severity") in ("error", "warning") for f in findings):
         notes, commands = [], []  # the text says "nothing to change": so does this
     if notes or commands:
         parts += [f"**{tr('Fix')}**", ""]

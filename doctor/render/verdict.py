@@ -120,6 +120,8 @@ def plan_line(report: dict) -> str | None:
     if status != "healthy":
         return None
     if code in (0, None):
+        if any(f.get("severity") == "warning" for f in findings):  # not "nothing" right under a warning's fix
+            return localize(Msg("Fix: nothing to install; each warning above says what to change."))
         return localize(Msg("Fix: nothing to change."))
     return localize(Msg("Fix: no install command fixes this: follow each finding's fix above."))
 
