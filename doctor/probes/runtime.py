@@ -332,7 +332,8 @@ def _summary(runtime: TorchRuntime) -> str:
     failed = [s for s in runtime.steps if s.status == "failed"]
     passed = sum(1 for s in runtime.steps if s.status == "ok")
     # Said as unknown, with why, never as a "?" placeholder ("torch ? on ?").
-    why = "torch did not import" if any(s.name == "import" for s in failed) else "the smoke test did not report it"
+    imported = not any(s.name == "import" for s in failed)
+    why = "the smoke test did not report it" if imported else "torch did not import"
     version = runtime.torch_version or f"(version unknown: {why})"
     where = f" on {runtime.backend}" if runtime.backend else ""
     head = f"torch {version}{where}: {passed} step(s) ok"

@@ -31,7 +31,8 @@ def _headline(report: dict) -> str:
 
 
 def _interpreter(report: dict) -> str | None:
-    """Which Python was checked, when the report suggests a change (a cause stands): a fix names its target."""
+    """Which Python was checked, when the report suggests a change (a cause stands): a fix names its
+    target."""
     interp = as_object(as_object(as_object(report.get("check")).get("snapshot")).get("interpreter"))
     standing = [c for c in as_list(report.get("causes")) if as_object(c).get("verdict") != "ruled-out"]
     if not standing or not report.get("probed") or not interp.get("path"):

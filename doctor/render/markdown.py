@@ -24,7 +24,8 @@ from doctor.render.verdict import (
 ICONS = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 # The summary table's labels as people read them (summary_rows keeps the English ones: JUnit property names).
 LABELS = {"NVIDIA driver": Msg("NVIDIA driver"), "GPUs": Msg("GPUs"), "Environment": Msg("Environment"),
-          "Platform": Msg("Platform"), "torch import": Msg("torch import"), "torch warnings": Msg("torch warnings")}
+          "Platform": Msg("Platform"), "torch import": Msg("torch import"),
+          "torch warnings": Msg("torch warnings")}
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 STATES = {"skipped": Msg("skipped"), "unknown": Msg("unknown")}
 
