@@ -226,3 +226,22 @@ def test_second_hand_table_rows_are_said_in_words_only_with_v():
     assert "how sure: the patch releases of torch 2.7 come from release notes" in verbose
     assert "the GPUs the torch 2.7 cu128 build has kernels for come from PyTorch's build scripts" in verbose
     assert 'the table row "something new" is not confirmed from a primary source' in verbose
+
+
+def test_explain_names_the_interpreter_its_fixes_are_for():
+    import io
+
+    from doctor.render.explain import render_explain, render_explain_markdown
+
+    cause = {"id": "gpu-arch-unsupported", "title": "t", "meaning": "m", "fix": "f", "verdict": "confirmed",
+             "match": {"line": 1, "text": "no kernel image"}, "check": {"fix": {"summary": "s", "commands": []}}}
+    report = {"causes": [cause], "probed": True, "interpreter_from_traceback": True, "input": {"lines": 1},
+              "check": {"snapshot": {"interpreter": {"path": "/home/u/venv/bin/python", "reason": "--python"}}}}
+    said = "The fixes below are for /home/u/venv/bin/python (chosen: the traceback's site-packages)."
+    out = io.StringIO()
+    render_explain(report, file=out, width=200)
+    assert said in out.getvalue() and said in render_explain_markdown(report)
+    ruled_out = dict(report, causes=[dict(cause, verdict="ruled-out")])  # nothing to change: no interpreter line
+    out = io.StringIO()
+    render_explain(ruled_out, file=out, width=200)
+    assert "The fixes below" not in out.getvalue()

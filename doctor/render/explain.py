@@ -37,8 +37,9 @@ def _interpreter(report: dict) -> str | None:
     standing = [c for c in as_list(report.get("causes")) if as_object(c).get("verdict") != "ruled-out"]
     if not standing or not report.get("probed") or not interp.get("path"):
         return None
-    return tr("The fixes below are for {path} (chosen: {reason}).", path=interp["path"],
-              reason=interp.get("reason") or localize(Msg("unknown")))
+    reason = (localize(Msg("the traceback's site-packages")) if report.get("interpreter_from_traceback")
+              else interp.get("reason") or localize(Msg("unknown")))
+    return tr("The fixes below are for {path} (chosen: {reason}).", path=interp["path"], reason=reason)
 
 
 def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
