@@ -1,7 +1,7 @@
 """The host probe: OS, machine, libc, WSL and container kind, from cheap file reads only.
 
 No subprocess here: everything comes from ``platform`` and a few files under ``root`` (a fake
-root directory in tests), so the probe costs well under a millisecond. WSL and the container kind
+root directory in tests). WSL and the container kind
 are decided once, by the environment probe's families (``doctor/probes/environment/wsl.py`` and
 ``containers.py``, where their precedence is documented); the host records their answer.
 """
@@ -88,8 +88,7 @@ def probe_host(
 
 class _Posix:
     """What probe_host asks of ``platform``, read as platform itself reads it on POSIX (``os.uname()``, and
-    ``os.confstr("CS_GNU_LIBC_VERSION")`` first for the C library), without importing it: platform costs ~2 ms
-    and a dozen regular expressions of every run."""
+    ``os.confstr("CS_GNU_LIBC_VERSION")`` first for the C library)."""
 
     def __init__(self, uname):
         self._uname = uname
