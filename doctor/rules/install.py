@@ -181,8 +181,6 @@ def check_python(facts: Assessment) -> list[Finding]:
     if not py or snap.interpreter.error:
         return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
     build, machine = facts.build, facts.machine
-    if not snap.host.os or not snap.host.machine:  # "windows-": no platform to look wheels up for
-        return not_observed(snap, Msg("the platform (OS and CPU architecture)"))
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not supported:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
