@@ -113,6 +113,11 @@ def test_device_permission(table):
                         status=AMD_NO_PERMISSION, nodes=nodes)
     finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-access")
     assert "sudo usermod -aG render $USER" in finding.fix.commands
+    snap.host.container = "docker"  # the image's group ids are not the host's
+    finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-access")
+    assert finding.fix.commands == [
+        'docker run --device /dev/kfd --device /dev/dri --group-add "$(getent group render | cut -d: -f3)" '
+        "<image> ..."]
 
 
 def test_an_nvidia_gpu_beside_an_amd_apu_is_left_to_the_cuda_rules(table):

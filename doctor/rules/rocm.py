@@ -31,7 +31,8 @@ from doctor.model.i18n import Msg
 from doctor.rules import Rule, skipped, unknown, without_torch
 
 OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
-DOCKER_FLAGS = "--device /dev/kfd --device /dev/dri --group-add video --group-add render"
+DEVICES = "--device /dev/kfd --device /dev/dri"
+DOCKER_FLAGS = f"{DEVICES} --group-add video --group-add render"
 ROCM_DOCS = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/install/prerequisites.html"
 THE_ROCK = "https://github.com/ROCm/TheRock/blob/main/RELEASES.md"
 
@@ -69,6 +70,20 @@ def _named(procs, acc):
         row = acc.amd_gpu(p.pci_id) if not p.name and p.pci_id else None
         out.append(replace(p, name=f"AMD {row.name}") if row else p)
     return out
+
+
+def _permission_fix(container: str | None, groups: list[str]) -> Fix:
+    """In a container the groups come from the host: by number, since the image's group names may differ (a
+    render group that is 109 on the host and 992 in the image); elsewhere the user joins them."""
+    if container:
+        adds = " ".join(f'--group-add "$(getent group {g} | cut -d: -f3)"' for g in groups)
+        return Fix(Msg("Start the container with the host's group ids of the device files (run getent on the "
+                       "host)."),
+                   actions=[Action(SHELL, text=f"docker run {DEVICES} {adds} <image> ...")], links=[ROCM_DOCS])
+    return Fix(Msg("Add the user to the group that owns them, then log out and in again."),
+               actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
+                        Action(SHELL, text=f"sudo usermod -aG {','.join(groups)} $USER")],
+               links=[ROCM_DOCS])
 
 
 def _sentence(text: str) -> str:
@@ -125,10 +140,7 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
                 paths=", ".join(d.path for d in refused)),
             Msg("{detail} ROCm needs read and write access to /dev/kfd and the render node; members of their "
                 "group have it.", detail=_sentence(amd.detail)),
-            ev, Fix(Msg("Add the user to the group that owns them, then log out and in again."),
-                    actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
-                             Action(SHELL, text=f"sudo usermod -aG {','.join(groups)} $USER")],
-                    links=[ROCM_DOCS]),
+            ev, _permission_fix(snap.host.container, groups),
         )]
     return []
 
