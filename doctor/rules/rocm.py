@@ -79,7 +79,8 @@ def _permission_fix(container: str | None, groups: list[str]) -> Fix:
         adds = " ".join(f'--group-add "$(getent group {g} | cut -d: -f3)"' for g in groups)
         return Fix(Msg("Start the container with the host's group ids of the device files (run getent on the "
                        "host)."),
-                   actions=[Action(SHELL, text=f"docker run {DEVICES} {adds} <image> ...")], links=[ROCM_DOCS])
+                   actions=[Action(SHELL, text=f"docker run {DEVICES} {adds} <image> ...")],
+                   links=[ROCM_DOCS])
     return Fix(Msg("Add the user to the group that owns them, then log out and in again."),
                actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
                         Action(SHELL, text=f"sudo usermod -aG {','.join(groups)} $USER")],
