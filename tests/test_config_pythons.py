@@ -46,7 +46,7 @@ def machine(tmp_path):
 @pytest.mark.parametrize(("body", "needles"), [
     ("[tool.torchdoctor]\nmin-gpu = 1\n", ["unknown key 'min-gpu'", "did you mean 'min-gpus'"]),
     ("[tool.torchdoctor]\nmin-gpus = '1'\n", ["min-gpus must be an integer, got '1'"]),
-    ("[tool.torchdoctor]\nrequire = 'tpu'\n", ["require 'tpu' is not one of cuda, rocm, mps, gpu, cpu"]),
+    ("[tool.torchdoctor]\nrequire = 'tpu'\n", ["require 'tpu' is not one of cuda, rocm, xpu, mps, gpu, cpu"]),
     ("[tool.torchdoctor\nmin-gpus = 1\n", ["invalid TOML", "line 1"]),
     ("[tool.torchdoctor]\nignore = ['shm-to-small']\n", ["ignore shm-to-small", "did you mean shm-too-small"]),
 ])
