@@ -169,11 +169,15 @@ def test_corpus_shape():
     assert len(dev) + len(holdout) >= 100
     assert 0.15 <= len(holdout) / (len(dev) + len(holdout)) <= 0.25
     for row in dev + holdout:
-        assert set(row) == {"text", "expected", "source", "split"}
+        assert set(row) - {"family"} == {"text", "expected", "source", "split"}
+        assert row.get("family", "amd") in FAMILIES
         assert row["source"].startswith("https://")
         assert row["text"].strip()
     sources = [r["source"] for r in dev + holdout]
     assert len(sources) == len(set(sources)), "one entry per thread"
+
+
+FAMILIES = ("amd", "apple", "windows", "libraries", "older", "range", "containers", "collect_env")
 
 
 def test_dev_accuracy(sigs):
@@ -346,7 +350,7 @@ def test_utf16_without_bom_is_read_through_its_nuls(sigs):
     assert _first(sigs, data) == "cudnn-library-missing"
 
 
-def test_huge_input_keeps_the_end_and_says_so(sigs):
+def test_huge_input_is_searched_from_start_to_end(sigs):
     filler = "x" * 99 + "\n"
     text = (
         "RuntimeError: Found no NVIDIA driver on your system\n"
@@ -354,9 +358,36 @@ def test_huge_input_keeps_the_end_and_says_so(sigs):
         + "RuntimeError: Torch not compiled with CUDA enabled\n"
     )
     result = explain_text(text, sigs)
-    assert [f.finding for f in result.findings] == ["torch-cpu-build"]  # the start was dropped
-    assert any("dropped" in note for note in result.notes)
-    assert result.lines <= em.MAX_INPUT_CHARS // 100 + 2
+    assert sorted(f.finding for f in result.findings) == ["nvidia-driver-missing", "torch-cpu-build"]
+    assert [f.line for f in result.findings] == [1, 200_002] or [f.line for f in result.findings] == [200_002, 1]
+    assert result.lines == 200_002 and result.notes == ()
+
+
+def test_a_stream_of_pieces_is_the_same_as_the_whole(sigs):
+    text = (b"intro\r\n" + b"RuntimeError: Torch not compiled with CUDA enabled\r\n" + "运行\r\n".encode()
+            + b"RuntimeError: No CUDA GPUs are available\r\n")
+    whole = explain_text(text, sigs)
+    # split everywhere, including between CR and LF and inside a multi-byte character
+    for size in (1, 2, 3, 7):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        parts = em.explain_stream(pieces, sigs)
+        assert [(f.finding, f.line) for f in parts.findings] == [(f.finding, f.line) for f in whole.findings]
+        assert parts.lines == whole.lines == 4 and parts.notes == ()
+
+
+def test_what_could_not_be_read_is_counted(sigs):
+    long_line = "y" * (em.MAX_LINE_CHARS + 12_345)
+    data = (b"ok \xfd\xfe\xff\n" + b"a\x00b\x01\n" + long_line.encode() + b" Torch not compiled with CUDA enabled\n"
+            + b"RuntimeError: No CUDA GPUs are available\n")
+    result = explain_text(data, sigs)
+    assert [f.finding for f in result.findings] == ["cuda-visible-devices-hides-all"]
+    assert result.lines == 4
+    assert "3 byte(s) were not valid UTF-8 text and were replaced" in result.notes
+    assert "1 NUL byte(s) were removed" in result.notes
+    assert "1 other control character(s) were removed" in result.notes
+    cut = len(" Torch not compiled with CUDA enabled") + 12_345
+    assert (f"1 line(s) longer than {em.MAX_LINE_CHARS} characters were searched up to there: {cut} "
+            "character(s) after that were not searched") in result.notes
 
 
 def test_pathological_line_does_not_hang(sigs):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from doctor.model.i18n import Msg, localize, tr
 from doctor.render.markdown import as_list, as_object, cell, fenced
-from doctor.render.text import console
 
 VERDICT = {  # glyph, style, label (the signatures' own texts are said from the catalog's "signatures")
     "confirmed": ("✗", "red", Msg("confirmed on this machine")),
@@ -17,8 +16,17 @@ VERDICT = {  # glyph, style, label (the signatures' own texts are said from the 
 }
 
 
-def _verdict(cause: dict) -> tuple:
+PASTED = {  # the same verdicts, said of the machine a collect_env paste or a report describes
+    "confirmed": Msg("confirmed on the pasted machine"),
+    "unknown": Msg("could not be confirmed from the paste"),
+    "ruled-out": Msg("ruled out on the pasted machine"),
+}
+
+
+def _verdict(cause: dict, pasted: bool = False) -> tuple:
     glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
+    if pasted and cause.get("verdict") in PASTED:
+        label = PASTED[cause["verdict"]]
     return glyph, style, localize(label)
 
 
@@ -30,17 +38,30 @@ def _headline(report: dict) -> str:
     return tr("{count} known cause(s) in {lines} line(s)", count=len(causes), lines=lines)
 
 
-def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
-    from rich.text import Text
+def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None, plain: bool = False,
+                   terminal: str | None = None) -> None:
+    """``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without importing rich.
+    ``terminal``: "color" or "no-color" where the run knows how rich would write (doctor/render/text.py)."""
+    from doctor.render.text import _kit
 
-    con = console(file, width)
+    make_console, Text = _kit(plain, terminal)  # noqa: N806 - the class, whichever kit it comes from
+    con = make_console(file, width)
     con.print(Text(tr("torchdoctor explain · signatures {version} · ", version=report.get('signatures_version', '?'))
                    + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
         con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
+    pasted = as_object(report.get("rediagnosed"))
+    if pasted:
+        con.print(Text("  " + tr("this is a {kind} paste: the machine it describes was diagnosed as `{command}` "
+                                 "would (not this machine)", kind=str(pasted.get("kind")),
+                                 command=str(pasted.get("as"))), style="bold"))
+    elif report.get("probed") and report.get("interpreter"):
+        how = tr("from the traceback") if report.get("interpreter_from_traceback") else tr("the one checked")
+        con.print(Text("  " + tr("interpreter looked at: {python} ({how})", python=str(report["interpreter"]),
+                                 how=how), style="dim"))
     con.print()
     for cause in as_list(report.get("causes")):
-        glyph, style, label = _verdict(cause)
+        glyph, style, label = _verdict(cause, bool(pasted))
         # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is appended)
         line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(cause.get("id")), style),
                              f"  {localize(cause.get('title'))}  ", (f"[{label}]", style))
@@ -49,6 +70,8 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
         con.print(Text("      " + tr("line {line}: {text}", line=match.get('line'), text=str(match.get('text'))),
                        style="dim"), soft_wrap=True)
         con.print(Text(f"      {localize(cause.get('meaning'))}"))
+        for name, value in as_object(cause.get("decoded")).items():
+            con.print(Text("      " + tr("{name} means {value}", name=str(name), value=str(value)), style="dim"))
         if cause.get("why") and cause.get("verdict") != "not-probed":
             con.print(Text(f"      {localize(cause['why'])}", style="dim"))
         check = as_object(cause.get("check"))
@@ -65,20 +88,35 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
                                            versions=cause.get('torch_versions'), source=cause.get('source')),
                            style="dim"))
         con.print()
-    if not as_list(report.get("causes")):
+    if not as_list(report.get("causes")) and not pasted:
         con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine itself."))
         con.print()
-    _plan(con, as_object(report.get("check")))
+    if pasted:
+        _pasted_findings(con, Text, as_object(report.get("check")))
+    _plan(con, Text, as_object(report.get("check")), pasted=bool(pasted))
 
 
-def _plan(con, check: dict) -> None:
-    from rich.text import Text
+def _pasted_findings(con, Text, check: dict) -> None:  # noqa: N803 - the kit's class
+    findings = [f for f in as_list(check.get("findings")) if isinstance(f, dict)
+                and f.get("severity") in ("error", "warning")]
+    if not findings:
+        con.print(Text("  " + tr("The pasted machine has no error or warning finding."), style="dim"))
+        con.print()
+        return
+    con.print(Text(tr("What `torchdoctor check --from` finds on the pasted machine:"), style="bold"))
+    for f in findings:
+        glyph = "✗" if f.get("severity") == "error" else "!"
+        con.print(Text(f"  {glyph} {f.get('id')}  {localize(f.get('title'))}"))
+    con.print()
 
+
+def _plan(con, Text, check: dict, pasted: bool = False) -> None:  # noqa: N803 - the kit's class
     plan = as_object(check.get("plan"))
     steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
     if not steps:
         return
-    con.print(Text(tr("Fix plan for this machine (torchdoctor fix carries it out):"), style="bold"))
+    con.print(Text(tr("Fix plan for the pasted machine (run it there):") if pasted
+                   else tr("Fix plan for this machine (torchdoctor fix carries it out):"), style="bold"))
     for i, step in enumerate(steps, 1):
         con.print(Text(f"  {i}. {localize(step.get('description'))}"))
         if step.get("command"):
