@@ -308,7 +308,15 @@ def capability_range(groups: dict[str, str]) -> str | None:
     return "within"
 
 
-JUDGES = {"capability-range": capability_range}
+def versions_differ(groups: dict[str, str]) -> str | None:
+    """"differ" when nvidia-smi's own version (``smi``) is not the driver's (``driver``), else "same"."""
+    smi, driver = groups.get("smi"), groups.get("driver")
+    if not smi or not driver:
+        return None
+    return "same" if smi == driver else "differ"
+
+
+JUDGES = {"capability-range": capability_range, "versions-differ": versions_differ}
 
 
 # --- matching --------------------------------------------------------------------------------------
@@ -346,7 +354,8 @@ class _Matcher:
         self.base += count
 
     def _search(self, lines: list[str], count: int) -> None:
-        chunks = self._chunks(lines, count)
+        """Search lines[:count] as start lines; the lines after them are there for multi-line signatures."""
+        chunks = self._chunks(lines, len(lines))
         # One lower-cased copy of all chunks, joined by newlines: needles are found with str.find, then
         # mapped back to their chunk, so a regex only ever runs on a chunk that contains its needle.
         texts = [text for _, _, text in chunks]
@@ -358,28 +367,40 @@ class _Matcher:
         for text in texts:
             starts.append(starts[-1] + len(text) + 1)
         starts.pop()
+        first_chunk = {}  # line index -> its first chunk (a window starts at the line's start)
+        for index, (at, _, _) in enumerate(chunks):
+            first_chunk.setdefault(at, index)
 
         where: dict[str, list[int]] = {}  # needle -> chunks that contain it (needles repeat across rows)
         found: dict[tuple[str, int, int], _Hit] = {}
         for sig in self.signatures.signatures:
+            span = getattr(sig, "lines", 1)
             candidates: set[int] = set()
             for needle in sig.needles:
                 if needle not in where:
                     where[needle] = _chunks_containing(haystack, starts, needle)
-                candidates.update(where[needle])
+                if span == 1:
+                    candidates.update(i for i in where[needle] if chunks[i][0] < count)
+                    continue
+                # a match spanning lines starts on the needle's line or on one of the span - 1 before it
+                for index in where[needle]:
+                    at = chunks[index][0]
+                    candidates.update(first_chunk[s] for s in range(max(0, at - span + 1), min(at + 1, count)))
             if not candidates:
                 continue
             ordered = sorted(candidates)
             if len(ordered) > MAX_CANDIDATES:
                 self.unsearched[sig.id] = self.unsearched.get(sig.id, 0) + len(ordered) - MAX_CANDIDATES
                 ordered = ordered[:MAX_CANDIDATES]
-            span = getattr(sig, "lines", 1)
             judge = JUDGES.get(getattr(sig, "judge", None) or "")
             for index in ordered:
                 at, offset, text = chunks[index]
-                if span > 1:  # the following lines too (each as much as one chunk holds)
+                own = len(text)
+                if span > 1:  # the following lines too (each as much as one chunk holds), joined by spaces
                     text += "".join(" " + line[:MAX_CHUNK_CHARS] for line in lines[at + 1 : at + span])
                 for m in sig.regex.finditer(text):
+                    if m.start() >= own:
+                        break  # it starts on a later line: found from that line's own window
                     key = (sig.id, at, offset + m.start())
                     if key in found:
                         continue
