@@ -146,10 +146,10 @@ def summarize_command(
     elif output:
         import io
 
-        from rich.console import Console
+        from doctor.render.console import console
 
         buffer = io.StringIO()
-        render_human(sanitize(data), Console(file=buffer, width=120, no_color=True, highlight=False))
+        render_human(sanitize(data), console(buffer, width=120, soft_wrap=False, no_color=True))
         text = buffer.getvalue()
     else:
         render_human(sanitize(data))

@@ -56,36 +56,11 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
         import io
 
         buf = io.StringIO()
-        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet, plain=True)
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet,
+                    terminal=False)  # a file: never styled, whatever FORCE_COLOR says
         return buf.getvalue()
-    kind = text_kind(sys.stdout)
-    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet, plain=kind == "plain",
-                terminal=kind if kind in ("color", "no-color") else None)
+    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet)
     return None
-
-
-def text_kind(stream, env=None) -> str:
-    """How rich would write the text view to ``stream``, decided as rich decides it (rich 13-15, POSIX):
-    "plain" (no terminal, or a dumb one: no styles at all), "color", "no-color" (NO_COLOR: attributes, no
-    colours), or "rich" where only rich can tell (Windows consoles, a stream whose isatty fails)."""
-    import os
-
-    env = os.environ if env is None else env
-    if os.name == "nt":
-        return "rich"
-    compatible, force = env.get("TTY_COMPATIBLE", ""), env.get("FORCE_COLOR")
-    if compatible in ("0", "1"):
-        terminal = compatible == "1"
-    elif force is not None:
-        terminal = force != ""
-    else:
-        try:
-            terminal = bool(stream.isatty())
-        except (AttributeError, ValueError, OSError):
-            return "rich"
-    if not terminal or env.get("TERM", "").lower() in ("dumb", "unknown"):
-        return "plain"
-    return "no-color" if env.get("NO_COLOR", "") != "" else "color"
 
 
 def _append_step_summary(path: str, report: dict) -> str:

@@ -35,7 +35,7 @@ from doctor.plan import installers
 from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, render_argv
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
-from doctor.render.text import console
+from doctor.render.console import console
 from doctor.runner import STOP_GRACE_S, RunResult, run, signal_name, stream_run
 
 

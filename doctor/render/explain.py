@@ -5,6 +5,7 @@ explain report dict alone."""
 from __future__ import annotations
 
 from doctor.model.i18n import Msg, localize, tr
+from doctor.render.console import console
 from doctor.render.markdown import as_list, as_object, cell, fenced
 
 VERDICT = {  # glyph, style, label (the signatures' own texts are said from the catalog's "signatures")

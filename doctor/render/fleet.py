@@ -64,12 +64,13 @@ def render_markdown(summary: dict) -> str:
 
 
 def render_human(summary: dict, console: Any = None) -> None:
-    """rich tables on `console` (a rich Console; default stdout)."""
-    from rich.console import Console
+    """rich tables on `console` (a rich Console; default stdout's)."""
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    from doctor.render.console import console as make_console
+
+    console = console or make_console(soft_wrap=False, highlight=True)  # tables fit the width; numbers stand out
     unreadable = summary.get("unreadable") or []
     odd_nodes = summary.get("odd_nodes") or []
     console.print(
