@@ -312,16 +312,12 @@ def run_explain(opts: ExplainOptions) -> int:
         from doctor.render.explain import render_explain
 
         if opts.output is None:
-            from doctor.app.output import text_kind
-
-            kind = text_kind(sys.stdout)  # a pipe gets the same bytes without importing rich
-            render_explain(report, verbose=opts.verbose, plain=kind == "plain",
-                           terminal=kind if kind in ("color", "no-color") else None)
+            render_explain(report, verbose=opts.verbose)
             return code
         import io
 
         buf = io.StringIO()
-        render_explain(report, verbose=opts.verbose, file=buf, width=100, plain=True)
+        render_explain(report, verbose=opts.verbose, file=buf, width=100, terminal=False)
         text = buf.getvalue()
     deliver(text, CheckOptions(output=opts.output, quiet=opts.quiet))
     return code

@@ -34,19 +34,20 @@ def _verdict(cause: dict, pasted: bool = False) -> tuple:
 def _headline(report: dict) -> str:
     causes = as_list(report.get("causes"))
     lines = as_object(report.get("input")).get("lines", 0)
+    if not causes and as_object(report.get("rediagnosed")):
+        return tr("no known error message; a {kind} paste of {lines} line(s)",
+                  kind=str(as_object(report.get("rediagnosed")).get("kind")), lines=lines)
     if not causes:
         return tr("no known error message in {lines} line(s)", lines=lines)
     return tr("{count} known cause(s) in {lines} line(s)", count=len(causes), lines=lines)
 
 
-def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None, plain: bool = False,
-                   terminal: str | None = None) -> None:
-    """``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without importing rich.
-    ``terminal``: "color" or "no-color" where the run knows how rich would write (doctor/render/text.py)."""
-    from doctor.render.text import _kit
+def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None,
+                   terminal: bool | None = None) -> None:
+    """``terminal``: False for a file written with -o (never styled); None lets rich decide."""
+    from rich.text import Text
 
-    make_console, Text = _kit(plain, terminal)  # noqa: N806 - the class, whichever kit it comes from
-    con = make_console(file, width)
+    con = console(file, width, terminal=terminal)
     con.print(Text(tr("torchdoctor explain · signatures {version} · ", version=report.get('signatures_version', '?'))
                    + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
@@ -93,11 +94,13 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
         con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine itself."))
         con.print()
     if pasted:
-        _pasted_findings(con, Text, as_object(report.get("check")))
-    _plan(con, Text, as_object(report.get("check")), pasted=bool(pasted))
+        _pasted_findings(con, as_object(report.get("check")))
+    _plan(con, as_object(report.get("check")), pasted=bool(pasted))
 
 
-def _pasted_findings(con, Text, check: dict) -> None:  # noqa: N803 - the kit's class
+def _pasted_findings(con, check: dict) -> None:
+    from rich.text import Text
+
     findings = [f for f in as_list(check.get("findings")) if isinstance(f, dict)
                 and f.get("severity") in ("error", "warning")]
     if not findings:
@@ -111,7 +114,9 @@ def _pasted_findings(con, Text, check: dict) -> None:  # noqa: N803 - the kit's 
     con.print()
 
 
-def _plan(con, Text, check: dict, pasted: bool = False) -> None:  # noqa: N803 - the kit's class
+def _plan(con, check: dict, pasted: bool = False) -> None:
+    from rich.text import Text
+
     plan = as_object(check.get("plan"))
     steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
     if not steps:
