@@ -285,11 +285,18 @@ def _cause(f) -> dict:
 
 
 def _decoded(groups) -> dict:
-    """What the numbers in a message mean: CUDA's integer driver version ("found version 11040": 11.4)."""
-    from doctor.app.explain_facts import decode_cuda_version
+    """What the numbers in a message mean: CUDA's integer driver version ("found version 11040": 11.4), torch
+    1.x's runtime error numbers."""
+    from doctor.app.explain_facts import decode_cuda_version, decode_runtime_error
 
+    decoded = {}
     cuda = decode_cuda_version(groups.get("found_version"))
-    return {"found_version": f"CUDA {cuda}"} if cuda else {}
+    if cuda:
+        decoded["found_version"] = f"CUDA {cuda}"
+    error = decode_runtime_error(groups.get("runtime_code"))
+    if error:
+        decoded["runtime_code"] = error
+    return decoded
 
 
 def run_explain(opts: ExplainOptions) -> int:
