@@ -360,3 +360,9 @@ def test_the_numbers_in_a_message_are_decoded():
     assert causes_[0]["id"] == "driver-too-old" and causes_[0]["decoded"] == {"found_version": "CUDA 11.4"}
     text = explain(["--no-probe", "-"], stdin=message).stdout.decode()
     assert "found_version means CUDA 11.4" in text
+
+
+def test_a_torchdoctor_json_report_is_rediagnosed_too():
+    report = json.loads(explain(["--json", str(REPO / "tests" / "golden" / "rtx5090-cu126.json")]).stdout)
+    assert report["rediagnosed"]["kind"] == "report" and report["probed"] is False
+    assert report["check"]["findings"] and report["causes"][0]["id"] == "gpu-arch-unsupported"
