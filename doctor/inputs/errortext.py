@@ -385,7 +385,9 @@ class _Matcher:
                 # a match spanning lines starts on the needle's line or on one of the span - 1 before it
                 for index in where[needle]:
                     at = chunks[index][0]
-                    candidates.update(first_chunk[s] for s in range(max(0, at - span + 1), min(at + 1, count)))
+                    if at < count:
+                        candidates.add(index)  # the needle's own piece (a long line has several)
+                    candidates.update(first_chunk[s] for s in range(max(0, at - span + 1), min(at, count)))
             if not candidates:
                 continue
             ordered = sorted(candidates)
