@@ -32,7 +32,7 @@ cause.
 
 API::
 
-    sigs = load_signatures(json_text_or_dict)            # doctor/inputs/signatures.py; ValueError on a bad row
+    sigs = load_signatures(json_text_or_dict)            # doctor/compat/signatures.py; ValueError if bad
     result = explain_text(pasted, sigs)                  # -> Explanation
     result = explain_stream(iter(read_block, b""), sigs) # the same for a stream of pieces
     result.findings[0].finding                           # e.g. "gpu-arch-unsupported"
@@ -47,7 +47,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from doctor.inputs.signatures import SignatureSet, load_signatures  # noqa: F401 - part of the matcher's API
+from doctor.compat.signatures import SignatureSet, load_signatures  # noqa: F401 - part of the matcher's API
 
 PIECE_CHARS = 1 << 20  # str input is fed in pieces of this many characters, like a file read in blocks
 MAX_LINE_CHARS = 1 << 20  # a line is searched up to here; the rest of it is skipped and counted
