@@ -51,6 +51,21 @@ EXPLAIN_ONLY_IDS = {
     "torchaudio-backend-missing": "torchaudio has no I/O backend",
     "wheel-platform-unsupported": "a wheel built for another Python/platform",
     "windows-dll-load-failed": "WinError 126/127 loading torch's DLLs",
+    # the platform families (tests/fixtures/explain/README.md)
+    "hsa-override-gfx-wrong": "HSA_OVERRIDE_GFX_VERSION names an ISA the GPU cannot run",
+    "rocm-amdgpu-ids-missing": "libdrm cannot find amdgpu.ids (harmless)",
+    "rocm-wsl-runtime-missing": "ROCm torch under WSL2 without AMD's WSL runtime",
+    "mps-op-not-implemented": "an operator without an MPS kernel",
+    "mps-macos-too-old": "macOS older than MPS (or the operator) needs",
+    "macos-arch-mismatch": "x86_64 and arm64 libraries mixed on macOS",
+    "macos-x86-no-torch-wheels": "x86_64 macOS sees no torch after 2.2.2",
+    "python-under-rosetta": "an x86_64 Python under Rosetta on Apple Silicon",
+    "windows-dll-init-failed": "WinError 1114 initialising a torch DLL",
+    "windows-long-paths-disabled": "pip hit the 260-character path limit",
+    "wsl-libcuda-not-on-path": "libcuda.so of the Windows driver not found under WSL2",
+    "ptxas-too-old-for-gpu": "Triton's ptxas does not know the GPU",
+    "numpy2-with-old-torch": "NumPy 2 beside a torch built for NumPy 1.x",
+    "gpu-newer-than-build-range": "the range warning for a GPU just above the build's newest architecture",
 }
 # ids `torchdoctor distributed` reports (doctor/distributed.py); used only in `related`
 DISTRIBUTED_IDS = {"distributed-nccl-error", "distributed-collective-failed"}
@@ -479,6 +494,12 @@ def _with_row(raw, index=0, **changes):
         ({"related": ["Not An Id"]}, "related", "kebab-case"),
         ({"colour": "red"}, "colour", "unknown field"),
         ({"meaning": "  "}, "meaning", "must not be empty"),
+        ({"lines": 0}, "lines", "between 1 and"),
+        ({"lines": 41}, "lines", "between 1 and"),
+        ({"lines": True}, "lines", "between 1 and"),
+        ({"judge": "astrology", "outcome": "x"}, "judge", "must be one of"),
+        ({"judge": "capability-range"}, "outcome", "needs both"),
+        ({"outcome": "below-min"}, "outcome", "needs both"),
     ],
 )
 def test_bad_row_is_one_line_naming_row_and_field(raw_signatures, changes, field, why):
@@ -596,3 +617,65 @@ def test_the_smoke_test_rule_reads_rows_that_exist_and_uses_every_smoke_test_row
         sigs.regex(row)  # a KeyError names a row the rule reads that the file does not have
     assert {w.id for w in sigs.smoke_test} <= named, "a smoke_test row no code reads"
     assert {w.finding for w in sigs.smoke_test} <= set(runtime.RULES[0].ids)
+
+
+# --- multi-line and judged rows ----------------------------------------------------------------------------
+
+
+def test_every_judge_the_loader_accepts_is_one_the_matcher_has():
+    assert set(sg.JUDGES) == set(em.JUDGES)
+
+
+@pytest.mark.parametrize(
+    ("cc", "low", "high", "outcome"),
+    [
+        ("12.1", "8.0", "12.0", "above-max-same-major"),  # GB10 against a cu128/cu129 build
+        ("8.9", "3.7", "8.6", "above-max-same-major"),
+        ("12.0", "5.0", "9.0", "above-max-newer-major"),  # RTX 5090 against a cu124 build
+        ("10.0", "5.0", "9.0", "above-max-newer-major"),
+        ("3.7", "5.0", "9.0", "below-min"),
+        ("8.6", "5.0", "9.0", "within"),
+    ],
+)
+def test_capability_range_judge(cc, low, high, outcome):
+    assert em.capability_range({"cc": cc, "min": low, "max": high}) == outcome
+
+
+def test_capability_range_judge_needs_every_number():
+    assert em.capability_range({"cc": "12.1", "min": "8.0"}) is None
+    assert em.capability_range({"cc": "%d.%d", "min": "8.0", "max": "12.0"}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "finding", "title_word"),
+    [
+        ("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n    Minimum and Maximum cuda capability "
+         "supported by this version of PyTorch is\n    (8.0) - (12.0)", "gpu-newer-than-build-range", "harmless"),
+        ("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1. Minimum and Maximum cuda capability supported "
+         "by this version of PyTorch is (8.0) - (12.0)", "gpu-newer-than-build-range", "harmless"),
+        ("Found GPU0 NVIDIA GeForce RTX 5090 which is of cuda capability 12.0.\nMinimum and Maximum cuda capability "
+         "supported by this version of PyTorch is\n(5.0) - (9.0)", "gpu-arch-unsupported", "newer"),
+        ("Found GPU0 Tesla K80 which is of cuda capability 3.7.\nMinimum and Maximum cuda capability supported "
+         "by this version of PyTorch is\n(5.0) - (9.0)", "gpu-arch-unsupported", "older"),
+    ],
+)
+def test_range_warning_is_judged_by_its_numbers(sigs, text, finding, title_word):
+    findings = explain_text(text, sigs).findings
+    assert [f.finding for f in findings] == [finding]  # the general "Found GPU0" prefix adds no cause
+    assert title_word in findings[0].title
+    assert findings[0].line == 1
+
+
+def test_a_multi_line_row_spans_a_block_boundary(sigs):
+    # the range warning split over two blocks of the stream: the matcher holds the last lines back
+    text = "Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n"
+    rest = "Minimum and Maximum cuda capability supported by this version of PyTorch is\n(8.0) - (12.0)\n"
+    pieces = ["x\n" * 10, text, rest]
+    result = em.explain_stream(pieces, sigs)
+    assert [(f.finding, f.line) for f in result.findings] == [("gpu-newer-than-build-range", 11)]
+
+
+def test_a_multi_line_row_whose_words_start_before_the_needle(sigs):
+    text = "My GPU is an AMD Radeon RX 6700 XT.\n\nRuntimeError: Found no NVIDIA driver on your system.\n"
+    first = explain_text(text, sigs).findings[0]
+    assert (first.finding, first.line) == ("torch-wrong-vendor-build", 1)

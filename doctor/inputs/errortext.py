@@ -335,7 +335,7 @@ class _Matcher:
 
     def __init__(self, signatures: SignatureSet) -> None:
         self.signatures = signatures
-        self.window = max((getattr(s, "lines", 1) for s in signatures.signatures), default=1)
+        self.window = max((s.lines for s in signatures.signatures), default=1)
         self.carry: list[str] = []  # the last lines of a block, searched with the next (lookahead)
         self.base = 1  # line number of carry[0] / the next block's first line
         self.best: dict[str, Match] = {}
@@ -374,7 +374,7 @@ class _Matcher:
         where: dict[str, list[int]] = {}  # needle -> chunks that contain it (needles repeat across rows)
         found: dict[tuple[str, int, int], _Hit] = {}
         for sig in self.signatures.signatures:
-            span = getattr(sig, "lines", 1)
+            span = sig.lines
             candidates: set[int] = set()
             for needle in sig.needles:
                 if needle not in where:
@@ -394,7 +394,7 @@ class _Matcher:
             if len(ordered) > MAX_CANDIDATES:
                 self.unsearched[sig.id] = self.unsearched.get(sig.id, 0) + len(ordered) - MAX_CANDIDATES
                 ordered = ordered[:MAX_CANDIDATES]
-            judge = JUDGES.get(getattr(sig, "judge", None) or "")
+            judge = JUDGES.get(sig.judge) if sig.judge else None
             for index in ordered:
                 at, offset, text = chunks[index]
                 own = len(text)
@@ -407,7 +407,7 @@ class _Matcher:
                     if key in found:
                         continue
                     groups = {k: v for k, v in m.groupdict().items() if v}
-                    if judge is not None and judge(groups) != getattr(sig, "outcome", None):
+                    if judge is not None and judge(groups) != sig.outcome:
                         continue
                     match = Match(sig.id, sig.finding, sig.specificity, self.base + at, m.group(0), groups)
                     found[key] = _Hit(match, offset + m.start(), offset + m.end())
