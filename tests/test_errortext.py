@@ -195,25 +195,42 @@ def test_corpus_shape():
 FAMILIES = ("amd", "apple", "windows", "libraries", "older", "range", "containers", "collect_env")
 
 
+def _by_family(sigs, rows) -> str:
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        right = _first(sigs, row["text"]) == row["expected"]
+        for key in ("original" if "family" not in row else row["family"],) + (("families",) if "family" in row else ()):
+            counts.setdefault(key, [0, 0])
+            counts[key][0] += right
+            counts[key][1] += 1
+    return ", ".join(f"{k} {ok}/{n}" for k, (ok, n) in counts.items())
+
+
 def test_dev_accuracy(sigs):
     rows = _corpus("dev")
     accuracy, misses = _accuracy(sigs, rows)
-    print(f"\ndev accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    print(f"\ndev accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)}): {_by_family(sigs, rows)}")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
     assert accuracy >= 0.90
+    families = [r for r in rows if "family" in r]
+    assert _accuracy(sigs, families)[0] >= 0.90
 
 
 def test_holdout_accuracy(sigs):
     # Never tuned on: computed and printed. The assertion was added after the first look at the result.
     rows = _corpus("holdout")
     accuracy, misses = _accuracy(sigs, rows)
-    print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)}): {_by_family(sigs, rows)}")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
     # First look: 52/52. Later changes (source URLs, two DataLoader wordings read from DataLoader.cpp)
     # came from the torch source, not from holdout results; it stayed 52/52.
-    assert accuracy >= 0.80
+    # With the platform families (signatures 2026.12.01, written on dev only): first look 70/77, the 52
+    # older entries all right and 18 of the 25 new ones. The thresholds are those numbers, not tuned to.
+    assert accuracy >= 0.90
+    families = [r for r in rows if "family" in r]
+    assert _accuracy(sigs, families)[0] >= 0.72
 
 
 def _ansi(text):
