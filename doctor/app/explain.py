@@ -145,7 +145,7 @@ def traceback_interpreter(text: str) -> str | None:
 def pasted_machine(data: bytes | None, source: str):
     """(kind, snapshot) when the whole input is a collect_env paste or a torchdoctor JSON report, else None:
     then `check --from` has a machine to diagnose, and that machine is the one the message came from."""
-    if data is None:
+    if data is None or not _may_be_pasted_machine(data):
         return None
     from doctor.errors import ReportError
     from doctor.inputs.reports import COLLECT_ENV, REPORT, decode_input, detect_input_kind, read_report
@@ -162,6 +162,16 @@ def pasted_machine(data: bytes | None, source: str):
     except ReportError:
         return None  # a log that merely starts with "{": explained from its text alone
     return kind, snapshot
+
+
+# words only collect_env output or a torchdoctor report has: without one of them the parsers are not loaded
+_PASTE_WORDS = (b"PyTorch version", b"Is debug build", b"CUDA used to build PyTorch", b"ROCM used to build PyTorch",
+                b"Is CUDA available", b"report_schema_version")
+
+
+def _may_be_pasted_machine(data: bytes) -> bool:
+    return (data.lstrip()[:1] == b"{" or data.startswith((b"\xff\xfe", b"\xfe\xff"))
+            or any(word in data for word in _PASTE_WORDS))
 
 
 # what a check's own note says when it did not run; explain runs without the smoke test unless --smoke
@@ -286,7 +296,7 @@ def _cause(f) -> dict:
 def _decoded(groups) -> dict:
     """What the numbers in a message mean: CUDA's integer driver version ("found version 11040": 11.4), torch
     1.x's runtime error numbers."""
-    from doctor.app.explain_facts import decode_cuda_version, decode_runtime_error
+    from doctor.inputs.errortext import decode_cuda_version, decode_runtime_error
 
     decoded = {}
     cuda = decode_cuda_version(groups.get("found_version"))

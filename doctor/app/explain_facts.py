@@ -23,39 +23,6 @@ UNKNOWN = "unknown"
 Verdict = tuple[str, str]
 
 
-def decode_cuda_version(number: str | None) -> str | None:
-    """CUDA's integer version (cudaDriverGetVersion, "found version 11040") as "11.4"."""
-    if not number or not number.isdigit() or not 1000 <= int(number) < 100000:
-        return None
-    value = int(number)
-    return f"{value // 1000}.{value % 1000 // 10}"
-
-
-# torch 1.x printed "cuda runtime error (N)" with the runtime's error numbers before CUDA 11 renumbered them
-# (cuda_runtime_api.h of CUDA 10.2): the number alone says which error it was.
-OLD_CUDA_ERRORS = {
-    2: "cudaErrorMemoryAllocation: out of memory",
-    4: "cudaErrorLaunchFailure: a kernel failed",
-    6: "cudaErrorLaunchTimeout: a kernel ran too long (display watchdog)",
-    8: "cudaErrorInvalidDeviceFunction: no kernel for this GPU's architecture",
-    10: "cudaErrorInvalidDevice: no such device index",
-    30: "cudaErrorUnknown: the driver is in a bad state",
-    35: "cudaErrorInsufficientDriver: the driver is older than the CUDA runtime",
-    38: "cudaErrorNoDevice: no CUDA-capable GPU (or none visible)",
-    46: "cudaErrorDevicesUnavailable: the GPU is busy or in exclusive mode",
-    48: "cudaErrorNoKernelImageForDevice: no kernel image for this GPU",
-    59: "cudaErrorAssert: a device-side assert fired (an index out of range)",
-    77: "cudaErrorIllegalAddress: an illegal memory access",
-}
-
-
-def decode_runtime_error(number: str | None) -> str | None:
-    """torch 1.x's "cuda runtime error (8)" as "cudaErrorInvalidDeviceFunction: ..." (CUDA < 11 numbering)."""
-    if not number or not number.isdigit():
-        return None
-    return OLD_CUDA_ERRORS.get(int(number))
-
-
 # --- the machine, in the words a verdict needs --------------------------------------------------------
 
 
