@@ -366,3 +366,19 @@ def test_a_torchdoctor_json_report_is_rediagnosed_too():
     report = json.loads(explain(["--json", str(REPO / "tests" / "golden" / "rtx5090-cu126.json")]).stdout)
     assert report["rediagnosed"]["kind"] == "report" and report["probed"] is False
     assert report["check"]["findings"] and report["causes"][0]["id"] == "gpu-arch-unsupported"
+
+
+@pytest.mark.slow
+def test_probe_confirms_a_missing_nccl_symbol_from_the_wheels(tmp_path, py312):
+    from fakeenv import add_dist_info
+
+    python = make_fake_env(tmp_path / "venv", python=py312, torch="2.6.0+cu126", cuda="12.6",
+                           requires=["nvidia-nccl-cu12==2.21.5; platform_system == \"Linux\"", "filelock"])
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    add_dist_info(site, "nvidia_nccl_cu12", "2.19.3")
+    env = _bare_machine(tmp_path)
+    message = b"ImportError: /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister\n"
+    report = json.loads(explain(["--json", "--python", str(python), "-"], stdin=message, env_extra=env).stdout)
+    cause = report["causes"][0]
+    assert cause["id"] == "torch-cuda-symbol-error"
+    assert cause["verdict"] == "confirmed" and "nvidia-nccl-cu12 2.19.3" in cause["why"] and "==2.21.5" in cause["why"]

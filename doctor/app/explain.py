@@ -1,11 +1,15 @@
 """`torchdoctor explain`: from the error message a user has to its cause on this machine.
 
-The text (a file, stdin, or the words on the command line) is matched against the signature data
+The text (a file, stdin, or the words on the command line) is streamed through the matcher
+(doctor/inputs/errortext.py) in blocks, at any size, and matched against the signature data
 (compat_tables/signatures.json); every known message becomes a candidate cause with the id `check`
-uses. Unless --no-probe, the machine is then probed like `check` (for the interpreter the traceback
-came from when that one is here) and each candidate is confirmed, ruled out, or left unknown by what
-the rules found. Exit 1 when a cause stands (confirmed, unknown, or not checkable by probing), 0 when
-nothing was recognised or every candidate was ruled out, 2 for unreadable input.
+uses. When the whole input is a collect_env paste or a torchdoctor JSON report, the machine it describes
+is diagnosed as `check --from` does and the causes are judged there. Otherwise, unless --no-probe, this
+machine is probed like `check` (for the interpreter the traceback came from when that one is here) and
+each candidate is confirmed, ruled out, or left unknown by what the rules found and by the machine's
+facts (doctor/app/explain_facts.py). Exit 1 when a cause stands (confirmed, unknown, or not checkable by
+probing) or the pasted machine has an error finding, 0 when nothing was recognised or every candidate
+was ruled out, 2 for unreadable input.
 """
 
 from __future__ import annotations
@@ -284,13 +288,16 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
 
 
 def _cause(f) -> dict:
-    return {
+    cause = {
         "id": f.finding, "title": f.title, "meaning": f.meaning, "fix": f.fix, "related": list(f.related),
         "match": {"line": f.line, "text": f.text, "groups": dict(f.groups), "signature": f.signature,
                   "specificity": f.specificity, "occurrences": f.occurrences},
         "torch_versions": f.torch_versions, "source": f.source,
-        **({"decoded": _decoded(f.groups)} if _decoded(f.groups) else {}),
     }
+    decoded = _decoded(f.groups)
+    if decoded:
+        cause["decoded"] = decoded
+    return cause
 
 
 def _decoded(groups) -> dict:

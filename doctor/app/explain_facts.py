@@ -149,6 +149,45 @@ def _python_32_bit(snap: Snapshot, groups: dict) -> Verdict | None:
     return None
 
 
+# the wheel a symbol's library comes from, by the prefix of the symbol or library named in the message
+_WHEEL_OF = (("nccl", "nvidia-nccl-cu"), ("libnccl", "nvidia-nccl-cu"), ("nvjitlink", "nvidia-nvjitlink-cu"),
+             ("libnvjitlink", "nvidia-nvjitlink-cu"), ("libcudart", "nvidia-cuda-runtime-cu"),
+             ("libcublas", "nvidia-cublas-cu"))
+
+
+def _pinned_wheel(snap: Snapshot, groups: dict, prefix: str | None = None) -> Verdict | None:
+    """A missing symbol of NCCL, nvJitLink, cudart or cuBLAS: is the wheel torch pins installed at another
+    version than the pin (one installed later over it)?"""
+    named = (groups.get("lib") or groups.get("symbol") or "").lower().lstrip("_")
+    prefix = prefix or next((wheel for start, wheel in _WHEEL_OF if named.startswith(start)), None)
+    torch = snap.install.torch if snap.install.status == "ok" else None
+    python = snap.environment.python
+    if prefix is None or torch is None or python is None or not python.dists:
+        return None
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion
+
+    for line in torch.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if not req.name.lower().startswith(prefix) or not req.specifier:
+            continue
+        for dist in python.dists:
+            if (dist.name or "").lower().replace("_", "-") != req.name.lower() or not dist.version:
+                continue
+            try:
+                fits = req.specifier.contains(dist.version, prereleases=True)
+            except InvalidVersion:
+                return None
+            if fits:
+                return None  # the pinned wheel is there: another copy on the library path is the rules' to find
+            return CONFIRMED, (f"{_where(snap)} has {dist.name} {dist.version}, but torch {torch.version} pins "
+                               f"{req.name}{req.specifier}")
+    return None
+
+
 FACTS: dict[str, Callable[[Snapshot, dict], Verdict | None]] = {
     "torch-cpu-build": _torch_cpu_build,
     "gpu-arch-unsupported": _needs_a_gpu,
@@ -168,6 +207,8 @@ FACTS: dict[str, Callable[[Snapshot, dict], Verdict | None]] = {
     "windows-dll-load-failed": _on_os("windows"),
     "windows-long-paths-disabled": _on_os("windows"),
     "python-32-bit": _python_32_bit,
+    "torch-cuda-symbol-error": _pinned_wheel,
+    "nvjitlink-symbol-missing": lambda snap, groups: _pinned_wheel(snap, groups, "nvidia-nvjitlink-cu"),
 }
 
 
