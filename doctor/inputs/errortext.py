@@ -55,6 +55,7 @@ MAX_CHUNK_CHARS = 4096  # regexes only ever run on this much text at once
 CHUNK_OVERLAP = 512  # a message split by the chunking still lies whole in one chunk
 MAX_MATCHES = 1000  # raw matches kept for the caller (the first ones); ranking counts them all
 MAX_CANDIDATES = 5000  # chunks one signature's regex may run on per block (earliest first): bounds hostile input
+SHOWN_CHARS = 200  # a match over several lines is shown in at most this many characters
 FALLBACK_SPECIFICITY = (
     20  # below this a signature is a fallback: it only counts on lines nothing else explains
 )
@@ -445,7 +446,8 @@ class _Matcher:
                     groups = {k: v for k, v in m.groupdict().items() if v}
                     if judge is not None and judge(groups) != sig.outcome:
                         continue
-                    match = Match(sig.id, sig.finding, sig.specificity, self.base + at, m.group(0), groups)
+                    shown = m.group(0) if span == 1 else _shown(m.group(0))
+                    match = Match(sig.id, sig.finding, sig.specificity, self.base + at, shown, groups)
                     found[key] = _Hit(match, offset + m.start(), offset + m.end())
         self._keep(found.values())
 
@@ -494,6 +496,13 @@ class _Matcher:
         for sig, skipped in self.unsearched.items():
             notes.append(f"{sig}: {skipped} candidate piece(s) were not searched (over {MAX_CANDIDATES} in a block)")
         return notes
+
+
+def _shown(text: str) -> str:
+    """A match over several lines as one line to show: blanks collapsed, the middle of a long one left out
+    (its named groups keep every value)."""
+    text = " ".join(text.split())
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 60] + " … " + text[-57:]
 
 
 def _covered(hit: _Hit, here: list[_Hit]) -> bool:
