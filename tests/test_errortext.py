@@ -199,7 +199,7 @@ def _by_family(sigs, rows) -> str:
     counts: dict[str, list[int]] = {}
     for row in rows:
         right = _first(sigs, row["text"]) == row["expected"]
-        for key in ("original" if "family" not in row else row["family"],) + (("families",) if "family" in row else ()):
+        for key in (row["family"], "families") if "family" in row else ("original",):
             counts.setdefault(key, [0, 0])
             counts[key][0] += right
             counts[key][1] += 1
@@ -221,7 +221,8 @@ def test_holdout_accuracy(sigs):
     # Never tuned on: computed and printed. The assertion was added after the first look at the result.
     rows = _corpus("holdout")
     accuracy, misses = _accuracy(sigs, rows)
-    print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)}): {_by_family(sigs, rows)}")
+    right = len(rows) - len(misses)
+    print(f"\nholdout accuracy: {accuracy:.3f} ({right}/{len(rows)}): {_by_family(sigs, rows)}")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
     # First look: 52/52. Later changes (source URLs, two DataLoader wordings read from DataLoader.cpp)
@@ -393,7 +394,7 @@ def test_huge_input_is_searched_from_start_to_end(sigs):
     )
     result = explain_text(text, sigs)
     assert sorted(f.finding for f in result.findings) == ["nvidia-driver-missing", "torch-cpu-build"]
-    assert [f.line for f in result.findings] == [1, 200_002] or [f.line for f in result.findings] == [200_002, 1]
+    assert sorted(f.line for f in result.findings) == [1, 200_002]
     assert result.lines == 200_002 and result.notes == ()
 
 
@@ -411,8 +412,8 @@ def test_a_stream_of_pieces_is_the_same_as_the_whole(sigs):
 
 def test_what_could_not_be_read_is_counted(sigs):
     long_line = "y" * (em.MAX_LINE_CHARS + 12_345)
-    data = (b"ok \xfd\xfe\xff\n" + b"a\x00b\x01\n" + long_line.encode() + b" Torch not compiled with CUDA enabled\n"
-            + b"RuntimeError: No CUDA GPUs are available\n")
+    data = (b"ok \xfd\xfe\xff\n" + b"a\x00b\x01\n" + long_line.encode()
+            + b" Torch not compiled with CUDA enabled\n" + b"RuntimeError: No CUDA GPUs are available\n")
     result = explain_text(data, sigs)
     assert [f.finding for f in result.findings] == ["cuda-visible-devices-hides-all"]
     assert result.lines == 4
@@ -665,20 +666,21 @@ def test_capability_range_judge_needs_every_number():
     assert em.capability_range({"cc": "%d.%d", "min": "8.0", "max": "12.0"}) is None
 
 
+RANGE_LINES = ("Found GPU0 {gpu} which is of cuda capability {cc}.{sep}Minimum and Maximum cuda capability "
+               "supported by this version of PyTorch is{sep}({low}) - ({high})")
+
+
 @pytest.mark.parametrize(
-    ("text", "finding", "title_word"),
+    ("gpu", "cc", "low", "high", "sep", "finding", "title_word"),
     [
-        ("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n    Minimum and Maximum cuda capability "
-         "supported by this version of PyTorch is\n    (8.0) - (12.0)", "gpu-newer-than-build-range", "harmless"),
-        ("Found GPU0 NVIDIA GB10 which is of cuda capability 12.1. Minimum and Maximum cuda capability supported "
-         "by this version of PyTorch is (8.0) - (12.0)", "gpu-newer-than-build-range", "harmless"),
-        ("Found GPU0 NVIDIA GeForce RTX 5090 which is of cuda capability 12.0.\nMinimum and Maximum cuda capability "
-         "supported by this version of PyTorch is\n(5.0) - (9.0)", "gpu-arch-unsupported", "newer"),
-        ("Found GPU0 Tesla K80 which is of cuda capability 3.7.\nMinimum and Maximum cuda capability supported "
-         "by this version of PyTorch is\n(5.0) - (9.0)", "gpu-arch-unsupported", "older"),
+        ("NVIDIA GB10", "12.1", "8.0", "12.0", "\n    ", "gpu-newer-than-build-range", "harmless"),
+        ("NVIDIA GB10", "12.1", "8.0", "12.0", " ", "gpu-newer-than-build-range", "harmless"),
+        ("NVIDIA GeForce RTX 5090", "12.0", "5.0", "9.0", "\n", "gpu-arch-unsupported", "newer"),
+        ("Tesla K80", "3.7", "5.0", "9.0", "\n", "gpu-arch-unsupported", "older"),
     ],
 )
-def test_range_warning_is_judged_by_its_numbers(sigs, text, finding, title_word):
+def test_range_warning_is_judged_by_its_numbers(sigs, gpu, cc, low, high, sep, finding, title_word):
+    text = RANGE_LINES.format(gpu=gpu, cc=cc, low=low, high=high, sep=sep)
     findings = explain_text(text, sigs).findings
     assert [f.finding for f in findings] == [finding]  # the general "Found GPU0" prefix adds no cause
     assert title_word in findings[0].title

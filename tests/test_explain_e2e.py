@@ -174,7 +174,8 @@ def test_gb10_just_above_the_range_is_harmless():
     report = json.loads(res.stdout)
     [cause] = report["causes"]  # the general "Found GPU0 ... capability" prefix is no cause of its own
     assert cause["id"] == "gpu-newer-than-build-range"
-    assert cause["match"]["groups"] == {"index": "0", "gpu": "NVIDIA GB10", "cc": "12.1", "min": "8.0", "max": "12.0"}
+    groups = {"index": "0", "gpu": "NVIDIA GB10", "cc": "12.1", "min": "8.0", "max": "12.0"}
+    assert cause["match"]["groups"] == groups
     assert "harmless" in cause["title"]
 
 
@@ -186,10 +187,11 @@ def test_rtx_5090_above_the_range_needs_a_newer_torch_never_an_older_one():
     assert "older torch" not in cause["fix"] and "previous-versions" not in cause["fix"]
     below = RTX5090_RANGE.replace("RTX 5090", "Tesla K80").replace("12.0.", "3.7.")
     [old] = json.loads(explain(["--no-probe", "--json", "-"], stdin=below.encode()).stdout)["causes"]
-    assert old["id"] == "gpu-arch-unsupported" and "older" in old["title"] and "previous-versions" in old["fix"]
+    assert old["id"] == "gpu-arch-unsupported"
+    assert "older" in old["title"] and "previous-versions" in old["fix"]
 
 
-# --- a collect_env paste or a report: diagnosed as check --from would -----------------------------------------
+# --- a collect_env paste or a report: diagnosed as check --from would ------------------------------------
 
 COLLECT_ENV_CPU = """Cuda is not available.
 
@@ -254,17 +256,19 @@ def test_a_50_mb_log_is_searched_from_its_first_line_to_its_last(tmp_path):
     lines = 600_000  # about 50 MB
     where = [1, lines // 4, lines // 2, 3 * lines // 4, lines]  # start, middle, end (1-based)
     log = tmp_path / "train.log"
-    filler = "2026-11-30T08:00:00Z [INFO] step {} loss 0.{:04d} lr 3e-4 tokens/s 12345 grad_norm 0.5 &amp; ok\n"
+    filler = "2026-11-30T08:00:00Z [INFO] step {} loss 0.{:04d} lr 3e-4 tokens/s 12345 grad 0.5 &amp; ok\n"
     with open(log, "w") as out:
         for number in range(1, lines + 1):
-            out.write(PLANTED[where.index(number)] + "\n" if number in where else filler.format(number, number % 9973))
+            planted = PLANTED[where.index(number)] + "\n" if number in where else None
+            out.write(planted or filler.format(number, number % 9973))
     assert log.stat().st_size > 45_000_000
     res = explain(["--no-probe", "--json", str(log)], timeout=300)
     report = json.loads(res.stdout)
     assert report["input"] == {"source": str(log), "lines": lines, "notes": []}
     found = {c["id"]: c["match"]["line"] for c in report["causes"]}
-    assert found == {"nvidia-driver-missing": where[0], "cudnn-library-missing": where[1],
-                     "cuda-out-of-memory": where[2], "no-matching-wheel": where[3], "torch-cpu-build": where[4]}
+    ids = ["nvidia-driver-missing", "cudnn-library-missing", "cuda-out-of-memory", "no-matching-wheel",
+           "torch-cpu-build"]
+    assert found == dict(zip(ids, where, strict=True))
 
 
 def test_what_could_not_be_read_is_said_with_counts():
@@ -299,6 +303,10 @@ def _bare_machine(tmp_path, *, wsl=False, amd=False):
     return {"TORCHDOCTOR_SYSROOT": root, "PATH": path, "LD_LIBRARY_PATH": ""}
 
 
+def _probed(python, stdin: bytes, env: dict) -> dict:
+    return json.loads(explain(["--json", "--python", str(python), "-"], stdin=stdin, env_extra=env).stdout)
+
+
 @pytest.fixture
 def py312():
     py = find_python("3.12")
@@ -311,16 +319,17 @@ def py312():
 def test_probe_confirms_a_cpu_build_and_rules_out_a_gpu_message_without_a_gpu(tmp_path, py312):
     python = make_fake_env(tmp_path / "venv", python=py312, torch="2.6.0+cpu", cuda=None)
     env = _bare_machine(tmp_path)
-    res = explain(["--json", "--python", str(python), "-"],
-                  stdin=b"AssertionError: Torch not compiled with CUDA enabled\n" + NO_KERNEL.encode(), env_extra=env)
+    message = b"AssertionError: Torch not compiled with CUDA enabled\n" + NO_KERNEL.encode()
+    res = explain(["--json", "--python", str(python), "-"], stdin=message, env_extra=env)
     report = json.loads(res.stdout)
     verdicts = {c["id"]: (c["verdict"], c["why"]) for c in report["causes"]}
     assert verdicts["torch-cpu-build"][0] == "confirmed" and str(python) in verdicts["torch-cpu-build"][1]
-    assert verdicts["gpu-arch-unsupported"][0] == "ruled-out" and "no GPU" in verdicts["gpu-arch-unsupported"][1]
+    arch = verdicts["gpu-arch-unsupported"]
+    assert arch[0] == "ruled-out" and "no GPU" in arch[1]
     assert report["interpreter"] == str(python)
     assert not [c for c in report["causes"] if "--no-smoke" in c["why"]]  # explain was never given --no-smoke
-    text = explain(["--python", str(python), "-"], stdin=b"Torch not compiled with CUDA enabled\n", env_extra=env)
-    assert f"interpreter looked at: {python}" in text.stdout.decode() and "--no-smoke" not in text.stdout.decode()
+    said = explain(["--python", str(python), "-"], stdin=message, env_extra=env).stdout.decode()
+    assert f"interpreter looked at: {python}" in said and "--no-smoke" not in said
 
 
 @pytest.mark.slow
@@ -328,14 +337,15 @@ def test_probe_confirms_a_cuda_torch_on_an_amd_machine(tmp_path, py312):
     python = make_fake_env(tmp_path / "venv", python=py312, torch="2.6.0+cu126", cuda="12.6")
     env = _bare_machine(tmp_path, amd=True)
     message = b"My GPU is an AMD Radeon RX 6700 XT.\nRuntimeError: Found no NVIDIA driver on your system.\n"
-    report = json.loads(explain(["--json", "--python", str(python), "-"], stdin=message, env_extra=env).stdout)
+    report = _probed(python, message, env)
     assert report["causes"][0]["id"] == "torch-wrong-vendor-build"
     assert report["causes"][0]["verdict"] == "confirmed", report["causes"][0]["why"]
     assert "AMD" in report["causes"][0]["why"]
 
 
-WSL_CUDNN = (b"Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: "
-             b"No such file or directory\nPlease make sure libcudnn_cnn_infer.so.8 is in your library path!\n")
+WSL_CUDNN = (b"Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object "
+             b"file: No such file or directory\nPlease make sure libcudnn_cnn_infer.so.8 is in your library "
+             b"path!\n")
 
 
 @pytest.mark.slow
@@ -343,7 +353,7 @@ WSL_CUDNN = (b"Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so
 def test_probe_judges_the_wsl_libcuda_message_by_the_machine(tmp_path, py312, wsl):
     python = make_fake_env(tmp_path / "venv", python=py312, torch="2.1.2+cu121", cuda="12.1")
     env = _bare_machine(tmp_path, wsl=wsl)
-    report = json.loads(explain(["--json", "--python", str(python), "-"], stdin=WSL_CUDNN, env_extra=env).stdout)
+    report = _probed(python, WSL_CUDNN, env)
     cause = report["causes"][0]
     assert cause["id"] == "wsl-libcuda-not-on-path"
     assert "reinstall" not in cause["fix"].lower().replace("reinstalling torch or cudnn does not help", "")
@@ -355,7 +365,8 @@ def test_probe_judges_the_wsl_libcuda_message_by_the_machine(tmp_path, py312, ws
 
 def test_the_numbers_in_a_message_are_decoded():
     message = (b"UserWarning: The NVIDIA driver on your system is too old (found version 11040).\n"
-               b"RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/x.cu:1\n")
+               b"RuntimeError: cuda runtime error (59) : device-side assert triggered at "
+               b"/pytorch/aten/src/THC/x.cu:1\n")
     causes_ = json.loads(explain(["--no-probe", "--json", "-"], stdin=message).stdout)["causes"]
     assert causes_[0]["id"] == "driver-too-old" and causes_[0]["decoded"] == {"found_version": "CUDA 11.4"}
     text = explain(["--no-probe", "-"], stdin=message).stdout.decode()
@@ -377,8 +388,10 @@ def test_probe_confirms_a_missing_nccl_symbol_from_the_wheels(tmp_path, py312):
     site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
     add_dist_info(site, "nvidia_nccl_cu12", "2.19.3")
     env = _bare_machine(tmp_path)
-    message = b"ImportError: /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister\n"
-    report = json.loads(explain(["--json", "--python", str(python), "-"], stdin=message, env_extra=env).stdout)
+    message = (b"ImportError: /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so: "
+               b"undefined symbol: ncclCommRegister\n")
+    report = _probed(python, message, env)
     cause = report["causes"][0]
     assert cause["id"] == "torch-cuda-symbol-error"
-    assert cause["verdict"] == "confirmed" and "nvidia-nccl-cu12 2.19.3" in cause["why"] and "==2.21.5" in cause["why"]
+    assert cause["verdict"] == "confirmed"
+    assert "nvidia-nccl-cu12 2.19.3" in cause["why"] and "==2.21.5" in cause["why"]

@@ -169,8 +169,8 @@ def pasted_machine(data: bytes | None, source: str):
 
 
 # words only collect_env output or a torchdoctor report has: without one of them the parsers are not loaded
-_PASTE_WORDS = (b"PyTorch version", b"Is debug build", b"CUDA used to build PyTorch", b"ROCM used to build PyTorch",
-                b"Is CUDA available", b"report_schema_version")
+_PASTE_WORDS = (b"PyTorch version", b"Is debug build", b"CUDA used to build PyTorch",
+                b"ROCM used to build PyTorch", b"Is CUDA available", b"report_schema_version")
 
 
 def _may_be_pasted_machine(data: bytes) -> bool:
@@ -226,7 +226,7 @@ def verdicts(causes: list[dict], diag, where: str = "this machine") -> None:
             cause["why"] = (f"the check looked and {where} does not have it: the message came from another "
                             "machine, another interpreter, or a different cause")
         else:
-            # skipped (no smoke test, not WSL) or unknown (a fact was missing): the check's own reason says why
+            # skipped (no smoke test, not WSL) or unknown (a fact missing): the check's own reason says why
             unknown = [f.title for f in diag.findings if f.rule in rules]
             unknown += [c.note for c in diag.checks if c.rule in rules and c.status != "passed" and c.note]
             cause["verdict"] = UNKNOWN

@@ -62,14 +62,15 @@ def _torch_cpu_build(snap: Snapshot, groups: dict) -> Verdict | None:
     if build.kind == "cpu":
         return CONFIRMED, f"{_where(snap)} has torch {build.label}, a CPU-only build"
     if build.kind in ("cuda", "rocm"):
-        return RULED_OUT, (f"{_where(snap)} has torch {build.label}, a {build.kind.upper()} build: the message came "
-                           "from another interpreter or machine")
+        return RULED_OUT, (f"{_where(snap)} has torch {build.label}, a {build.kind.upper()} build: the "
+                           "message came from another interpreter or machine")
     return None
 
 
 def _needs_a_gpu(snap: Snapshot, groups: dict) -> Verdict | None:
     if _vendors(snap) == set():
-        return RULED_OUT, "this machine has no GPU (no NVIDIA or AMD device): the message came from another machine"
+        return RULED_OUT, ("this machine has no GPU (no NVIDIA or AMD device): the message came from "
+                           "another machine")
     return None
 
 
@@ -78,9 +79,11 @@ def _wrong_vendor(snap: Snapshot, groups: dict) -> Verdict | None:
     if build is None or vendors is None:
         return None
     if build.kind == "rocm" and vendors == {"nvidia"}:
-        return CONFIRMED, f"{_where(snap)} has torch {build.label}, a ROCm build, on a machine with NVIDIA GPUs only"
+        return CONFIRMED, (f"{_where(snap)} has torch {build.label}, a ROCm build, on a machine with "
+                           "NVIDIA GPUs only")
     if build.kind == "cuda" and vendors == {"amd"}:
-        return CONFIRMED, f"{_where(snap)} has torch {build.label}, a CUDA build, on a machine with AMD GPUs only"
+        return CONFIRMED, (f"{_where(snap)} has torch {build.label}, a CUDA build, on a machine with "
+                           "AMD GPUs only")
     if (build.kind == "rocm" and "amd" in vendors) or (build.kind == "cuda" and "nvidia" in vendors):
         return RULED_OUT, f"torch {build.label} in {_where(snap)} matches this machine's GPU vendor"
     return None
@@ -91,7 +94,8 @@ def _rocm_under_wsl(snap: Snapshot, groups: dict) -> Verdict | None:
         return RULED_OUT, "this machine is not WSL2"
     build = _build(snap)
     if build is not None and build.kind == "rocm":
-        return CONFIRMED, f"WSL2, and {_where(snap)} has torch {build.label}, a ROCm build with its own HSA runtime"
+        return CONFIRMED, (f"WSL2, and {_where(snap)} has torch {build.label}, a ROCm build with its own "
+                           "HSA runtime")
     return None
 
 
@@ -113,8 +117,9 @@ def _wsl_libcuda(snap: Snapshot, groups: dict) -> Verdict | None:
     in_conf = any(wanted in (conf.dirs or []) for conf in wsl.ld_so_conf)
     in_path = wanted in (libs.value or "").split(":")
     if not in_conf and not in_path:
-        return CONFIRMED, (f"WSL2, and neither /etc/ld.so.conf.d nor LD_LIBRARY_PATH ({libs.value or 'unset'}) "
-                           f"names {wanted}, where the Windows driver's libcuda.so lives")
+        return CONFIRMED, ("WSL2, and neither /etc/ld.so.conf.d nor LD_LIBRARY_PATH "
+                           f"({libs.value or 'unset'}) names {wanted}, where the Windows driver's "
+                           "libcuda.so lives")
     return None
 
 
@@ -127,7 +132,8 @@ def _hsa_override(snap: Snapshot, groups: dict) -> Verdict | None:
         return RULED_OUT, "HSA_OVERRIDE_GFX_VERSION is not set here"
     if override and amd.gpus:
         gfx = [g.gfx.value for g in amd.gpus if g.gfx.known]
-        return CONFIRMED, f"HSA_OVERRIDE_GFX_VERSION={override} here, on GPU(s) {', '.join(gfx) or 'of unknown ISA'}"
+        gpus = ", ".join(gfx) or "of unknown ISA"
+        return CONFIRMED, f"HSA_OVERRIDE_GFX_VERSION={override} here, on GPU(s) {gpus}"
     return None
 
 
@@ -182,9 +188,9 @@ def _pinned_wheel(snap: Snapshot, groups: dict, prefix: str | None = None) -> Ve
             except InvalidVersion:
                 return None
             if fits:
-                return None  # the pinned wheel is there: another copy on the library path is the rules' to find
-            return CONFIRMED, (f"{_where(snap)} has {dist.name} {dist.version}, but torch {torch.version} pins "
-                               f"{req.name}{req.specifier}")
+                return None  # the pinned wheel is there: another copy on the library path is for the rules
+            return CONFIRMED, (f"{_where(snap)} has {dist.name} {dist.version}, but torch {torch.version} "
+                               f"pins {req.name}{req.specifier}")
     return None
 
 

@@ -54,7 +54,7 @@ MAX_LINE_CHARS = 1 << 20  # a line is searched up to here; the rest of it is ski
 MAX_CHUNK_CHARS = 4096  # regexes only ever run on this much text at once
 CHUNK_OVERLAP = 512  # a message split by the chunking still lies whole in one chunk
 MAX_MATCHES = 1000  # raw matches kept for the caller (the first ones); ranking counts them all
-MAX_CANDIDATES = 5000  # chunks one signature's regex may run on per block (earliest first): bounds hostile input
+MAX_CANDIDATES = 5000  # chunks one row's regex may run on per block (earliest first): bounds hostile input
 SHOWN_CHARS = 200  # a match over several lines is shown in at most this many characters
 FALLBACK_SPECIFICITY = (
     20  # below this a signature is a fallback: it only counts on lines nothing else explains
@@ -260,8 +260,8 @@ class _Reader:
             notes.append(f"{self.control} other control character(s) were removed")
         if self.cut_lines:
             notes.append(
-                f"{self.cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were searched up to there: "
-                f"{self.cut_chars} character(s) after that were not searched"
+                f"{self.cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were searched up to "
+                f"there: {self.cut_chars} character(s) after that were not searched"
             )
         return notes
 
@@ -492,9 +492,11 @@ class _Matcher:
     def notes(self) -> list[str]:
         notes = []
         if self.split:
-            notes.append(f"lines longer than {MAX_CHUNK_CHARS} characters were searched in overlapping pieces")
+            notes.append(f"lines longer than {MAX_CHUNK_CHARS} characters were searched in overlapping "
+                         "pieces")
         for sig, skipped in self.unsearched.items():
-            notes.append(f"{sig}: {skipped} candidate piece(s) were not searched (over {MAX_CANDIDATES} in a block)")
+            notes.append(f"{sig}: {skipped} candidate piece(s) were not searched (over {MAX_CANDIDATES} "
+                         "in a block)")
         return notes
 
 

@@ -54,9 +54,9 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
         con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
     pasted = as_object(report.get("rediagnosed"))
     if pasted:
-        con.print(Text("  " + tr("this is a {kind} paste: the machine it describes was diagnosed as `{command}` "
-                                 "would (not this machine)", kind=str(pasted.get("kind")),
-                                 command=str(pasted.get("as"))), style="bold"))
+        said = tr("this is a {kind} paste: the machine it describes was diagnosed as `{command}` would "
+                  "(not this machine)", kind=str(pasted.get("kind")), command=str(pasted.get("as")))
+        con.print(Text("  " + said, style="bold"))
     elif report.get("probed") and report.get("interpreter"):
         how = tr("from the traceback") if report.get("interpreter_from_traceback") else tr("the one checked")
         con.print(Text("  " + tr("interpreter looked at: {python} ({how})", python=str(report["interpreter"]),
@@ -73,7 +73,8 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
                        style="dim"), soft_wrap=True)
         con.print(Text(f"      {localize(cause.get('meaning'))}"))
         for name, value in as_object(cause.get("decoded")).items():
-            con.print(Text("      " + tr("{name} means {value}", name=str(name), value=str(value)), style="dim"))
+            meaning = tr("{name} means {value}", name=str(name), value=str(value))
+            con.print(Text("      " + meaning, style="dim"))
         if cause.get("why") and cause.get("verdict") != "not-probed":
             con.print(Text(f"      {localize(cause['why'])}", style="dim"))
         check = as_object(cause.get("check"))
