@@ -420,6 +420,7 @@ def test_what_could_not_be_read_is_counted(sigs):
     assert "3 byte(s) were not valid UTF-8 text and were replaced" in result.notes
     assert "1 NUL byte(s) were removed" in result.notes
     assert "1 other control character(s) were removed" in result.notes
+    assert "1 line(s) longer than 4096 characters were searched in overlapping pieces" in result.notes
     cut = len(" Torch not compiled with CUDA enabled") + 12_345
     assert (f"1 line(s) longer than {em.MAX_LINE_CHARS} characters were searched up to there: {cut} "
             "character(s) after that were not searched") in result.notes

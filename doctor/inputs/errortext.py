@@ -379,7 +379,7 @@ class _Matcher:
         self.counts: dict[str, int] = {}
         self.others: dict[str, dict[str, None]] = {}
         self.matches: list[Match] = []
-        self.split = False
+        self.split_lines = 0  # searched lines longer than MAX_CHUNK_CHARS
         self.unsearched: dict[str, int] = {}  # signature -> candidate chunks not searched (MAX_CANDIDATES)
 
     def feed(self, lines: list[str], final: bool = False) -> None:
@@ -392,7 +392,7 @@ class _Matcher:
 
     def _search(self, lines: list[str], count: int) -> None:
         """Search lines[:count] as start lines; the lines after them are there for multi-line signatures."""
-        chunks = self._chunks(lines, len(lines))
+        chunks = self._chunks(lines, count)
         # One lower-cased copy of all chunks, joined by newlines: needles are found with str.find, then
         # mapped back to their chunk, so a regex only ever runs on a chunk that contains its needle.
         texts = [text for _, _, text in chunks]
@@ -452,15 +452,15 @@ class _Matcher:
         self._keep(found.values())
 
     def _chunks(self, lines: list[str], count: int) -> list[tuple[int, int, str]]:
-        """(index of the line, offset in the line, text) pieces of at most MAX_CHUNK_CHARS, overlapping."""
+        """(index of the line, offset in the line, text) pieces of at most MAX_CHUNK_CHARS, overlapping, of
+        every line (those after ``count`` are the lookahead, searched as start lines with the next block)."""
         chunks = []
         step = MAX_CHUNK_CHARS - CHUNK_OVERLAP
-        for at in range(count):
-            line = lines[at]
+        for at, line in enumerate(lines):
             if len(line) <= MAX_CHUNK_CHARS:
                 chunks.append((at, 0, line))
                 continue
-            self.split = True
+            self.split_lines += at < count
             for start in range(0, len(line) - CHUNK_OVERLAP, step):
                 chunks.append((at, start, line[start : start + MAX_CHUNK_CHARS]))
         return chunks
@@ -491,9 +491,9 @@ class _Matcher:
 
     def notes(self) -> list[str]:
         notes = []
-        if self.split:
-            notes.append(f"lines longer than {MAX_CHUNK_CHARS} characters were searched in overlapping "
-                         "pieces")
+        if self.split_lines:
+            notes.append(f"{self.split_lines} line(s) longer than {MAX_CHUNK_CHARS} characters were searched "
+                         "in overlapping pieces")
         for sig, skipped in self.unsearched.items():
             notes.append(f"{sig}: {skipped} candidate piece(s) were not searched (over {MAX_CANDIDATES} "
                          "in a block)")
