@@ -329,7 +329,7 @@ def test_probe_confirms_a_cpu_build_and_rules_out_a_gpu_message_without_a_gpu(tm
     assert report["interpreter"] == str(python)
     assert not [c for c in report["causes"] if "--no-smoke" in c["why"]]  # explain was never given --no-smoke
     said = explain(["--python", str(python), "-"], stdin=message, env_extra=env).stdout.decode()
-    assert f"interpreter looked at: {python}" in said and "--no-smoke" not in said
+    assert f"The fixes below are for {python}" in said and "--no-smoke" not in said
 
 
 @pytest.mark.slow
