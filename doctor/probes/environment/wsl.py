@@ -1,4 +1,5 @@
-"""WSL2: whether this is WSL, and what can shadow the Windows driver's libraries in /usr/lib/wsl/lib.
+"""WSL: whether this is WSL, which one (WSL 1 has no GPU), and what can shadow the Windows driver's libraries
+in /usr/lib/wsl/lib (a Linux driver installed inside WSL: its files, its dpkg packages, its nvidia-smi).
 
 ``read_wsl_markers`` is the one place that decides "this is WSL": the host probe
 (``doctor/probes/host.py``) and, through it, the NVIDIA probe take its answer. Any one marker is
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from doctor.model.environment import LdSoConf, Wsl
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
+from doctor.probes.which import which
 
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 # A Linux driver's own files carry the full driver version (libnvidia-ml.so.550.54.14).
@@ -79,14 +81,58 @@ def read_linux_driver(root: str) -> list[str]:
     return found
 
 
+# The packages of a Linux NVIDIA driver (Ubuntu/Debian names, and NVIDIA's own CUDA repository's cuda-drivers).
+_DRIVER_PACKAGE = re.compile(
+    r"^(?:nvidia-driver(?:-\S+)?|libnvidia-compute-\d+|nvidia-dkms-\S+|nvidia-utils-\d+|nvidia-kernel-\S+"
+    r"|nvidia-headless-\S+|libnvidia-gl-\d+|cuda-drivers(?:-\d+)?|nvidia-open(?:-\S+)?)$"
+)
+
+
+def wsl_version(kernel_release: str, dxg: bool = False) -> int | None:
+    """2 for "5.15.167.4-microsoft-standard-WSL2" (and the older "4.19.104-microsoft-standard"), 1 for WSL 1's
+    "4.4.0-19041-Microsoft", None when the release names neither. /dev/dxg exists only under WSL 2."""
+    release = kernel_release.lower()
+    if dxg or "wsl2" in release or "microsoft-standard" in release:
+        return 2
+    if "microsoft" in release:
+        return 1
+    return None
+
+
+def read_kernel_release(root: str) -> str | None:
+    """/proc/sys/kernel/osrelease, else the release in /proc/version ("Linux version 4.4.0-19041-Microsoft ...")."""
+    text = (read_text(root, "/proc/sys/kernel/osrelease", 4096) or "").strip()
+    if text:
+        return text
+    match = re.match(r"Linux version (\S+)", read_text(root, "/proc/version", 4096) or "")
+    return match.group(1) if match else None
+
+
+def parse_dpkg_status(text: str) -> list[str]:
+    """The installed packages of a Linux NVIDIA driver in /var/lib/dpkg/status, sorted."""
+    found = set()
+    for block in text.split("\n\n"):
+        name = re.search(r"^Package:\s*(\S+)", block, re.MULTILINE)
+        status = re.search(r"^Status:\s*(.+)$", block, re.MULTILINE)
+        if name and status and status.group(1).strip().endswith(" installed") and _DRIVER_PACKAGE.match(name.group(1)):
+            found.add(name.group(1))
+    return sorted(found)
+
+
 def probe_wsl(root: str, env: Mapping[str, str]) -> Wsl:
     evidence = [_EVIDENCE.get(marker, f"{marker} exists") for marker in read_wsl_markers(root, env)]
     if not evidence:
         return Wsl(is_wsl=False, evidence=[])
+    release = read_kernel_release(root)
     return Wsl(
         is_wsl=True,
         evidence=evidence,
         wsl_lib_dir_exists=exists(root, WSL_LIB_DIR),
         ld_so_conf=read_ld_so_conf(root),
         linux_driver=read_linux_driver(root),
+        version=wsl_version(release or "", exists(root, "/dev/dxg")),
+        kernel_release=release,
+        distro=env.get("WSL_DISTRO_NAME") or None,
+        driver_packages=parse_dpkg_status(read_text(root, "/var/lib/dpkg/status", 64 << 20) or ""),
+        nvidia_smi=which("nvidia-smi", path=env.get("PATH", "")),
     )
