@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 
 from doctor.model.environment import LdSoConf, Wsl
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
-from doctor.probes.which import which
 
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 # A Linux driver's own files carry the full driver version (libnvidia-ml.so.550.54.14).
@@ -134,5 +134,5 @@ def probe_wsl(root: str, env: Mapping[str, str]) -> Wsl:
         kernel_release=release,
         distro=env.get("WSL_DISTRO_NAME") or None,
         driver_packages=parse_dpkg_status(read_text(root, "/var/lib/dpkg/status", 64 << 20) or ""),
-        nvidia_smi=which("nvidia-smi", path=env.get("PATH", "")),
+        nvidia_smi=shutil.which("nvidia-smi", path=env.get("PATH", "")),
     )
