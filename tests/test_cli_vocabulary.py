@@ -139,8 +139,9 @@ def render(report: dict, **kwargs) -> str:
 
     buffer = io.StringIO()
     original = text_view.console
-    text_view.console = lambda file=None, width=None: Console(file=buffer, width=120, force_terminal=True,
-                                                             color_system="standard", highlight=False, soft_wrap=True)
+    text_view.console = lambda file=None, width=None, **_: Console(file=buffer, width=120, force_terminal=True,
+                                                                  color_system="standard", highlight=False,
+                                                                  soft_wrap=True)
     try:
         text_view.render_text(report, **kwargs)
     finally:
