@@ -82,6 +82,6 @@ RULES = [
         "wsl",
         Msg("WSL2 uses the Windows driver's libraries"),
         check_wsl,
-        ("wsl-library-path-order", "wsl-linux-driver-installed"),
+        ("wsl1-no-gpu", "wsl-library-path-order", "wsl-linux-driver-installed"),
     ),
 ]
