@@ -166,7 +166,7 @@ def test_utility_only_capabilities_is_an_error(machine):
     write(root, "/dev/nvidiactl")
     write_fake_nvidia_smi(bin_dir, [H100], driver="570.124.06", cuda="12.8")  # nvidia-smi works; libcuda is absent
     code, report, text = check(root, bin_dir, python, NVIDIA_DRIVER_CAPABILITIES="utility")
-    found = finding(report, "container-missing-compute-capability")
+    found = finding(report, "nvidia-driver-capabilities-no-compute")
     assert found["severity"] == "error" and code == 1
     assert any("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in c for c in found["fix"]["commands"])
     assert found["evidence"]["libcuda"] == []
@@ -181,7 +181,7 @@ def test_compute_capability_given_is_quiet(machine):
     libcuda(root, "/usr/lib/x86_64-linux-gnu", "570.124.06")
     write_fake_nvidia_smi(bin_dir, [H100], driver="570.124.06", cuda="12.8")
     code, report, _ = check(root, bin_dir, python, NVIDIA_DRIVER_CAPABILITIES="compute,utility")
-    assert "container-missing-compute-capability" not in ids(report)
+    assert "nvidia-driver-capabilities-no-compute" not in ids(report)
 
 
 # --- 3. WSL 1 ---------------------------------------------------------------------------------------
@@ -203,6 +203,19 @@ def test_wsl1_has_no_gpu(machine):
     assert found["evidence"]["kernel_release"] == "4.4.0-19041-Microsoft"
     assert report["snapshot"]["environment"]["wsl"]["version"] == 1
     assert "wsl --set-version Ubuntu-22.04 2" in text
+
+
+def test_wsl1_read_from_a_collect_env_text():
+    # collect_env's "Python platform: Linux-4.4.0-19041-Microsoft-x86_64" is the only WSL fact such a text holds
+    text = REPO / "tests" / "fixtures" / "corpus_platforms" / "wsl-wsl1-kernel-4.4.0-19041-driver-install.txt"
+    env = {k: v for k, v in os.environ.items() if k not in _HOST_VARIABLES}
+    env.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0")
+    done = subprocess.run([sys.executable, "-m", "doctor", "check", "--from", str(text), "--json"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    report = json.loads(done.stdout)
+    found = finding(report, "wsl1-no-gpu")
+    assert found["severity"] == "error" and done.returncode == 1
+    assert found["fix"]["commands"][0] == "wsl --set-version <distro> 2  # in Windows"
 
 
 def test_wsl2_is_not_wsl1(machine):
@@ -390,7 +403,7 @@ def test_loader_order_ld_library_path_then_ld_so_conf_then_default(tmp_path):
 
 
 def test_wsl_version_from_the_kernel_release():
-    from doctor.probes.environment.wsl import wsl_version
+    from doctor.compat.wsl import wsl_version
 
     assert wsl_version("4.4.0-19041-Microsoft") == 1
     assert wsl_version("4.4.0-22621-Microsoft") == 1

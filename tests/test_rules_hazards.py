@@ -204,7 +204,7 @@ def test_nvidia_visible_devices_hides_all(value):
 
 def test_driver_capabilities_without_compute():
     snap = snap_with(container=container(nodes=["/dev/nvidia0"], nvidia_driver_capabilities="utility"))
-    finding = one(containers.check_containers(assess(snap, None)), "container-missing-compute-capability")
+    finding = one(containers.check_containers(assess(snap, None)), "nvidia-driver-capabilities-no-compute")
     assert finding.fix.commands == [
         "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."
     ]

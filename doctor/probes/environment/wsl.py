@@ -14,6 +14,7 @@ import re
 import shutil
 from collections.abc import Mapping
 
+from doctor.compat.wsl import wsl_version
 from doctor.model.environment import LdSoConf, Wsl
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
@@ -86,17 +87,6 @@ _DRIVER_PACKAGE = re.compile(
     r"^(?:nvidia-driver(?:-\S+)?|libnvidia-compute-\d+|nvidia-dkms-\S+|nvidia-utils-\d+|nvidia-kernel-\S+"
     r"|nvidia-headless-\S+|libnvidia-gl-\d+|cuda-drivers(?:-\d+)?|nvidia-open(?:-\S+)?)$"
 )
-
-
-def wsl_version(kernel_release: str, dxg: bool = False) -> int | None:
-    """2 for "5.15.167.4-microsoft-standard-WSL2" (and the older "4.19.104-microsoft-standard"), 1 for WSL 1's
-    "4.4.0-19041-Microsoft", None when the release names neither. /dev/dxg exists only under WSL 2."""
-    release = kernel_release.lower()
-    if dxg or "wsl2" in release or "microsoft-standard" in release:
-        return 2
-    if "microsoft" in release:
-        return 1
-    return None
 
 
 def read_kernel_release(root: str) -> str | None:

@@ -26,7 +26,7 @@ RULES = [
         (
             "container-no-gpu-access",
             "nvidia-visible-devices-hides-all",
-            "container-missing-compute-capability",
+            "nvidia-driver-capabilities-no-compute",
         ),
     ),
     Rule("shm", Msg("/dev/shm is large enough for DataLoader workers"), check_shm, ("shm-too-small",)),

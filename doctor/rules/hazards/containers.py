@@ -137,7 +137,7 @@ def check_containers(facts: Assessment) -> list[Finding]:
         if not wanted & {"compute", "all"}:
             findings.append(
                 Finding(
-                    "container-missing-compute-capability",
+                    "nvidia-driver-capabilities-no-compute",
                     # CUDA cannot start without libcuda, and a CUDA torch is what needs it.
                     ERROR,
                     Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute': CUDA cannot start",

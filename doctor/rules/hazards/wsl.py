@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 
 from doctor.compat.assessment import Assessment
+from doctor.compat.wsl import wsl_version
 from doctor.model import snapshot as S
 from doctor.model.environment import Libraries, Wsl
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -25,8 +26,11 @@ def check_wsl(facts: Assessment) -> list[Finding]:
     if not (wsl.is_wsl or snap.host.wsl):
         return skipped(Msg("not WSL"))
     cuda = facts.build is not None and facts.build.kind == "cuda"
-    if wsl.version == 1:
-        return [_wsl1(wsl, cuda)]
+    # A report read from collect_env text has no WSL section: its Python platform line names the kernel.
+    if (wsl.version or wsl_version(snap.host.os_release)) == 1:
+        # No torch yet counts as a CUDA build: on Linux the torch pip installs by default is one.
+        gpu_build = facts.build is None or facts.build.kind in ("cuda", "unknown")
+        return [_wsl1(wsl, gpu_build, wsl.kernel_release or snap.host.os_release)]
     # What breaks the Windows driver's libraries stops CUDA when the driver no longer answers.
     severity = ERROR if cuda and snap.nvidia.status != S.NVIDIA_OK else WARNING
     findings = []
@@ -81,7 +85,7 @@ WSL_GUIDE = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 WSL_VERSIONS = "https://learn.microsoft.com/windows/wsl/basic-commands#set-wsl-version-to-1-or-2"
 
 
-def _wsl1(wsl: Wsl, cuda: bool) -> Finding:
+def _wsl1(wsl: Wsl, cuda: bool, release: str | None) -> Finding:
     """WSL 1 translates Linux system calls and has no GPU paravirtualisation: no CUDA at all."""
     distro = wsl.distro or "<distro>"
     return Finding(
@@ -90,8 +94,8 @@ def _wsl1(wsl: Wsl, cuda: bool) -> Finding:
         Msg("this is WSL 1, which has no GPU: CUDA cannot work here"),
         Msg("The kernel release {release} is WSL 1's. WSL 1 has no GPU paravirtualisation (/dev/dxg) and no "
             "access to the Windows driver, so CUDA finds no device and torch.cuda.is_available() is False. Only "
-            "WSL 2 passes the GPU through.", release=wsl.kernel_release or "?"),
-        {"kernel_release": wsl.kernel_release, "wsl.evidence": list(wsl.evidence), "distro": wsl.distro},
+            "WSL 2 passes the GPU through.", release=release or "?"),
+        {"kernel_release": release, "wsl.evidence": list(wsl.evidence), "distro": wsl.distro},
         Fix(Msg("Convert the distribution to WSL 2, in Windows (PowerShell or cmd), then open it again."),
             [f"wsl --set-version {shlex.quote(distro) if wsl.distro else distro} 2  # in Windows",
              "wsl --set-default-version 2  # in Windows, for distributions installed later"],
