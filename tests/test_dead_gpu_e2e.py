@@ -436,3 +436,43 @@ def test_container_kinds(tmp_path, env, files, kind):
     write(tmp_path, "/sys/module/nvidia/version", "550.54.15\n")
     container = probe_container(str(tmp_path), env)
     assert container.kind == kind and container.nvidia_module is True
+
+
+NGC_LIBRARY_PATH = "/usr/local/cuda/compat/lib:/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
+
+
+def ngc_image(root: Path, enabled: bool) -> None:
+    """An NGC image: cuda-compat in compat/lib.real; its entrypoint links it into compat/lib (first on the image's
+    LD_LIBRARY_PATH) only when the GPU and the driver need and allow forward compatibility."""
+    libcuda(root, "/usr/local/cuda-13.0/compat/lib.real", "580.65.06")
+    link(root, "/usr/local/cuda", "cuda-13.0")
+    (root / "usr/local/cuda-13.0/compat/lib").mkdir()
+    if enabled:
+        link(root, "/usr/local/cuda-13.0/compat/lib/libcuda.so.1", "../lib.real/libcuda.so.580.65.06")
+    libcuda(root, "/usr/lib/x86_64-linux-gnu", "535.183.01")
+    write(root, "/.dockerenv")
+    pci_gpu(root)
+    write(root, "/dev/nvidia0")
+
+
+def test_ngc_image_in_compatibility_mode_on_a_data_center_gpu(tmp_path, machine):
+    root, bin_dir, _ = machine
+    python = make_fake_env(tmp_path / "venv13", torch="2.14.1", cuda="13.0")
+    ngc_image(root, enabled=True)
+    write_fake_nvidia_smi(bin_dir, [H100], driver="535.183.01", cuda="12.2")
+    code, report, _ = check(root, bin_dir, python, LD_LIBRARY_PATH=NGC_LIBRARY_PATH)
+    assert code == 0 and "driver-too-old" not in ids(report)
+    note = finding(report, "cuda-forward-compat")
+    assert note["evidence"]["compat_libcuda"] == "/usr/local/cuda/compat/lib/libcuda.so.1"
+    loader = report["snapshot"]["environment"]["loader"]
+    assert {"path": "/usr/local/cuda/compat/lib.real", "version": "580.65.06"} in loader["compat"]
+
+
+def test_ngc_image_on_a_geforce_leaves_compat_off(machine):
+    # The entrypoint did not link compat/lib on a GeForce: the driver's own libcuda is first, no error 804.
+    root, bin_dir, python = machine
+    ngc_image(root, enabled=False)
+    write_fake_nvidia_smi(bin_dir, [RTX4090], driver="535.183.01", cuda="12.2")
+    code, report, _ = check(root, bin_dir, python, LD_LIBRARY_PATH=NGC_LIBRARY_PATH)
+    assert "cuda-compat-unsupported-gpu" not in ids(report)
+    assert report["snapshot"]["environment"]["loader"]["copies"][0]["path"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
