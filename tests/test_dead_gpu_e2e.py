@@ -341,6 +341,10 @@ def test_compat_installed_but_not_loaded_keeps_driver_too_old(tmp_path, machine)
     write_fake_nvidia_smi(bin_dir, [H100], driver="535.183.01", cuda="12.2")
     code, report, _ = check(root, bin_dir, python)
     assert ids(report).get("driver-too-old") == "error" and code == 1
+    # the compat package is there for a data-center GPU: the fix names loading it as the way that keeps both
+    found = finding(report, "driver-too-old")
+    assert found["evidence"]["compat_available"] == "/usr/local/cuda-13.0/compat"
+    assert "export LD_LIBRARY_PATH=/usr/local/cuda-13.0/compat${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in found["fix"]["summary"]
 
 
 def test_geforce_with_cuda_compat_fails_with_error_804(machine):

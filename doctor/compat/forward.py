@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from doctor.compat.distributions import is_jetson
-from doctor.model.environment import DriverLibCopy
+from doctor.model.environment import CompatDir, DriverLibCopy
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import version_tuple
 
@@ -71,3 +71,21 @@ def forward_compat_in_use(snap: Snapshot, table) -> ForwardCompatUse | None:
     source = row.source if row is not None else "no forward_compat row for these GPUs"
     return ForwardCompatUse(copy, gpus, row.supported if row is not None else None,
                             branch.max_cuda if branch is not None else None, newer, source)
+
+
+def unused_compat(snap: Snapshot, table, cuda: str) -> CompatDir | None:
+    """A cuda-compat folder on disk, off the loader's path, that would run a build of ``cuda`` here: the GPUs may
+    use forward compatibility and its libcuda's branch supports that CUDA. None when there is none."""
+    loader = snap.environment.loader
+    if loader is None or table is None or forward_compat_in_use(snap, table) is not None:
+        return None
+    row = table.forward_compat_for(gpu_class(snap, table))
+    if row is None or not row.supported:
+        return None
+    want, have = version_tuple(cuda), version_tuple(snap.nvidia.driver_version.value)
+    for folder in loader.compat:
+        branch = table.max_cuda_for_driver(folder.version) if folder.version else None
+        newer = have is not None and version_tuple(folder.version) > have
+        if branch is not None and newer and want and version_tuple(branch.max_cuda)[:2] >= want[:2]:
+            return folder
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from doctor.compat.assessment import Assessment
 from doctor.compat.distributions import is_jetson, jetpack_text
 from doctor.compat.drivers import driver_advice
+from doctor.compat.forward import unused_compat
 from doctor.compat.wheels import MINOR_COMPAT, TOO_OLD, change_cost, driver_verdict
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -136,8 +137,17 @@ def check_driver(facts: Assessment) -> list[Finding]:
                 "torch.cuda.is_available() is False."))
         if is_jetson(snap):
             return findings + [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
-        return findings + [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}", label=build.label), why, ev,
-                        _two_ways(facts, have, have_cuda, verdict), list(verdict.unverified))]
+        fix = _two_ways(facts, have, have_cuda, verdict)
+        compat = unused_compat(snap, table, build.cuda)
+        if compat is not None:  # a data-center GPU with cuda-compat installed but not on the loader's path
+            ev["compat_available"] = compat.path
+            # (the commands stay the plan's: this way keeps torch and the driver both)
+            fix.summary += Msg(" Or, keeping both, load the CUDA forward-compatibility package already installed "
+                               "here ({path}, driver {compat}) first: {command}", path=compat.path,
+                               compat=compat.version, command=f"export LD_LIBRARY_PATH={compat.path}"
+                               "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+        return findings + [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}",
+                                   label=build.label), why, ev, fix, list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
         return findings + [Finding(
             "driver-older-than-build", WARNING,
