@@ -112,7 +112,7 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
     node = hostname if isinstance(hostname, str) and hostname and hostname != "<host>" else _stem(path)
     driver = _obj(nvidia.get("driver_version")).get("value")
     build = torch.get("build_version") or torch.get("version")
-    models: dict[str, int] = {}  # a dict, not a Counter: ~5 us less per report, 50 ms over 10,000
+    models: dict[str, int] = {}  # GPU model -> how many this node has
     for gpu in _list(nvidia.get("gpus")):
         if isinstance(gpu, dict):
             name = str(gpu.get("name") or "?")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
@@ -27,10 +28,6 @@ from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
 
