@@ -480,3 +480,20 @@ def test_ngc_image_on_a_geforce_leaves_compat_off(machine):
     code, report, _ = check(root, bin_dir, python, LD_LIBRARY_PATH=NGC_LIBRARY_PATH)
     assert "cuda-compat-unsupported-gpu" not in ids(report)
     assert report["snapshot"]["environment"]["loader"]["copies"][0]["path"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["NVIDIA H100 80GB HBM3"], "data-center"),
+    (["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"], "geforce"),  # one GeForce is enough for error 804
+    (["NVIDIA TITAN RTX"], "geforce"),
+    (["NVIDIA RTX A6000"], None),  # only select NGC Server Ready SKUs may: not judged
+    ([], None),
+])  # fmt: skip
+def test_forward_compat_gpu_class(names, expected):
+    from doctor.compat.forward import gpu_class
+    from doctor.model.snapshot import Gpu, Snapshot
+    from doctor.table.load import load_table
+
+    snap = Snapshot()
+    snap.nvidia.gpus = [Gpu(index=i, name=name) for i, name in enumerate(names)]
+    assert gpu_class(snap, load_table()) == expected
