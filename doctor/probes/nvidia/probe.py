@@ -211,7 +211,7 @@ def _decide(
         )
     if wsl:
         return NVIDIA_UNKNOWN, (
-            f"WSL ({wsl}): the PCI bus is not visible, so a missing GPU cannot be told from a missing "
+            f"WSL2 ({wsl}): the PCI bus is not visible, so a missing GPU cannot be told from a missing "
             f"Windows driver ({reasons})"
         )
     if pci is None:
