@@ -204,7 +204,7 @@ def test_nvidia_visible_devices_hides_all(value):
 
 def test_driver_capabilities_without_compute():
     snap = snap_with(container=container(nodes=["/dev/nvidia0"], nvidia_driver_capabilities="utility"))
-    finding = one(containers.check_containers(assess(snap, None)), "container-missing-compute-capability")
+    finding = one(containers.check_containers(assess(snap, None)), "nvidia-driver-capabilities-no-compute")
     assert finding.fix.commands == [
         "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."
     ]
@@ -735,7 +735,8 @@ def test_wsl_linux_driver_inside():
     finding = one(wsl.check_wsl(assess(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None)),
                   "wsl-linux-driver-installed")  # fmt: skip
     assert finding.fix.commands[0] == f"sudo apt-get purge $(dpkg -S {lib_path} | cut -d: -f1)"
-    assert finding.fix.commands[-1] == "sudo ldconfig"
+    # then ldconfig, and WSL restarted from Windows so that nothing keeps the old libraries loaded
+    assert finding.fix.commands[-2:] == ["sudo ldconfig", "wsl --shutdown  # in Windows, then open the distribution again"]
 
 
 def test_not_wsl():

@@ -18,6 +18,7 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     DriverSupport,
+    ForwardCompat,
     GpuModel,
     JetPackRow,
     MajorFloor,
@@ -48,6 +49,7 @@ class CompatTable:
         companion_checks: tuple[CompanionCudaCheck, ...] = (),
         jetpack: tuple[JetPackRow, ...] = (),
         driver_support: tuple[DriverSupport, ...] = (),
+        forward_compat: tuple[ForwardCompat, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -86,9 +88,15 @@ class CompatTable:
         self.jetpack_rows = jetpack
         self.driver_support = driver_support
         self._jetpack = {j.l4t: j for j in jetpack}
+        self.forward_compat = forward_compat
+        self._forward = {f.gpus: f for f in forward_compat}
         self._companions: dict[str, tuple[CompanionCudaCheck, ...]] = {}
         for check in companion_checks:
             self._companions[check.package] = (*self._companions.get(check.package, ()), check)
+
+    def forward_compat_for(self, gpus: str | None) -> ForwardCompat | None:
+        """The forward-compatibility row of a GPU class ("data-center", "geforce", ...), or None."""
+        return self._forward.get(gpus) if gpus else None
 
     def __repr__(self) -> str:
         return f"CompatTable({self.path!r}, table_version={self.table_version!r})"

@@ -23,6 +23,7 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     DriverSupport,
+    ForwardCompat,
     GpuModel,
     JetPackRow,
     MajorFloor,
@@ -45,6 +46,7 @@ _PLAIN_SM_RE = re.compile(r"^sm_\d+$")
 _FREE_THREADED_RE = re.compile(r"^\d+\.\d+t$")
 _CUDA_CHECKS = ("major.minor", "major")
 _SEGMENTS = ("data-center",)
+FORWARD_COMPAT_GPUS = ("data-center", "jetson", "rtx-server-ready", "geforce")
 
 
 class _Parser:
@@ -189,6 +191,7 @@ class _Parser:
         jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
         support = self.section(data, "driver_support", self.support_row, lambda d: d.last_branch,
                                "driver_support last_branch", True)
+        forward = self.section(data, "forward_compat", self.forward_row, lambda f: f.gpus, "forward_compat gpus", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -210,6 +213,7 @@ class _Parser:
             tuple(companions),
             tuple(jetpack),
             tuple(support),
+            tuple(forward),
         )
 
     def section(
@@ -401,6 +405,14 @@ class _Parser:
         branch = self.get(row, "last_branch", where, (int,))
         architectures = self.get(row, "architectures", where, (str,), optional=True) or ""
         return DriverSupport(low, high, branch, architectures, *self.provenance(row, where))
+
+    def forward_row(self, row: dict, where: str) -> ForwardCompat:
+        gpus = self.string(row, "gpus", where)
+        if gpus not in FORWARD_COMPAT_GPUS:
+            raise self.fail(f"{where}.gpus", f"{gpus!r} is not one of {', '.join(FORWARD_COMPAT_GPUS)}")
+        supported = self.get(row, "supported", where, (bool,))
+        note = self.get(row, "note", where, (str,), optional=True) or ""
+        return ForwardCompat(gpus, supported, note, *self.provenance(row, where))
 
     def companion_rules(self, data: dict) -> list[CompanionCudaCheck]:
         rules = self.get(data, "companion_rules", "", (dict,), optional=True)

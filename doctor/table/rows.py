@@ -135,6 +135,18 @@ class GpuModel:
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardCompat:
+    """Whether a class of GPUs may use CUDA forward compatibility (the cuda-compat package's libcuda on an older
+    driver branch). A GPU of a class that may not fails CUDA's start with error 804."""
+
+    gpus: str  # "data-center", "jetson", "rtx-server-ready", "geforce"
+    supported: bool
+    note: str
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class DriverSupport:
     """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
 

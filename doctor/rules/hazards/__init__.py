@@ -26,7 +26,7 @@ RULES = [
         (
             "container-no-gpu-access",
             "nvidia-visible-devices-hides-all",
-            "container-missing-compute-capability",
+            "nvidia-driver-capabilities-no-compute",
         ),
     ),
     Rule("shm", Msg("/dev/shm is large enough for DataLoader workers"), check_shm, ("shm-too-small",)),
@@ -82,6 +82,6 @@ RULES = [
         "wsl",
         Msg("WSL2 uses the Windows driver's libraries"),
         check_wsl,
-        ("wsl-library-path-order", "wsl-linux-driver-installed"),
+        ("wsl1-no-gpu", "wsl-library-path-order", "wsl-linux-driver-installed"),
     ),
 ]

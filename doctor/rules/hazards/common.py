@@ -77,6 +77,14 @@ def unread(what: str, section: Any) -> Outcome:
     return unknown(Msg("{what} could not be read", what=what) + (Msg(": {why}", why=why) if why else ""))
 
 
+def libcuda_copies(snap: S.Snapshot) -> list[str] | None:
+    """The libcuda.so.1 files the dynamic loader can find, in its order; None when the loader was not read."""
+    loader = snap.environment.loader
+    if loader is None:
+        return None
+    return [c.path for c in loader.copies if c.soname == "libcuda.so.1"]
+
+
 def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:
     return list(snap.nvidia.gpus) if snap.nvidia.status == S.NVIDIA_OK else []
 
