@@ -72,6 +72,14 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
     from doctor.probes.interpreter import choose_interpreter as choose
 
     path, reason = choose(python, os.environ, os.getcwd())
+    refused = reason.partition("./.venv refused: ")[2]
+    if refused:
+        import sys
+
+        from doctor.errors import one_line
+
+        print(one_line(f"torchdoctor: not running ./.venv/ of the working folder: {refused[:-1] if refused.endswith(')') else refused}"),
+              file=sys.stderr)
     if python:
         if path is None:
             raise DoctorError(reason)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 
 from doctor.compat.builds import cuda_from_requires
@@ -71,8 +72,12 @@ def choose_interpreter(
     if os.path.isdir(dot_venv):
         found = python_in_env(dot_venv)
         if found:
-            return found, "./.venv in the working directory"
-        skipped.append("./.venv has no python")
+            target, refusal = working_folder_venv(found, cwd)
+            if target:
+                return found, f"./.venv in the working folder (a venv whose python is {target})"
+            skipped.append(f"./.venv refused: {refusal}")
+        else:
+            skipped.append("./.venv has no python")
 
     for name in ("python3", "python"):
         found = which(name, path=env.get("PATH"))
@@ -83,6 +88,53 @@ def choose_interpreter(
         "no Python found: no --python, VIRTUAL_ENV, CONDA_PREFIX or ./.venv, and no python3 or python on PATH"
     )
     return None, f"{why} ({'; '.join(skipped)})" if skipped else why
+
+
+def working_folder_venv(python: str, cwd: str, platform: str | None = None) -> tuple[str | None, str]:
+    """(the interpreter it runs, "") when ``python`` found under the working folder may run, else (None, why).
+
+    A cloned repository's ``.venv`` is not the user's: running whatever file sits there runs the repository's
+    code. Only a real venv may: ``pyvenv.cfg`` beside ``bin/``, and ``bin/python`` a symlink to an interpreter
+    outside the working folder (Windows: ``python.exe`` is a copy, so ``pyvenv.cfg``'s ``home`` must be
+    outside it). A regular file or a script there is refused."""
+    platform = platform or sys.platform
+    root = os.path.realpath(cwd)
+    folder = os.path.dirname(os.path.dirname(python)) if os.path.basename(os.path.dirname(python)) in (
+        "bin", "Scripts") else os.path.dirname(python)
+    cfg = os.path.join(folder, "pyvenv.cfg")
+    if not os.path.isfile(cfg):
+        return None, "no pyvenv.cfg (not a venv)"
+    if platform == "win32":
+        home = _pyvenv_home(cfg)
+        if not home or not os.path.isabs(home):
+            return None, "pyvenv.cfg names no home interpreter"
+        target = os.path.join(home, "python.exe")
+    else:
+        if not os.path.islink(python):
+            return None, f"{os.path.relpath(python, cwd)} is a regular file, not a venv's link to an interpreter"
+        target = os.path.realpath(python)
+    if _inside(os.path.realpath(target), root):
+        return None, f"{os.path.relpath(python, cwd)} leads to {target}, inside the working folder"
+    if not os.path.isfile(target):
+        return None, f"{os.path.relpath(python, cwd)} leads to {target}, which is not there"
+    return target, ""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _pyvenv_home(cfg: str) -> str:
+    try:
+        with open(cfg, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(65536).splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "home":
+            return value.strip()
+    return ""
 
 
 def _explicit_python(
