@@ -505,3 +505,14 @@ def test_dot_venv_on_windows_needs_a_home_outside(tmp_path):
     (outside / "python.exe").write_text("")
     cfg.write_text(f"home = {outside}\n")
     assert working_folder_venv(str(exe), str(tmp_path), platform="win32")[0] == str(outside / "python.exe")
+
+
+def test_a_half_written_torch_folder_is_not_an_install():
+    """The inspector lists a torch folder no dist-info describes as a leftover: torch is not installed (an
+    error, so the plan installs it), never a healthy torch read from version.py alone."""
+    data = {"inspector": 1, "packages": {"torch": {"folder": "/sp/torch", "origin": "/sp/torch/__init__.py",
+                                                   "version": None, "version_py": {"__version__": "2.7.1"}}},
+            "dists": [], "leftovers": ["/sp/torch"]}
+    _, install, facts = parse_inspector_output("/x/python", "r", _result(json.dumps(data)))
+    assert install.status == "absent" and "half-written torch at /sp/torch" in install.detail
+    assert facts.leftovers == ["/sp/torch"]

@@ -324,6 +324,13 @@ def _torch_install(data: dict[str, Any]) -> TorchInstall:
         torchaudio=_dist(packages.get("torchaudio")),
     )
     stale = [d for d in data.get("dists") or [] if d.get("name") == "torch"]
+    half = torch and torch.get("folder") and not torch.get("version") and torch["folder"] in (data.get("leftovers") or [])
+    if half:
+        # An install killed half way: the files are partly there, the metadata not yet (torch does not import
+        # as a whole build). Not installed, so the plan installs it; the leftovers finding says what to remove.
+        install.status = "absent"
+        install.detail = f"a half-written torch at {torch['folder']}: no dist-info describes it (an install stopped)"
+        return install
     if torch and torch.get("origin"):
         install.status = "ok"
         install.torch = _dist(torch)

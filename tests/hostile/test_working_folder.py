@@ -63,3 +63,22 @@ def test_a_real_venv_in_the_working_folder_is_chosen_and_said(world, tmp_path):
     said = " ".join(res.out.split())
     assert f"chosen: ./.venv in the working folder (a venv whose python is {target})" in said, res.summary()
     assert "not running ./.venv" not in res.err
+
+
+def test_user_files_named_like_tilde_are_not_pip_leftovers(world, tmp_path):
+    """``~$Report.docx`` (an Office lock file), ``~notes/`` and a stray ``*.dist-info`` in a folder on PYTHONPATH
+    are the user's: check never offers to ``rm -rf`` them (before: interrupted-install-leftovers did)."""
+    work = tmp_path / "work"
+    (work / "~notes").mkdir(parents=True)
+    (work / "~notes" / "todo.txt").write_text("mine\n")
+    (work / "~$Report.docx").write_text("lock\n")
+    (work / "draft-1.0.dist-info").mkdir()
+    env = base_env(world)
+    env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}."
+    res = run_cli(["check", "--no-smoke", "--json", "--python", str(world.py)], env, cwd=work, limit=60)
+    assert res.returncode == 1, res.summary()
+    import json
+
+    ids = [f["id"] for f in json.loads(res.out)["findings"]]
+    assert "interrupted-install-leftovers" not in ids, res.summary()
+    assert "~notes" not in res.out and "Report.docx" not in res.out, res.summary()
