@@ -399,3 +399,6 @@ def test_a_half_written_torch_is_a_leftover(tmp_path, monkeypatch):
     (site / "torch" / "nn.py").write_text("")
     assert inspector.find_leftovers([record]) == []  # whole (a missing library is the smoke test's to find)
     assert inspector.find_leftovers([]) == [str(site / "torch")]  # no dist-info describes it
+    with open(dist / "RECORD", "a") as handle:
+        handle.write("torch/lib/pad/0001.bin,sha")  # cut off while written (uv killed)
+    assert inspector.find_leftovers([record]) == [str(dist)]

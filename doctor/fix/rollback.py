@@ -37,6 +37,36 @@ SITE_SCRIPT = (
 )
 TRIO_FOLDERS = ("torch", "torchvision", "torchaudio", "torchgen", "functorch")
 
+# The restore file's first command, run by the target interpreter: ``clear_debris`` for a later day, when
+# torchdoctor may have been killed (SIGKILL, a power cut) and there is no record of what was there before.
+# Arguments: the site-packages folders, ``--``, the package folders a complete dist-info owned before the fix.
+# In each folder it removes pip's stashes (folders named the way pip's AdjacentTempDirectory names them),
+# torch-family dist-infos without RECORD or INSTALLER, then those package folders when no complete dist-info
+# owns them any more. Without it, pip cannot get past what a killed install left ("RECORD file not found",
+# files of two builds in one folder). One line with no double quote, %, ! or ^: cmd and PowerShell take it.
+CLEAN_SCRIPT = ";".join((
+    "import os,re,shutil,sys",
+    "a=sys.argv[1:];i=a.index('--')",
+    r"S=re.compile(r'~[-~.=\x250-9]*\w[\w.+-]*$')",
+    r"D=re.compile(r'(torch|torchvision|torchaudio|triton|pytorch_triton\w*|nvidia_\w+|cuda_\w+)-[^-]+\.dist-info$',re.I)",
+    "j=os.path.join",
+    "w=lambda d,n:all(os.path.isfile(j(d,n,f)) for f in ('RECORD','INSTALLER'))",
+    "o=lambda d:{l.split('/')[0] for n in os.listdir(d) if n.endswith('.dist-info') and w(d,n)"
+    " for l in open(j(d,n,'RECORD'),errors='replace')}",
+    "[shutil.rmtree(j(d,n),True) for d in a[:i] for n in os.listdir(d)"
+    " if os.path.isdir(j(d,n)) and (S.match(n) or D.match(n) and not w(d,n))]",
+    "[shutil.rmtree(j(d,p),True) for d in a[:i] for O in [o(d)] for p in a[i+1:]"
+    " if os.path.isdir(j(d,p)) and p not in O]",
+))
+
+
+def clean_argv(python: str, state: SiteFolders) -> list[str] | None:
+    """The restore file's clean-up command (CLEAN_SCRIPT) for these folders; None when there are none."""
+    if not state.folders:
+        return None
+    owned = sorted({name for folder in state.folders for name in state.owned.get(folder, set())})
+    return [python, "-c", CLEAN_SCRIPT, *state.folders, "--", *owned]
+
 
 @dataclass
 class SiteFolders:

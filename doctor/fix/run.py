@@ -29,7 +29,7 @@ from doctor.fix import environment as fixenv
 from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install, read_pip_report
 from doctor.fix.project import LOCK_FILES, project_change, project_packages, target_project
 from doctor.fix.restore import restore_argvs, restore_command, restore_path, restore_removals, restore_text
-from doctor.fix.rollback import SiteFolders, clear_debris, debris
+from doctor.fix.rollback import SiteFolders, clean_argv, clear_debris, debris
 from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
@@ -198,8 +198,12 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     added = [p.partition("==")[0] for p in pins] + preview.added
     runnable = [s for s in plan.steps if s.argv]
 
+    # The site-packages folders as they are now: the rollback and the restore file's clean-up step start here.
+    site = SiteFolders.read(python, m.runner)
+    clean = clean_argv(python, site)
+
     def way_back(at: Path) -> Restore:
-        argvs = restore_argvs(installer, python, before, added, commands.source, str(at), commands.uv)
+        argvs = restore_argvs(installer, python, before, added, commands.source, str(at), commands.uv, clean)
         return Restore(at, argvs, restore_command(argvs))
 
     back = way_back(path)
@@ -214,7 +218,7 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
 
     text = lambda command: restore_text(  # noqa: E731 - the file names the command that names the file
         python, before, command, installers.conda_torch_records(snap), now.isoformat(timespec="seconds"),
-        restore_removals(before, added), previewed=not preview.note,
+        restore_removals(before, added), previewed=not preview.note, cleans=clean is not None,
     )
     written = create_file(path, text(back.command), chosen_by_user=chosen)
     if written != path:  # the name was taken (a fix in the same second): the file names its own path
@@ -222,7 +226,6 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
         with open(written, "w", encoding="utf-8") as handle:
             handle.write(text(back.command))
     view.show_restore_written(con, written)
-    site = SiteFolders.read(python, m.runner)
 
     def roll_back() -> bool:
         return _roll_back(m, con, err, python, installer, before, site, back, env)

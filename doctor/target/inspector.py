@@ -576,14 +576,16 @@ def half_written(folder, records):
 
 
 def _missing_from_record(folder, dist_info):
-    """Whether a Python source the RECORD lists inside ``folder`` is missing. Sources only: they are what an
-    interrupted install leaves out wherever it stopped; compiled files may be cleared without harm, and a
-    library that is missing is the smoke test's to find."""
+    """Whether the RECORD was cut off while written (pip and uv end it with a newline), or a Python source it
+    lists inside ``folder`` is missing. Sources only: they are what an interrupted install leaves out wherever
+    it stopped; compiled files may be cleared without harm, and a missing library is the smoke test's to find."""
     import csv
 
     data = _read_text(os.path.join(dist_info, "RECORD"))
-    if not data:
-        return False
+    if data is None:
+        return False  # no RECORD: find_leftovers lists it as such
+    if not data.endswith("\n"):
+        return True
     for row in csv.reader(data.splitlines()):
         relative = row[0] if row else ""
         if not relative.endswith(".py") or relative.startswith(("..", "/")):
