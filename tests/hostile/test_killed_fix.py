@@ -22,7 +22,6 @@ from fixworld import OLD, cli_env, fresh_venv, get_fix_world, has_builds, instal
 from hostile import Launched, base_env, live_processes, run_cli
 from test_interrupt_fix import fix_args, run_restore
 
-
 pytestmark = [pytest.mark.hostile, pytest.mark.slow]
 
 
