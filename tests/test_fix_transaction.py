@@ -80,6 +80,46 @@ def test_the_lock_refuses_a_second_fix_on_the_same_environment(tmp_path):
         pass
 
 
+def test_the_lock_lives_in_the_environment_whatever_home_says(tmp_path):
+    """Two fixes with different $HOME (or XDG_STATE_HOME), or through another path to the same folder (a bind
+    mount has another real path: the lock is on the file in the environment, so on its inode), still take turns."""
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    (tmp_path / "link").symlink_to(prefix)
+    one = {"HOME": str(tmp_path / "alice"), "XDG_STATE_HOME": str(tmp_path / "alice")}
+    two = {"HOME": str(tmp_path / "bob")}
+    with EnvironmentLock(str(prefix), one):
+        with pytest.raises(DoctorError, match="another torchdoctor fix"):
+            with EnvironmentLock(str(tmp_path / "link"), two):
+                pass
+    assert (prefix / ".torchdoctor-fix.lock").is_file()
+    assert not (tmp_path / "alice").exists() and not (tmp_path / "bob").exists()
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_an_environment_that_cannot_hold_the_lock_is_refused(tmp_path):
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    prefix.chmod(0o555)
+    try:
+        with pytest.raises(DoctorError, match="cannot lock") as caught:
+            with EnvironmentLock(str(prefix)):
+                pass
+        assert caught.value.exit_code == exitcodes.REFUSED
+    finally:
+        prefix.chmod(0o755)
+
+
+def test_a_lock_path_planted_as_a_symlink_is_refused(tmp_path):
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    (prefix / ".torchdoctor-fix.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DoctorError, match="cannot lock"):
+        with EnvironmentLock(str(prefix)):
+            pass
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path), "HOME": str(tmp_path)}
     holder = subprocess.Popen([

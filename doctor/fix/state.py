@@ -3,19 +3,20 @@
 - The state folder is the user's, never the working directory (`fix --yes` run from an empty folder
   leaves it empty): ``$XDG_STATE_HOME/torchdoctor`` (an absolute XDG_STATE_HOME only, as the XDG spec
   says), else ``~/.local/state/torchdoctor``; macOS ``~/Library/Application Support/torchdoctor``;
-  Windows ``%LOCALAPPDATA%\\torchdoctor``. Restore files go to its ``restore/`` folder, locks to ``locks/``.
+  Windows ``%LOCALAPPDATA%\\torchdoctor``. Restore files go to its ``restore/`` folder.
 - A restore file is created, never written over: ``O_CREAT | O_EXCL`` (which also refuses a symlink,
   dangling or not) and ``O_NOFOLLOW``, mode 0600; a name that exists gets a ``-2``, ``-3``... suffix when
   torchdoctor chose it, and is refused (one line, exit 2) when the user did (``--restore-file``).
-- The lock is an advisory ``flock`` (Windows: ``msvcrt.locking``) on ``locks/<hash of the environment's
-  real path>.lock``, held for the whole fix: a second `fix` on the same environment refuses at once with
-  the first one's pid. The kernel drops the lock when its holder dies, SIGKILL included.
+- The lock is an advisory ``flock`` (Windows: ``msvcrt.locking``) on ``<prefix>/.torchdoctor-fix.lock`` in the
+  environment itself, held for the whole fix: a second `fix` on the same environment refuses at once with
+  the first one's pid, whoever runs it, with whatever $HOME, by whatever path (a symlink, a bind mount: the
+  lock is on the file, so on the environment's own inode). An environment where that file cannot be
+  created (not writable) is refused. The kernel drops the lock when its holder dies, SIGKILL included.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from doctor import exitcodes
 from doctor.errors import DoctorError
 
 APP = "torchdoctor"
+LOCK_NAME = ".torchdoctor-fix.lock"
 
 
 def state_dir(env: dict | None = None, platform: str | None = None) -> Path:
@@ -106,13 +108,21 @@ class EnvironmentLock:
 
     def __init__(self, prefix: str, env: dict | None = None):
         self.prefix = prefix
-        real = os.path.realpath(prefix or "")
-        digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-        self.path = _folder(env, "locks") / f"{digest}.lock"
+        folder = prefix if os.path.isdir(prefix or "") else os.path.dirname(os.path.dirname(prefix or ""))
+        self.path = Path(folder or ".") / LOCK_NAME
         self.fd: int | None = None
 
     def __enter__(self) -> EnvironmentLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise DoctorError(
+                f"cannot lock {self.prefix} for the fix: {self.path}: {exc.strerror or exc}; fix keeps its lock "
+                "in the environment it changes, and changes only one it can write to (run it as the "
+                "environment's owner)",
+                exitcodes.REFUSED,
+            ) from None
         try:
             _lock(fd)
         except OSError:
@@ -134,7 +144,7 @@ class EnvironmentLock:
                 os.ftruncate(self.fd, 0)
             except OSError:
                 pass
-            os.close(self.fd)  # closing drops the lock
+            os.close(self.fd)  # closing drops the lock (the file stays: removing it would race a waiting fix)
             self.fd = None
 
 
