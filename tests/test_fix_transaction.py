@@ -257,7 +257,7 @@ def test_a_fix_waits_for_no_one_when_another_holds_the_environment(table, tmp_pa
     fake = FakeInstaller()
     machine = fake_machine(fake, [cpu_snapshot()], table, tmp_path)
     start = time.monotonic()
-    with EnvironmentLock(cpu_snapshot().interpreter.prefix or "/home/u/venv", machine.env):
+    with machine.lock(cpu_snapshot().interpreter.prefix or "/home/u/venv", machine.env):
         with pytest.raises(DoctorError, match="another torchdoctor fix") as caught:
             run_fix(opts(), FixOptions(yes=True), machine)
     assert caught.value.exit_code == exitcodes.REFUSED and fake.steps == 0 and time.monotonic() - start < 10
@@ -273,3 +273,44 @@ def table():
 
 def test_runresult_fakes_stay_compatible():
     assert RunResult(["x"], 0).ok and not RunResult(["x"], 0, overflowed=True).ok
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    """ENOSPC while the restore file is written (a full state folder or --restore-file disk): one line, exit 2,
+    and no file at all under the name or beside it (before: exit 3 and a 0-byte file that blocked the name)."""
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    for chosen in (True, False):
+        target = tmp_path / f"restore-{chosen}.txt"
+        with pytest.raises(DoctorError, match="No space left on device; nothing was changed") as caught:
+            create_file(target, "torch==2.6.0\n", chosen_by_user=chosen)
+        assert caught.value.exit_code == exitcodes.USAGE
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    assert create_file(tmp_path / "restore-True.txt", "x\n", chosen_by_user=True).read_text() == "x\n"
+
+
+def test_a_taken_name_gets_a_suffix_and_the_file_names_itself(tmp_path):
+    (tmp_path / "r.txt").write_text("someone else's\n")
+    written = create_file(tmp_path / "r.txt", lambda at: f"# restore with: pip install -r {at}\n", chosen_by_user=False)
+    assert written == tmp_path / "r-2.txt" and written.read_text() == f"# restore with: pip install -r {written}\n"
+    assert (tmp_path / "r.txt").read_text() == "someone else's\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r-2.txt", "r.txt"]
+
+
+def test_a_venv_path_with_a_newline_keeps_the_restore_file_whole():
+    """Every line of the file is a comment or an exact pin, whatever the interpreter's path holds."""
+    from doctor.fix.restore import restore_argvs, restore_command, restore_text
+    from doctor.plan.commands import InstallSource
+
+    python = "/tmp/evil\ntorch==0.0.1 --index-url http://evil\n/bin/python"
+    before = {"torch": "2.6.0+cu126", "numpy": "1.26.4"}
+    argvs = restore_argvs("pip", python, before, ["torch"], InstallSource(), "/tmp/r\nx.txt",
+                          clean=[python, "-c", "pass", "/sp", "--"])
+    text = restore_text(python, before, restore_command(argvs), [], "now", cleans=True)
+    for line in text.splitlines():
+        assert line.startswith("#") or line.startswith("torch==2.6.0+cu126  #"), line

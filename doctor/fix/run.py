@@ -81,6 +81,7 @@ class Machine:
     report: object = None  # (table, Diagnosis, exit code) -> the report dict
     emit: object = None  # (report, CheckOptions, mode) -> None: renders and writes it
     exit_code: object = None  # (findings) -> int
+    lock: object = EnvironmentLock  # (prefix, env) -> the context manager that holds the environment
 
 
 @dataclass
@@ -150,7 +151,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         return exitcodes.OK
     consent.refuse_without_terminal(fix.yes, stdin)
     # One fix at a time per environment: a second one refuses here, before its installer runs at all.
-    with EnvironmentLock(snap.interpreter.prefix or plan.python, env):
+    with m.lock(snap.interpreter.prefix or plan.python, env):
         return _carry_out(m, opts, fix, write, diag, con, err, env, stdin)
 
 
@@ -220,11 +221,9 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
         python, before, command, installers.conda_torch_records(snap), now.isoformat(timespec="seconds"),
         restore_removals(before, added), previewed=not preview.note, cleans=clean is not None,
     )
-    written = create_file(path, text(back.command), chosen_by_user=chosen)
-    if written != path:  # the name was taken (a fix in the same second): the file names its own path
-        back = way_back(written)
-        with open(written, "w", encoding="utf-8") as handle:
-            handle.write(text(back.command))
+    # The name may be taken (a fix in the same second): the file names its own path, whichever it gets.
+    written = create_file(path, lambda at: text(way_back(at).command), chosen_by_user=chosen)
+    back = way_back(written)
     view.show_restore_written(con, written)
 
     def roll_back() -> bool:
