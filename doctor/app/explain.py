@@ -103,13 +103,12 @@ def signatures_path() -> Path:
 
 
 def load_bundled_signatures():
-    from doctor.inputs.signatures import load_signatures
+    from doctor.compat.signatures import bundled_signatures
 
-    path = signatures_path()
     try:
-        return load_signatures(path.read_bytes())
+        return bundled_signatures()
     except (OSError, ValueError) as exc:
-        raise DoctorError(f"signatures {path}: {exc}", exitcodes.USAGE) from None
+        raise DoctorError(f"signatures {signatures_path()}: {exc}", exitcodes.USAGE) from None
 
 
 def traceback_interpreter(text: str) -> str | None:

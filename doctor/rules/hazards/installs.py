@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shlex
 
+from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
-from doctor.model import snapshot as S
 from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import (
     CONDA_REMOVE,
@@ -46,9 +46,10 @@ def _in_dir(location: Any, directory: Any) -> bool:
     return loc == base or loc.startswith(base + "/") or loc.startswith(base + "\\")
 
 
-def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
+def check_mixed_installs(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     py = snap.environment.python
-    leftovers = check_install_leftovers(snap, table)  # what an interrupted install left
+    leftovers = check_install_leftovers(facts)  # what an interrupted install left
     if py is None or py.error:
         if leftovers:
             return leftovers
@@ -58,7 +59,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     conda = conda_torch(snap)
     prefix = conda.prefix or snap.interpreter.prefix
     pip_torch = [d for d in torches if d.installer in ("pip", "uv")]
-    again = reinstall(snap)
+    again = reinstall(facts.build)
     uninstall = Action(UNINSTALL, TORCH_TRIO)
 
     if conda.torch and pip_torch:
@@ -128,7 +129,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
             )
         )
 
-    cuda = torch_cuda(snap)
+    cuda = torch_cuda(snap, facts.build)
     if conda.cuda and pip_torch and cuda:
         bad = [r for r in conda.cuda if mm(r.version) and mm(r.version) != mm(cuda)]
         if bad:
@@ -154,10 +155,11 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
 # --- what an interrupted install left --------------------------------------------------------------
 
 
-def check_install_leftovers(snap: S.Snapshot, table) -> list[Finding]:
+def check_install_leftovers(facts: Assessment) -> list[Finding]:
     """pip renames what it replaces to "~name" while it installs and removes it at the end; a *.dist-info
     without RECORD is a distribution pip cannot uninstall ("RECORD file not found"). Either is what an
     install killed half way leaves (0.1.0's interrupted fix did)."""
+    snap = facts.snap
     py = snap.environment.python
     if py is None or not py.leftovers:
         return []
@@ -206,7 +208,8 @@ def _base(path: str) -> str:
 # --- interpreter hygiene ------------------------------------------------------------------------
 
 
-def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
+def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     interp = snap.interpreter
     if interp.error or not interp.path:
         return unknown(UNINSPECTED) if interp.error else not_observed(snap, Msg("the target interpreter"))
@@ -248,7 +251,7 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(
                     Msg("Create a virtual environment and install torch there (Debian/Ubuntu may need "
                     "`sudo apt install python3-venv` first)."),
-                    actions=[reinstall(snap, VENV, ".venv")],
+                    actions=[reinstall(facts.build, VENV, ".venv")],
                 ),
             )
         )
@@ -267,7 +270,8 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                     actions=[
                         Action(SHELL, text=f"conda create -n torch python={version}"),
                         Action(SHELL, text="conda activate torch"),
-                        Action(INSTALL, TORCH_TRIO, reinstall(snap).variant, python="python", plan=True),
+                        Action(INSTALL, TORCH_TRIO, reinstall(facts.build).variant, python="python",
+                               plan=True),
                     ],
                 ),
             )

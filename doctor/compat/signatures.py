@@ -1,19 +1,26 @@
-"""The error-message signatures of ``torchdoctor explain`` (``compat_tables/signatures.json``): the rows
-and their validation on load. A pattern that could backtrack catastrophically is refused here, so the
-matcher (doctor/inputs/errortext.py) stays linear whatever text it is given. Pure and stdlib-only.
+"""torch's error messages as data (``compat_tables/signatures.json``): the rows, their validation on load, and
+the bundled file read once. ``torchdoctor explain`` matches pasted text against the ``signatures`` rows
+(doctor/inputs/errortext.py); the smoke-test rule (doctor/rules/runtime.py) matches what torch said on this
+machine against rows it names, from that list where its wording is explain's and from the ``smoke_test`` list
+where it differs, so torch's wording lives in one place. A pattern that could backtrack catastrophically is
+refused here, so no matcher can be made slow by the text it is given. Pure but for reading the bundled file.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
+    from typing import Any
 
 SCHEMA_VERSION = 1
 MIN_NEEDLE = 4  # shortest literal that is selective enough to prefilter on
 MAX_BOUND = 1000  # largest {m,n} a pattern may use
+MAX_FILE_BYTES = 4 << 20  # the bundled file is ~70 KB
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _DATE_RE = re.compile(r"^\d{4}\.\d{2}\.\d{2}$")
@@ -32,6 +39,8 @@ _FIELDS = {
     "examples": list,
 }
 _OPTIONAL_FIELDS = {"related": list}
+# A smoke_test row: torch's words and where they come from; the rule writes its findings itself.
+_SMOKE_FIELDS = {"id": str, "finding": str, "pattern": str, "source": str, "examples": list}
 
 
 # --- data ------------------------------------------------------------------------------------------
@@ -57,16 +66,45 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class Wording:
+    """One row of the ``smoke_test`` list: words of torch the smoke-test rule matches, for ``finding``."""
+
+    id: str
+    finding: str
+    pattern: str
+    source: str
+    examples: tuple[str, ...]
+    regex: re.Pattern = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class SignatureSet:
     schema_version: int
     signatures_version: str
     signatures: tuple[Signature, ...]
+    smoke_test: tuple[Wording, ...] = ()
 
     def by_id(self, signature_id: str) -> Signature:
         for sig in self.signatures:
             if sig.id == signature_id:
                 return sig
         raise KeyError(signature_id)
+
+    def regex(self, row_id: str) -> re.Pattern:
+        """The compiled pattern of the row ``row_id`` of either list."""
+        for row in (*self.signatures, *self.smoke_test):
+            if row.id == row_id:
+                return row.regex
+        raise KeyError(row_id)
+
+
+@functools.cache  # the tool's own data file: read and checked once per process, like the code that uses it
+def bundled_signatures() -> SignatureSet:
+    """compat_tables/signatures.json as shipped; OSError or a one-line ValueError when it cannot be used."""
+    from doctor.model.files import read_bytes
+    from doctor.table.files import bundled_path
+
+    return load_signatures(read_bytes(bundled_path("signatures.json"), MAX_FILE_BYTES))
 
 
 # --- loading and validation ------------------------------------------------------------------------
@@ -75,6 +113,8 @@ class SignatureSet:
 def load_signatures(data: str | bytes | Mapping[str, Any]) -> SignatureSet:
     """Parse and validate signature data; any problem is one ValueError line naming the row and field."""
     if isinstance(data, (str, bytes)):
+        import json
+
         try:
             data = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -90,19 +130,27 @@ def load_signatures(data: str | bytes | Mapping[str, Any]) -> SignatureSet:
     rows = data.get("signatures")
     if not isinstance(rows, list) or not rows:
         raise ValueError("signatures: 'signatures' must be a non-empty list")
+    smoke = data.get("smoke_test", [])
+    if not isinstance(smoke, list):
+        raise ValueError("signatures: 'smoke_test' must be a list")
     seen: set[str] = set()
-    sigs = []
-    for index, row in enumerate(rows):
-        sig = _load_row(index, row)
-        if sig.id in seen:
-            raise ValueError(f"signatures: row {index} ({sig.id}): field 'id': duplicate id")
-        seen.add(sig.id)
-        sigs.append(sig)
-    return SignatureSet(SCHEMA_VERSION, sig_version, tuple(sigs))
+    sigs = [_unique(seen, index, _load_row(index, row), "row") for index, row in enumerate(rows)]
+    words = [_unique(seen, index, _load_wording(index, row), "smoke_test row")
+             for index, row in enumerate(smoke)]
+    return SignatureSet(SCHEMA_VERSION, sig_version, tuple(sigs), tuple(words))
 
 
-def _load_row(index: int, row: Any) -> Signature:
-    where = f"signatures: row {index}"
+def _unique(seen: set[str], index: int, row, kind: str):
+    """``row`` when no row of either list has its id yet (the smoke-test rule names rows by id)."""
+    if row.id in seen:
+        raise ValueError(f"signatures: {kind} {index} ({row.id}): field 'id': duplicate id")
+    seen.add(row.id)
+    return row
+
+
+def _checked(row: Any, where: str, fields: dict, optional: dict):
+    """``where`` with the row's id, and the ``bad`` that words a problem with one of its fields; a ValueError
+    for a row that is not an object, a field unknown, missing, of the wrong type or empty."""
     if not isinstance(row, Mapping):
         raise ValueError(f"{where}: must be an object")
     if isinstance(row.get("id"), str):
@@ -111,10 +159,10 @@ def _load_row(index: int, row: Any) -> Signature:
     def bad(name: str, why: str) -> ValueError:
         return ValueError(f"{where}: field '{name}': {why}")
 
-    unknown = sorted(set(row) - set(_FIELDS) - set(_OPTIONAL_FIELDS))
+    unknown = sorted(set(row) - set(fields) - set(optional))
     if unknown:
         raise bad(unknown[0], "unknown field")
-    for name, kind in _FIELDS.items():
+    for name, kind in fields.items():
         if name not in row:
             raise bad(name, "missing")
         value = row[name]
@@ -125,17 +173,17 @@ def _load_row(index: int, row: Any) -> Signature:
     for name in ("id", "finding"):
         if not _ID_RE.match(row[name]):
             raise bad(name, f"{row[name]!r} is not a kebab-case id")
-    if not 0 <= row["specificity"] <= 100:
-        raise bad("specificity", "must be between 0 and 100")
     if not _URL_RE.match(row["source"]):
         raise bad("source", "must be an https:// URL")
     examples = row["examples"]
     if not examples or not all(isinstance(e, str) and e.strip() for e in examples):
         raise bad("examples", "must be a non-empty list of non-empty strings")
-    related = row.get("related", [])
-    if not isinstance(related, list) or not all(isinstance(r, str) and _ID_RE.match(r) for r in related):
-        raise bad("related", "must be a list of kebab-case finding ids")
-    pattern = row["pattern"]
+    return bad
+
+
+def _compiled(pattern: str, bad) -> tuple[re.Pattern, tuple[str, ...]]:
+    """The pattern compiled (case-insensitive, as every row is matched) and its needles; refused when it does
+    not compile or could backtrack badly."""
     try:
         regex = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
@@ -150,21 +198,41 @@ def _load_row(index: int, row: Any) -> Signature:
             f"every top-level alternative needs a literal of at least {MIN_NEEDLE} characters "
             "(it is what keeps matching linear)",
         )
+    return regex, needles
+
+
+def _load_row(index: int, row: Any) -> Signature:
+    bad = _checked(row, f"signatures: row {index}", _FIELDS, _OPTIONAL_FIELDS)
+    if not 0 <= row["specificity"] <= 100:
+        raise bad("specificity", "must be between 0 and 100")
+    related = row.get("related", [])
+    if not isinstance(related, list) or not all(isinstance(r, str) and _ID_RE.match(r) for r in related):
+        raise bad("related", "must be a list of kebab-case finding ids")
+    regex, needles = _compiled(row["pattern"], bad)
     return Signature(
         id=row["id"],
         finding=row["finding"],
-        pattern=pattern,
+        pattern=row["pattern"],
         specificity=row["specificity"],
         title=row["title"],
         meaning=row["meaning"],
         fix=row["fix"],
         torch_versions=row["torch_versions"],
         source=row["source"],
-        examples=tuple(examples),
+        examples=tuple(row["examples"]),
         related=tuple(related),
         regex=regex,
         needles=needles,
     )
+
+
+def _load_wording(index: int, row: Any) -> Wording:
+    bad = _checked(row, f"signatures: smoke_test row {index}", _SMOKE_FIELDS, {})
+    regex, _ = _compiled(row["pattern"], bad)
+    for number, example in enumerate(row["examples"]):
+        if not regex.search(example):
+            raise bad("examples", f"example {number} does not match the pattern")
+    return Wording(row["id"], row["finding"], row["pattern"], row["source"], tuple(row["examples"]), regex)
 
 
 def _unsafe_pattern(pattern: str) -> str | None:
