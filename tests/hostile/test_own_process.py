@@ -1,0 +1,33 @@
+"""torchdoctor's own Python does not run what the environment's PYTHONPATH holds (issue 27).
+
+A project folder on PYTHONPATH with a ``json.py`` that never returns, or a ``typer.py`` that prints and fails,
+used to hang or crash torchdoctor itself. Such a run now starts again with ``-E`` (doctor/cli/__init__.py), and
+the target interpreter still gets PYTHONPATH, as the user's ``import torch`` does. (A module that Python's own
+start-up imports, ``re`` or ``importlib`` through a ``.pth`` file, runs before any of torchdoctor can: run
+torchdoctor with ``python -I -m doctor`` where PYTHONPATH cannot be trusted; docs/safety.md.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hostile import base_env, run_cli
+
+pytestmark = pytest.mark.hostile
+
+
+@pytest.mark.parametrize("args", [["rules", "--format", "json"], ["check", "--no-smoke", "--json"]])
+def test_modules_on_pythonpath_do_not_run_in_torchdoctor(world, tmp_path, args):
+    shadow = tmp_path / "project"
+    shadow.mkdir()
+    if args[0] == "rules":  # the target imports json too (its inspector): a hang there is the target's, said
+        (shadow / "json.py").write_text("import time\ntime.sleep(3600)\n")
+    (shadow / "typer.py").write_text("print('typer from the project')\nraise SystemExit(7)\n")
+    env = base_env(world)
+    env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{shadow}"
+    more = ["--python", str(world.py)] if args[0] == "check" else []
+    res = run_cli([*args, *more], env, cwd=tmp_path, limit=30)
+    assert not res.timed_out and res.returncode in (0, 1), res.summary()
+    assert "typer from the project" not in res.text, res.summary()
+    assert res.out.lstrip().startswith("{"), res.summary()
