@@ -516,3 +516,14 @@ def test_a_half_written_torch_folder_is_not_an_install():
     _, install, facts = parse_inspector_output("/x/python", "r", _result(json.dumps(data)))
     assert install.status == "absent" and "half-written torch at /sp/torch" in install.detail
     assert facts.leftovers == ["/sp/torch"]
+
+
+def test_a_later_json_line_cannot_pass_for_the_inspector():
+    """Something printing at exit (an atexit hook in a sitecustomize) after the inspector: the object with this
+    run's nonce is the inspector's; one with another nonce, or none, printed later does not win."""
+    real = {"inspector": 1, "nonce": "n1", "interpreter": {"version": "3.11.7"}, "packages": {}, "dists": []}
+    forged = {"inspector": 1, "interpreter": {"version": "9.9"}, "packages": {}, "dists": []}
+    other = dict(forged, nonce="n0")
+    out = "\n".join(["hello from sitecustomize", json.dumps(real), json.dumps(forged), json.dumps(other)])
+    interpreter, _, _ = parse_inspector_output("/x/python", "r", _result(out), nonce="n1")
+    assert interpreter.version == "3.11.7"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -175,14 +176,16 @@ def inspect_interpreter_full(
     count, as they do for the user's ``import torch``); the script drops its own folder from
     sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
     """
-    return parse_inspector_output(path, reason, runner([path, str(INSPECTOR)], timeout=timeout))
+    nonce = secrets.token_hex(8)
+    return parse_inspector_output(path, reason, runner([path, str(INSPECTOR), nonce], timeout=timeout), nonce)
 
 
 def parse_inspector_output(
-    path: str, reason: str, result: RunResult
+    path: str, reason: str, result: RunResult, nonce: str | None = None
 ) -> tuple[Interpreter, TorchInstall, PythonFacts]:
-    """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure."""
-    data = _find_json(result.stdout)
+    """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure. ``nonce``: the token
+    the run was given; the object that carries it is the inspector's."""
+    data = _find_json(result.stdout, nonce)
     if data is None:
         failed = _failed(path, reason, _failure_text(path, result))
         failed[0].error_lines = useful_lines(result.stderr) or None
@@ -216,10 +219,13 @@ def parse_inspector_output(
     return interpreter, _torch_install(data), _python_environment(path, data)
 
 
-def _find_json(stdout: str) -> dict[str, Any] | None:
-    """The inspector's object; tolerates junk lines before it (a chatty sitecustomize or .pth)."""
+def _find_json(stdout: str, nonce: str | None = None) -> dict[str, Any] | None:
+    """The inspector's object among whatever else the interpreter printed (a chatty sitecustomize or .pth,
+    before it or at exit after it): the one carrying this run's ``nonce``; one with another nonce never
+    counts (an object without any: a recorded output from before nonces)."""
     text = stdout.strip()
     candidates = [text] + [line.strip() for line in reversed(text.splitlines())]
+    fallback = None
     for candidate in candidates:
         if not candidate.startswith("{"):
             continue
@@ -227,9 +233,13 @@ def _find_json(stdout: str) -> dict[str, Any] | None:
             data = json.loads(candidate)
         except ValueError:
             continue
-        if isinstance(data, dict) and "inspector" in data:
+        if not isinstance(data, dict) or "inspector" not in data:
+            continue
+        if nonce is not None and data.get("nonce") == nonce:
             return data
-    return None
+        if "nonce" not in data and fallback is None:
+            fallback = data
+    return fallback
 
 
 def _failure_text(path: str, result: RunResult) -> str:
