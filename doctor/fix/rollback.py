@@ -21,11 +21,11 @@ interrupted or fails, the debris is cleared again and the exact command is print
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
 
+from doctor.fix.environment import last_json
 from doctor.model.versions import normalize_name
 from doctor.plan import installers
 from doctor.runner import signals_held
@@ -80,7 +80,7 @@ class SiteFolders:
     def read(cls, python: str, runner) -> SiteFolders:
         res = runner([python, "-c", SITE_SCRIPT], timeout=60.0)
         try:
-            folders = [f for f in json.loads(res.stdout) if isinstance(f, str) and os.path.isdir(f)] if res.ok else []
+            folders = [f for f in last_json(res.stdout) if isinstance(f, str) and os.path.isdir(f)] if res.ok else []
         except ValueError:
             folders = []
         state = cls(folders)
