@@ -586,6 +586,17 @@ def _(ctx):
     return _sysroot(ctx, "proc/meminfo", "fifo")
 
 
+@case("sysroot-cgroup-deep", "hang", exits=(0, 1), max_seconds=8, limit=10)
+def _(ctx):
+    """TORCHDOCTOR_SYSROOT whose proc/self/cgroup names a cgroup 100,000 levels deep (the walk up to the
+    root was quadratic in the depth)."""
+    root = ctx.tmp / "sysroot"
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "self" / "cgroup").write_text("0::/" + "/".join(["a"] * 100_000) + "\n")
+    ctx.env["TORCHDOCTOR_SYSROOT"] = str(root)
+    return check(ctx)
+
+
 @case("sysroot-meminfo-dev-zero", "hang", exits=(0, 1), max_seconds=8, limit=10)
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/meminfo links to /dev/zero."""
