@@ -351,11 +351,14 @@ def run(
                          seconds=time.perf_counter() - start)
     _track(proc, sessions)
     timed_out = False
+    readers: list[_Reader] = []
+    feeder = None
     try:
         stop = (lambda: _stop_politely(proc)) if sessions else (lambda: _kill_group(proc))
         readers = [_Reader(proc.stdout, max_output, stop, on_line), _Reader(proc.stderr, max_output, stop)]
         if stdin is not None:
-            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
+            feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True)
+            feeder.start()
         if not _await(proc, readers, timeout):
             timed_out = True
             stop()
@@ -369,6 +372,7 @@ def run(
         raise
     finally:
         _untrack(proc)
+        _close_pipes(proc, readers, feeder)
     if sessions and timed_out:
         kill_marked()
     overflowed = any(r.over for r in readers)
@@ -381,6 +385,19 @@ def run(
         seconds=time.perf_counter() - start,
         overflowed=overflowed and not timed_out,
     )
+
+
+def _close_pipes(proc: subprocess.Popen, readers: Sequence[_Reader] = (), feeder=None) -> None:
+    """Close our ends of the child's pipes (a long fix or distributed run would otherwise keep a few
+    descriptors per command until the garbage collector came by). A pipe a thread still reads or writes (a
+    descendant holds its other end) is left to that thread: closing it under a blocked read would block."""
+    busy = {id(r.stream) for r in readers if r.is_alive()}
+    if feeder is not None and feeder.is_alive():
+        busy.add(id(proc.stdin))
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None and id(pipe) not in busy:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
 
 
 def _feed(pipe, data: bytes) -> None:
@@ -494,8 +511,8 @@ def stream_run(
     lines: queue.Queue[str | None] = queue.Queue(maxsize=10_000)
     assert proc.stdout is not None
     # keep=False: a step's output is not held in memory, only its last STREAM_TAIL lines below
-    _Reader(proc.stdout, MAX_STREAM, lambda: _kill_group(proc), on_line=lines.put, keep=False,
-            on_end=lambda: lines.put(None))
+    reader = _Reader(proc.stdout, MAX_STREAM, lambda: _kill_group(proc), on_line=lines.put, keep=False,
+                     on_end=lambda: lines.put(None))
     timer = threading.Timer(timeout, on_timeout)
     timer.daemon = True
     timer.start()
@@ -526,6 +543,8 @@ def stream_run(
     finally:
         timer.cancel()
         _untrack(proc)
+        reader.join(0.5)
+        _close_pipes(proc, [reader])
     seconds = time.perf_counter() - start
     if fired.is_set():
         return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)

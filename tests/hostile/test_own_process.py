@@ -31,3 +31,23 @@ def test_modules_on_pythonpath_do_not_run_in_torchdoctor(world, tmp_path, args):
     assert not res.timed_out and res.returncode in (0, 1), res.summary()
     assert "typer from the project" not in res.text, res.summary()
     assert res.out.lstrip().startswith("{"), res.summary()
+
+
+def test_the_runner_closes_the_pipes_of_every_child():
+    """``run`` and ``stream_run`` close their ends of a child's pipes when it is done (before: left to the garbage
+    collector, with a ResourceWarning each, a few descriptors per command of a long fix)."""
+    import gc
+    import sys
+    import warnings
+
+    from doctor.runner import run, stream_run
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for _ in range(5):
+            run([sys.executable, "-c", "print('x')"], timeout=30)
+            run([sys.executable, "-c", "import sys; print(sys.stdin.read())"], timeout=30, stdin="in")
+            stream_run([sys.executable, "-c", "print('y')"], 30, lambda line: None)
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not unclosed, unclosed[:3]
