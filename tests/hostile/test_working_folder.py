@@ -82,3 +82,19 @@ def test_user_files_named_like_tilde_are_not_pip_leftovers(world, tmp_path):
     ids = [f["id"] for f in json.loads(res.out)["findings"]]
     assert "interrupted-install-leftovers" not in ids, res.summary()
     assert "~notes" not in res.out and "Report.docx" not in res.out, res.summary()
+
+
+def test_a_cloned_pyproject_that_changes_the_verdict_is_named_and_fix_agrees(world, tmp_path):
+    """``[tool.torchdoctor] ignore`` in the working folder's pyproject.toml drops a finding: check names the
+    file that did it, and fix reads the same file (before: check said healthy, fix planned an install)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[tool.torchdoctor]\nignore = ["gpu-arch-unsupported"]\n')
+    env = base_env(world)
+    check = run_cli(["check", "--no-smoke", "--python", str(world.py)], env, cwd=repo, limit=60)
+    fix = run_cli(["fix", "--dry-run", "--no-smoke", "--python", str(world.py)], env, cwd=repo, limit=60)
+    for res in (check, fix):
+        assert res.returncode in (0, 1), res.summary()
+        assert f"{repo / 'pyproject.toml'} [tool.torchdoctor] applies: ignore = ['gpu-arch-unsupported']" in res.err
+    assert check.returncode == fix.returncode == 0, check.summary() + "\n" + fix.summary()
+    assert "pip install" not in fix.out, fix.summary()
