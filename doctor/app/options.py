@@ -88,6 +88,23 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
     return path, reason
 
 
+def _say_index_from_environment(value: str) -> None:
+    """An index that TORCHDOCTOR_INDEX_URL_BASE set (a profile, a CI secret) and not the command line: every
+    command then installs from it, so one line on stderr says where it came from (credentials hidden)."""
+    import os
+    import sys
+
+    if os.environ.get("TORCHDOCTOR_INDEX_URL_BASE") != value:
+        return
+    if any(a == "--index-url-base" or a.startswith("--index-url-base=") for a in sys.argv[1:]):
+        return
+    from doctor.errors import one_line
+    from doctor.fix.sources import shown
+
+    print(one_line(f"torchdoctor: the index is {shown(value.strip())}, from TORCHDOCTOR_INDEX_URL_BASE"),
+          file=sys.stderr)
+
+
 def source_from_options(index_url_base: str | None, find_links: str | None, no_index: bool) -> InstallSource:
     """Validate and normalise the command-line source options (a local folder becomes a file:// URL)."""
     check_source_text("--index-url-base", index_url_base)
@@ -96,6 +113,7 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
         raise DoctorError(Msg("--no-index needs --find-links DIR_OR_URL (where the wheels are)"))
     base = DEFAULT_INDEX_BASE
     if index_url_base:
+        _say_index_from_environment(index_url_base)
         base = index_url_base.strip()
         if "://" not in base:
             folder = Path(base).expanduser()

@@ -51,3 +51,16 @@ def test_the_runner_closes_the_pipes_of_every_child():
         gc.collect()
     unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert not unclosed, unclosed[:3]
+
+
+def test_an_index_from_the_environment_is_attributed(world, tmp_path):
+    """TORCHDOCTOR_INDEX_URL_BASE (a profile, a CI secret) changes every install command: said once, with where it
+    came from and without the URL's credentials; not when --index-url-base gave it."""
+    env = base_env(world, TORCHDOCTOR_INDEX_URL_BASE="https://ci:s3cret@mirror.example.org/whl")
+    res = run_cli(["check", "--no-smoke", "--python", str(world.py)], env, cwd=tmp_path, limit=60)
+    assert res.returncode == 1, res.summary()
+    line = "the index is https://***@mirror.example.org/whl, from TORCHDOCTOR_INDEX_URL_BASE"
+    assert res.err.count(line) == 1 and "s3cret" not in res.err, res.summary()
+    given = run_cli(["check", "--no-smoke", "--python", str(world.py), "--index-url-base",
+                     "https://ci:s3cret@mirror.example.org/whl"], env, cwd=tmp_path, limit=60)
+    assert "from TORCHDOCTOR_INDEX_URL_BASE" not in given.err, given.summary()
