@@ -166,8 +166,14 @@ def kill_marked(owner: str | None = None) -> int:
     except ImportError:
         return 0
     me, found = os.getpid(), []
-    for proc in psutil.process_iter(["pid"]):
+    try:
+        born = psutil.Process(me).create_time()  # what started before us cannot carry our mark
+    except (psutil.Error, OSError):
+        born = 0.0
+    for proc in psutil.process_iter(["pid", "create_time"]):
         try:
+            if (proc.info["create_time"] or 0.0) < born - 1.0:
+                continue
             if proc.pid != me and proc.environ().get(OWNER_VAR) == owner:
                 found.append(proc)
         except (psutil.Error, OSError):
@@ -243,8 +249,18 @@ def _new_group(hard_limit: float | None = None) -> dict:
     return {"preexec_fn": setup}
 
 
+_SPAWNED = threading.Event()  # a child was started: at the end, its daemons are looked for (kill_leftovers)
+
+
+def kill_leftovers() -> int:
+    """At the end of a run that started children: the processes they left behind carrying our mark (a
+    daemon a target's start-up code started in a session of its own, which no group kill reaches)."""
+    return kill_marked() if _SPAWNED.is_set() else 0
+
+
 def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **popen) -> subprocess.Popen:
     import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
+    _SPAWNED.set()
     child_env = dict(os.environ if env is None else env)
     child_env[OWNER_VAR] = str(os.getpid())
     return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))

@@ -178,6 +178,7 @@ def guard() -> Iterator[None]:
         runner = sys.modules.get("doctor.runner")  # not loaded: no child was ever started
         if runner is not None:
             runner.kill_running()
+            runner.kill_leftovers()
         for sig, handler in previous.items():
             with contextlib.suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, handler)

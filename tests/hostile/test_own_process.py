@@ -64,3 +64,24 @@ def test_an_index_from_the_environment_is_attributed(world, tmp_path):
     given = run_cli(["check", "--no-smoke", "--python", str(world.py), "--index-url-base",
                      "https://ci:s3cret@mirror.example.org/whl"], env, cwd=tmp_path, limit=60)
     assert "from TORCHDOCTOR_INDEX_URL_BASE" not in given.err, given.summary()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="fork and setsid")
+def test_daemons_the_target_starts_do_not_outlive_the_run(world, tmp_path):
+    """A target whose start-up code (a sitecustomize) starts a daemon in a session of its own, out of reach of
+    the process-group kill: gone when torchdoctor exits (before: it stayed)."""
+    from fakeenv import make_fake_env, site_packages
+
+    py = make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6")
+    (site_packages(tmp_path / "venv") / "sitecustomize.py").write_text(
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv('/bin/sleep', ['sleep', '3600'])\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+    )
+    res = run_cli(["check", "--no-smoke", "--python", str(py)], base_env(world), cwd=tmp_path, limit=60)
+    assert res.returncode == 1, res.summary()
+    assert not res.leftovers, res.leftovers
