@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -176,7 +175,7 @@ def inspect_interpreter_full(
     count, as they do for the user's ``import torch``); the script drops its own folder from
     sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
     """
-    nonce = secrets.token_hex(8)
+    nonce = os.urandom(8).hex()
     return parse_inspector_output(path, reason, runner([path, str(INSPECTOR), nonce], timeout=timeout), nonce)
 
 
