@@ -78,7 +78,8 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
 
         from doctor.errors import one_line
 
-        print(one_line(f"torchdoctor: not running ./.venv/ of the working folder: {refused[:-1] if refused.endswith(')') else refused}"),
+        refused = refused[:-1] if refused.endswith(")") else refused
+        print(one_line(f"torchdoctor: not running ./.venv/ of the working folder: {refused}"),
               file=sys.stderr)
     if python:
         if path is None:

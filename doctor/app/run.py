@@ -51,8 +51,8 @@ def requirements_for(opts: CheckOptions):
 
 
 def _say_what_the_file_changes(path: str, from_file, opts: CheckOptions) -> None:
-    """A cloned repository's pyproject.toml can drop findings (``ignore``) or choose the torch (``torch``): the
-    verdict then rests on that file, so one line on stderr names it and what it set (not with -q)."""
+    """A cloned repository's pyproject.toml can drop findings (``ignore``) or choose the torch (``torch``):
+    the verdict then rests on that file, so one line on stderr names it and what it set (not with -q)."""
     said = [f"ignore = {from_file.ignore!r}"] if from_file.ignore else []
     if from_file.torch and not opts.torch:
         said.append(f"torch = {from_file.torch!r}")

@@ -24,7 +24,9 @@ def _run_isolated() -> None:
     when there is no need (or it cannot). POSIX replaces this process; Windows waits for the new one."""
     import os
 
-    if sys.flags.ignore_environment or sys.flags.isolated or os.environ.get("PYTHONHOME") or not sys.executable:
+    if sys.flags.ignore_environment or sys.flags.isolated or not sys.executable:
+        return
+    if os.environ.get("PYTHONHOME"):
         return
     own = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     foreign = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)

@@ -89,12 +89,11 @@ def restore_text(
         f"#   {command}",
     ]
     if cleans:
-        lines.append(
-            "# Its first part (python -c ...) removes what an interrupted install leaves in site-packages: pip's"
-        )
-        lines.append(
-            "# ~-renamed stashes, torch-family *.dist-info without RECORD, package folders no whole install owns."
-        )
+        lines += [
+            "# Its first part (python -c ...) removes what an interrupted install leaves in site-packages:",
+            "# pip's ~-renamed stashes, torch-family *.dist-info without RECORD or INSTALLER, and package",
+            "# folders that no whole install owns any more.",
+        ]
     pins = restore_pins(before)
     if removals:
         lines.append(

@@ -48,7 +48,8 @@ CLEAN_SCRIPT = ";".join((
     "import os,re,shutil,sys",
     "a=sys.argv[1:];i=a.index('--')",
     r"S=re.compile(r'~[-~.=\x250-9]*\w[\w.+-]*$')",
-    r"D=re.compile(r'(torch|torchvision|torchaudio|triton|pytorch_triton\w*|nvidia_\w+|cuda_\w+)-[^-]+\.dist-info$',re.I)",
+    r"D=re.compile(r'(torch|torchvision|torchaudio|triton|pytorch_triton\w*|nvidia_\w+|cuda_\w+)"
+    r"-[^-]+\.dist-info$',re.I)",
     "j=os.path.join",
     "w=lambda d,n:all(os.path.isfile(j(d,n,f)) for f in ('RECORD','INSTALLER'))",
     "o=lambda d:{l.split('/')[0] for n in os.listdir(d) if n.endswith('.dist-info') and w(d,n)"
@@ -80,7 +81,8 @@ class SiteFolders:
     def read(cls, python: str, runner) -> SiteFolders:
         res = runner([python, "-c", SITE_SCRIPT], timeout=60.0)
         try:
-            folders = [f for f in last_json(res.stdout) if isinstance(f, str) and os.path.isdir(f)] if res.ok else []
+            listed = last_json(res.stdout) if res.ok else []
+            folders = [f for f in listed if isinstance(f, str) and os.path.isdir(f)]
         except ValueError:
             folders = []
         state = cls(folders)

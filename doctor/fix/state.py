@@ -53,9 +53,9 @@ def default_restore_path(env: dict | None, now: _dt.datetime) -> Path:
 
 
 def create_file(path: Path, text: str | Callable[[Path], str], chosen_by_user: bool) -> Path:
-    """Create ``path`` with ``text`` (or ``text(the path it gets)``: a restore file names itself), never over an
-    existing file or through a symlink. A name torchdoctor chose gets a numbered suffix when taken; one the
-    user chose is refused. Returns the path written.
+    """Create ``path`` with ``text`` (or ``text(the path it gets)``: a restore file names itself), never
+    over an existing file or through a symlink. A name torchdoctor chose gets a numbered suffix when taken;
+    one the user chose is refused. Returns the path written.
 
     The text goes to a temporary name beside it first, flushed to the disk (fsync), and only a whole file is
     then linked to the name: a full disk or a killed run leaves no empty or cut file under it (which would
@@ -159,8 +159,8 @@ class EnvironmentLock:
             fd = os.open(self.path, flags, 0o644)
         except OSError as exc:
             raise DoctorError(
-                f"cannot lock {self.prefix} for the fix: {self.path}: {exc.strerror or exc}; fix keeps its lock "
-                "in the environment it changes, and changes only one it can write to (run it as the "
+                f"cannot lock {self.prefix} for the fix: {self.path}: {exc.strerror or exc}; fix keeps its "
+                "lock in the environment it changes, and changes only one it can write to (run it as the "
                 "environment's owner)",
                 exitcodes.REFUSED,
             ) from None

@@ -111,7 +111,7 @@ def working_folder_venv(python: str, cwd: str, platform: str | None = None) -> t
         target = os.path.join(home, "python.exe")
     else:
         if not os.path.islink(python):
-            return None, f"{os.path.relpath(python, cwd)} is a regular file, not a venv's link to an interpreter"
+            return None, f"{os.path.relpath(python, cwd)} is a regular file, not a venv's link to a python"
         target = os.path.realpath(python)
     if _inside(os.path.realpath(target), root):
         return None, f"{os.path.relpath(python, cwd)} leads to {target}, inside the working folder"
@@ -333,12 +333,13 @@ def _torch_install(data: dict[str, Any]) -> TorchInstall:
         torchaudio=_dist(packages.get("torchaudio")),
     )
     stale = [d for d in data.get("dists") or [] if d.get("name") == "torch"]
-    half = torch and torch.get("folder") and not torch.get("version") and torch["folder"] in (data.get("leftovers") or [])
-    if half:
-        # An install killed half way: the files are partly there, the metadata not yet (torch does not import
-        # as a whole build). Not installed, so the plan installs it; the leftovers finding says what to remove.
+    leftovers = data.get("leftovers") or []
+    if torch and torch.get("folder") and not torch.get("version") and torch["folder"] in leftovers:
+        # An install killed half way: the files partly there, the metadata not yet (no whole build to
+        # import). Not installed, so the plan installs it; the leftovers finding says what to remove.
         install.status = "absent"
-        install.detail = f"a half-written torch at {torch['folder']}: no dist-info describes it (an install stopped)"
+        install.detail = (f"a half-written torch at {torch['folder']}: no dist-info describes it "
+                          "(an install stopped)")
         return install
     if torch and torch.get("origin"):
         install.status = "ok"

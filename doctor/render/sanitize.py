@@ -27,8 +27,8 @@ from typing import Any
 
 from doctor.model.i18n import Msg
 
-# Bidirectional controls (U+202E and kin) reorder what a terminal or a browser shows: "evil\u202egnp.exe" reads
-# as "evilexe.png". Shown escaped like the control characters.
+# Bidirectional controls (U+202E and kin) reorder what a terminal or a browser shows: "evil\u202egnp.exe"
+# reads as "evilexe.png". Shown escaped like the control characters.
 BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _UNPRINTABLE = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI}]")  # everything but TAB and LF
 _UNPRINTABLE_ONE_LINE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{BIDI}]")  # TAB and LF too
@@ -53,8 +53,8 @@ def _escape(match: re.Match) -> str:
 
 
 def json_bidi(text: str) -> str:
-    """JSON text with the bidirectional controls written as ``\\u202e`` escapes (the same data: they only occur
-    inside strings), for JSON written with ``ensure_ascii=False``."""
+    """JSON text with the bidirectional controls written as ``\\u202e`` escapes (the same data: they occur
+    only inside strings), for JSON written with ``ensure_ascii=False``."""
     return _BIDI.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
