@@ -314,3 +314,21 @@ def test_a_venv_path_with_a_newline_keeps_the_restore_file_whole():
     text = restore_text(python, before, restore_command(argvs), [], "now", cleans=True)
     for line in text.splitlines():
         assert line.startswith("#") or line.startswith("torch==2.6.0+cu126  #"), line
+
+
+def test_the_restore_files_clean_up_step_clears_what_a_killed_install_left(tmp_path):
+    """The first command of a restore file (rollback.clean_argv), run as the user would run it: pip's stashes
+    go, a torch-family dist-info cut off while written goes, and so does the torch folder no whole install owns
+    any more; what a whole install owns, and a user's own "~$notes.txt" file, stay."""
+    site, state = _site(tmp_path)
+    (site / "torch").rename(site / "~orch")
+    (site / "torch-2.6.0+cu126.dist-info").rename(site / "~orch-2.6.0+cu126.dist-info")
+    _dist(site, "torch", "2.7.1+cu128", ["torch/__init__.py"])
+    with open(site / "torch-2.7.1+cu128.dist-info" / "RECORD", "a") as handle:
+        handle.write("torch/lib/pad/0001.bin,sha")  # cut off: uv was killed while writing it
+    (site / "~$notes.txt").write_text("mine")
+    argv = rollback.clean_argv(sys.executable, state)
+    assert argv[1] == "-c" and argv[-2:] == ["torch", "torchvision"]
+    subprocess.run(argv, check=True, timeout=60)
+    assert sorted(p.name for p in site.iterdir()) == [
+        "torchvision", "torchvision-0.21.0+cu126.dist-info", "~$notes.txt"]

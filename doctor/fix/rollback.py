@@ -51,7 +51,8 @@ CLEAN_SCRIPT = ";".join((
     r"D=re.compile(r'(torch|torchvision|torchaudio|triton|pytorch_triton\w*|nvidia_\w+|cuda_\w+)"
     r"-[^-]+\.dist-info$',re.I)",
     "j=os.path.join",
-    "w=lambda d,n:all(os.path.isfile(j(d,n,f)) for f in ('RECORD','INSTALLER'))",
+    "w=lambda d,n:all(os.path.isfile(j(d,n,f)) for f in ('RECORD','INSTALLER'))"
+    " and open(j(d,n,'RECORD'),'rb').read()[-1:]==b'\\n'",
     "o=lambda d:{l.split('/')[0] for n in os.listdir(d) if n.endswith('.dist-info') and w(d,n)"
     " for l in open(j(d,n,'RECORD'),errors='replace')}",
     "[shutil.rmtree(j(d,n),True) for d in a[:i] for n in os.listdir(d)"
@@ -144,8 +145,19 @@ def _torch_family(name: str) -> bool:
 
 def _has_record(folder: str, name: str) -> bool:
     """Whether the dist-info is whole: pip and uv write INSTALLER, then RECORD, when an install ends (a wheel
-    brings a RECORD of its own, so one half extracted may have RECORD but never INSTALLER)."""
-    return all(os.path.isfile(os.path.join(folder, name, f)) for f in ("RECORD", "INSTALLER"))
+    brings a RECORD of its own, so one half extracted may have RECORD but never INSTALLER), and a RECORD ends
+    with a newline (one cut off while written, by a killed uv, does not)."""
+    if not all(os.path.isfile(os.path.join(folder, name, f)) for f in ("RECORD", "INSTALLER")):
+        return False
+    try:
+        with open(os.path.join(folder, name, "RECORD"), "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return False
 
 
 def _owned(folder: str, names: set[str]) -> set[str]:
