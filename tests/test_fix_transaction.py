@@ -332,3 +332,22 @@ def test_the_restore_files_clean_up_step_clears_what_a_killed_install_left(tmp_p
     subprocess.run(argv, check=True, timeout=60)
     assert sorted(p.name for p in site.iterdir()) == [
         "torchvision", "torchvision-0.21.0+cu126.dist-info", "~$notes.txt"]
+
+
+def test_the_lock_holds_through_a_bind_mount(tmp_path):
+    """The same environment seen through a bind mount (another real path, the same inode): one fix at a time.
+    Needs the right to mount (root in a container here); skipped elsewhere."""
+    prefix, other = tmp_path / "venv", tmp_path / "mounted"
+    prefix.mkdir()
+    other.mkdir()
+    done = subprocess.run(["mount", "--bind", str(prefix), str(other)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        assert os.path.realpath(other) != os.path.realpath(prefix)
+        with EnvironmentLock(str(prefix), {"HOME": str(tmp_path / "a")}):
+            with pytest.raises(DoctorError, match="another torchdoctor fix"):
+                with EnvironmentLock(str(other), {"HOME": str(tmp_path / "b")}):
+                    pass
+    finally:
+        subprocess.run(["umount", "-l", str(other)], capture_output=True)
