@@ -363,6 +363,42 @@ def test_leftovers_of_an_interrupted_pip(tmp_path, monkeypatch):
         (site / name).mkdir(parents=True)
         for file in files:
             (site / name / file).write_text("")
-    monkeypatch.setattr(sys, "path", [str(site), "", str(tmp_path / "absent")])
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
     assert [Path(p).name for p in inspector.find_leftovers()] == [
         "numpy-2.0.0.dist-info", "torch-2.7.0.dist-info", "~orch", "~orch-2.6.0.dist-info"]
+
+
+def test_leftovers_only_by_pip_naming_in_site_packages(tmp_path, monkeypatch):
+    """A user's "~$Report.docx" or "~notes/" is not pip's: only folders named the way pip stashes them, and only
+    in the interpreter's own site-packages (a folder on PYTHONPATH is the user's)."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    for folder in (site, work):
+        (folder / "~notes").mkdir(parents=True)
+        (folder / "~$Report.docx").write_text("")
+        (folder / "stray-1.0.dist-info").mkdir()
+    (site / "~-rch").mkdir()
+    (site / "~$odd").mkdir()
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
+    monkeypatch.setattr(sys, "path", [str(work), str(site)])
+    assert [Path(p).name for p in inspector.find_leftovers()] == ["stray-1.0.dist-info", "~-rch", "~notes"]
+    assert inspector.PIP_STASH.match("~orch-2.6.0+cu126.dist-info") and not inspector.PIP_STASH.match("~$Report")
+
+
+def test_a_half_written_torch_is_a_leftover(tmp_path, monkeypatch):
+    """A torch whose RECORD lists files that are not there, or a package folder no dist-info describes."""
+    site = tmp_path / "site"
+    dist = site / "torch-2.7.1.dist-info"
+    dist.mkdir(parents=True)
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("")
+    (dist / "RECORD").write_text("torch/__init__.py,,\ntorch/nn.py,,\ntorch/lib/libtorch.so,,\n"
+                                 "torch-2.7.1.dist-info/RECORD,,\n")
+    record = {"name": "torch", "path": str(dist), "location": str(site)}
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
+    assert inspector.find_leftovers([record]) == [str(dist)]
+    (site / "torch" / "nn.py").write_text("")
+    assert inspector.find_leftovers([record]) == []  # whole (a missing library is the smoke test's to find)
+    assert inspector.find_leftovers([]) == [str(site / "torch")]  # no dist-info describes it
+    with open(dist / "RECORD", "a") as handle:
+        handle.write("torch/lib/pad/0001.bin,sha")  # cut off while written (uv killed)
+    assert inspector.find_leftovers([record]) == [str(dist)]

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from doctor.model import shells
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
-from doctor.plan import shells
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"
@@ -145,7 +145,7 @@ def pin_problem(spec: str) -> str | None:
     """Why a package spec read from a machine ("name" or "name==version": a version from a dist-info folder's
     name, a report's facts) must not go into a command, or None. packaging decides: a PEP 508 name and an
     exact PEP 440 version, nothing else. Where packaging is missing (rank 0 in the target interpreter) only
-    the characters such a pin is made of pass; the quoting (doctor/plan/shells.py) keeps even those from
+    the characters such a pin is made of pass; the quoting (doctor/model/shells.py) keeps even those from
     running. The reason never quotes the value: it is printed where a shell may read it."""
     name, sep, version = spec.partition("==")
     try:
@@ -215,7 +215,7 @@ def ensurepip_argv(python: str) -> list[str]:
 
 
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
-    """The command line a user copies, in the shell of ``os_name`` (doctor/plan/shells.py: the argv exactly,
+    """The command line a user copies, in the shell of ``os_name`` (doctor/model/shells.py: the argv exactly,
     or a comment line saying why it cannot be written safely)."""
     return shells.render(argv, shells.shell_for(os_name))
 

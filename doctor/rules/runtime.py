@@ -11,11 +11,11 @@ same id. One finding per id; later matches add their messages to its evidence.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.compat.assessment import Assessment
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
@@ -420,11 +420,13 @@ def _crashed(snapshot: S.Snapshot) -> Finding:
     ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
     ev.update({"signal": rt.signal, "libraries": libraries, "stderr_tail": rt.stderr_tail[-1500:]})
     how = Msg("{detail}.", detail=rt.detail or Msg("torch crashed"))
-    python = shlex.quote(snapshot.interpreter.path or "python3")
-    # faulthandler prints the Python stack at the crash: what to attach to a bug report.
-    commands = [f"{python} -X faulthandler -c 'import torch; print(torch.__version__)'"]
+    # faulthandler prints the Python stack at the crash: what to attach to a bug report. Quoted for the
+    # snapshot's own shell (a Windows report gets PowerShell's quoting).
+    code = "import torch; print(torch.__version__)"
     if step is not None and step.name not in ("import", ""):
-        commands = [f"{python} -X faulthandler -c 'import torch; torch.zeros(1).cuda(); print(\"ok\")'"]
+        code = 'import torch; torch.zeros(1).cuda(); print("ok")'
+    argv = [snapshot.interpreter.path or "python3", "-X", "faulthandler", "-c", code]
+    commands = [shells.render(argv, shells.shell_for(snapshot.host.os))]
     summary = (
         Msg("Rerun the failing call by hand to see the full error; report it with the JSON report if it persists.")
     )

@@ -503,14 +503,36 @@ def describe_package(name, records, objects):
     return info
 
 
-def find_leftovers():
-    """What an interrupted pip leaves in the sys.path folders: its stash ("~orch", "~orch-2.6.0.dist-info":
-    the old files, renamed while the new ones are written), *.dist-info folders without RECORD, and one
-    without INSTALLER beside another of the same name (a wheel half extracted over a whole install)."""
+# pip moves a folder it replaces aside, beside it, as "~" + characters from "-~.=%0123456789" + the name with
+# as many leading characters dropped ("~orch", "~orch-2.6.0+cu126.dist-info", "~-rch"): pip's
+# AdjacentTempDirectory._generate_names (pip/_internal/utils/temp_dir.py), which StashedUninstallPathSet
+# (pip/_internal/req/req_uninstall.py) uses for folders only; files it stashes go to a temporary folder.
+PIP_STASH = re.compile(r"^~[-~.=%0-9]*[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+def site_folders():
+    """The folders pip and uv install into (purelib, platlib): the only ones their leftovers can be in."""
+    import sysconfig
+
     found = []
-    for entry in sys.path:
-        if not entry or not os.path.isdir(entry):
+    for key in ("purelib", "platlib"):
+        try:
+            path = sysconfig.get_path(key)
+        except Exception:
             continue
+        if path and os.path.isdir(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def find_leftovers(records=()):
+    """What an interrupted install leaves in the interpreter's own site-packages (never elsewhere on sys.path,
+    where a user's "~notes/" or "~$Report.docx" is theirs): pip's stash of what it was replacing (folders by
+    pip's naming, PIP_STASH), *.dist-info folders without RECORD, one without INSTALLER beside another of the
+    same name (a wheel half extracted over a whole install), and a half-written torch, torchvision or
+    torchaudio (``half_written``)."""
+    found = []
+    for entry in site_folders():
         try:
             names = sorted(os.listdir(entry))
         except OSError:
@@ -518,11 +540,59 @@ def find_leftovers():
         dists = Counter(n.split("-")[0].lower() for n in names if n.endswith(".dist-info"))
         for name in names:
             path = os.path.join(entry, name)
+            if not os.path.isdir(path) or os.path.islink(path):
+                continue
+            if name.startswith("~"):
+                if PIP_STASH.match(name):
+                    found.append(path)
+                continue
             twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
-            if name.startswith("~") or (name.endswith(".dist-info") and not all(
-                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
+            if name.endswith(".dist-info") and not all(
+                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ())):
                 found.append(path)
+        found += [p for p in half_written(entry, records) if p not in found]
     return found
+
+
+def half_written(folder, records):
+    """torch, torchvision or torchaudio in ``folder`` half written by an install that was killed: a dist-info
+    whose RECORD lists files that are not there (the path of the dist-info), or a package folder that no
+    dist-info or egg-info describes (the path of the folder)."""
+    found = []
+    described = set()
+    for record in records:
+        if record.get("name") not in PACKAGES or not record.get("path"):
+            continue
+        if os.path.realpath(str(record.get("location") or "")) != os.path.realpath(folder):
+            continue
+        described.add(record["name"])
+        if _missing_from_record(folder, record["path"]):
+            found.append(record["path"])
+    for name in PACKAGES:
+        package = os.path.join(folder, name)
+        if name not in described and os.path.isfile(os.path.join(package, "__init__.py")):
+            found.append(package)
+    return found
+
+
+def _missing_from_record(folder, dist_info):
+    """Whether the RECORD was cut off while written (pip and uv end it with a newline), or a Python source it
+    lists inside ``folder`` is missing. Sources only: they are what an interrupted install leaves out wherever
+    it stopped; compiled files may be cleared without harm, and a missing library is the smoke test's to find."""
+    import csv
+
+    data = _read_text(os.path.join(dist_info, "RECORD"))
+    if data is None:
+        return False  # no RECORD: find_leftovers lists it as such
+    if not data.endswith("\n"):
+        return True
+    for row in csv.reader(data.splitlines()):
+        relative = row[0] if row else ""
+        if not relative.endswith(".py") or relative.startswith(("..", "/")):
+            continue
+        if not os.path.exists(os.path.join(folder, relative)):
+            return True
+    return False
 
 
 # --- conda --------------------------------------------------------------------------------------
@@ -572,7 +642,7 @@ def inspect():
             out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
-    out["leftovers"] = find_leftovers()
+    out["leftovers"] = find_leftovers(records)
     try:
         out["conda"] = describe_conda(sys.prefix)
     except Exception as exc:
@@ -589,6 +659,8 @@ def main():
             result = inspect()
         except Exception as exc:
             result = {"inspector": SCHEMA, "error": "crashed", "detail": "%s: %s" % (type(exc).__name__, exc)}
+    if len(sys.argv) > 1:
+        result["nonce"] = sys.argv[1]  # torchdoctor's per-run token: another JSON line printed later is not this
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

@@ -27,7 +27,8 @@ from hostile import write_script_smi as _script_smi
 HUGE = "9" * 5000  # over CPython's 4,300-digit limit for int <-> str conversion
 ESC_TITLE = "\x1b]0;PWNED\x07"  # OSC 0: retitles the terminal window
 ESC_CLEAR = "\x1b[2J"  # CSI 2J: clears the screen
-ESCAPES = f"{ESC_TITLE}{ESC_CLEAR}\x1b[31m\x08"  # + BS; CR only where a line break cannot split the input
+# + BS, and U+202E (right-to-left override: reorders what follows); CR only where a line break cannot split the input
+ESCAPES = f"{ESC_TITLE}{ESC_CLEAR}\x1b[31m\x08\u202e"
 HTML = "<img src=x onerror=alert(1)></details>"
 COLLECT_ENV = REPO / "tests" / "fixtures" / "collect_env" / "composed-2.6.0-cu126-rtx5090d-issue150733.txt"
 TABLE = REPO / "compat_tables" / "pytorch.json"
@@ -583,6 +584,17 @@ def _(ctx):
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/meminfo is a FIFO."""
     return _sysroot(ctx, "proc/meminfo", "fifo")
+
+
+@case("sysroot-cgroup-deep", "hang", exits=(0, 1), max_seconds=8, limit=10)
+def _(ctx):
+    """TORCHDOCTOR_SYSROOT whose proc/self/cgroup names a cgroup 100,000 levels deep (the walk up to the
+    root was quadratic in the depth)."""
+    root = ctx.tmp / "sysroot"
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "self" / "cgroup").write_text("0::/" + "/".join(["a"] * 100_000) + "\n")
+    ctx.env["TORCHDOCTOR_SYSROOT"] = str(root)
+    return check(ctx)
 
 
 @case("sysroot-meminfo-dev-zero", "hang", exits=(0, 1), max_seconds=8, limit=10)

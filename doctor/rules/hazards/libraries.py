@@ -3,11 +3,11 @@ CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when build
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.builds import Build
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -185,7 +185,12 @@ def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
     windows = snap.host.os == "windows"
     if match:
         path = match[-1].path
-        line = f'$env:CUDA_HOME = "{path}"' if windows else f"export CUDA_HOME={shlex.quote(path)}"
+        # A machine path in PowerShell double quotes would run any $(...) in it: quoted by the one quoting.
+        shell = shells.POWERSHELL if windows else shells.POSIX
+        try:
+            line = ("$env:CUDA_HOME = " if windows else "export CUDA_HOME=") + shells.quote(path, shell)
+        except shells.Unrepresentable as exc:
+            line = shells.refusal(shell, str(exc))
         return Fix(Msg("Before building extensions, point CUDA_HOME at the CUDA {mm_text} toolkit installed in "
                    "{path}.", mm_text=mm_text(cuda), path=path), [line])
     others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
