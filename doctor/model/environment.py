@@ -246,6 +246,11 @@ class PythonFacts:
     error: str | None = None  # the inspector could not run: why
     # What an interrupted pip left in the sys.path folders: its "~" stash and *.dist-info without RECORD.
     leftovers: list[str] | None = stated()
+    # Every distribution on sys.path as [name, version, folder], in sys.path order (the first of a name is the
+    # one imported): what torch's declared requirements are checked against.
+    installed: list[list[str]] | None = stated()
+    markers: dict[str, str] | None = stated()  # PEP 508 marker variables of the target interpreter
+    pythonpath: str | None = stated()  # $PYTHONPATH as the target saw it
 
 
 # --- collect_env text -----------------------------------------------------------------------------

@@ -351,8 +351,23 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
         externally_managed_text=raw.get("externally_managed_text"),
         problems=list(data.get("problems") or []),
         leftovers=[str(p) for p in data.get("leftovers") or [] if isinstance(p, str)] or None,
+        installed=_installed(data.get("installed")),
+        markers=_markers(data.get("markers")),
+        pythonpath=data.get("pythonpath") if isinstance(data.get("pythonpath"), str) else None,
         error=error,
     )
+
+
+def _installed(raw: Any) -> list[list[str]] | None:
+    if not isinstance(raw, list):
+        return None
+    return [[str(x) for x in row[:3]] for row in raw if isinstance(row, list) and len(row) >= 2]
+
+
+def _markers(raw: Any) -> dict[str, str] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 _DIST_KEYS = ("name", "version", "location", "installer", "path")

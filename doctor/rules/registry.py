@@ -3,6 +3,6 @@ fails to import fails loudly, so no rule can vanish without a word."""
 
 from __future__ import annotations
 
-from doctor.rules import core, hazards, runtime, wanted
+from doctor.rules import core, dependencies, hazards, runtime, wanted
 
-RULES = [*core.RULES, *wanted.RULES, *runtime.RULES, *hazards.RULES]
+RULES = [*core.RULES, *dependencies.RULES, *wanted.RULES, *runtime.RULES, *hazards.RULES]

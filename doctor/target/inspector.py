@@ -1,9 +1,9 @@
 """Describe this interpreter and its installed torch as one JSON object, WITHOUT importing torch.
 
 torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is
-stdlib-only and must run on Python 3.8 to 3.14. The whole file also stays *parsable* by Python
-2.7 and 3.6 (no f-strings, annotations, keyword-only arguments) so that a too-old target prints
-a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
+stdlib-only and must run on Python 3.6 to 3.14 (torch 1.x had wheels for 3.6 and 3.7). The whole
+file also stays *parsable* by Python 2.7 (no f-strings, annotations, keyword-only arguments) so that
+a too-old target prints a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
 package without executing it, ``version.py`` is parsed with ``ast``, dist-info is read as text.
 """
 
@@ -24,7 +24,7 @@ import json  # noqa: E402
 import re  # noqa: E402
 
 SCHEMA = 1
-MIN_PYTHON = (3, 8)
+MIN_PYTHON = (3, 6)
 PACKAGES = ("torch", "torchvision", "torchaudio")
 # Distributions worth listing besides the three packages (duplicates, CUDA wheels, NVML bindings).
 EXTRA_DISTS = ("pynvml", "nvidia-ml-py", "cuda-toolkit", "cuda-bindings", "triton", "pytorch-triton")
@@ -49,7 +49,7 @@ def _too_old():
     return {
         "inspector": SCHEMA,
         "error": "too-old",
-        "detail": "Python %s is too old: torch needs 3.8+ (current releases need 3.10+)" % version,
+        "detail": "Python %s is too old: torch needs 3.6+ (current releases need 3.10+)" % version,
         "interpreter": {"version": version, "implementation": impl, "executable": sys.executable},
     }
 
@@ -288,9 +288,91 @@ def _distributions():
         fast = None
     if fast is not None:
         return fast
-    import importlib.metadata as metadata
-
+    try:
+        import importlib.metadata as metadata
+    except ImportError:  # Python 3.6 and 3.7: no importlib.metadata, read the folders ourselves
+        return _scanned_distributions()
     return list(metadata.distributions())
+
+
+def _scanned_distributions():
+    """Every *.dist-info and *.egg-info folder on sys.path, read as _DistInfo (PKG-INFO for egg-info)."""
+    found = []
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.lower().endswith((".dist-info", ".egg-info")) and os.path.isdir(path):
+                found.append(_DistInfo(path))
+    return found
+
+
+def installed_versions():
+    """[name, version, sys.path folder] of every distribution on sys.path, in sys.path order (the first of a
+    name is the one imported). Names and versions come from the folder names a wheel install writes
+    ("numpy-2.1.0.dist-info"); METADATA or PKG-INFO only where the name holds no version (an egg-info)."""
+    found = []
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            stem = name[: -len(".dist-info")]
+            dist, sep, version = stem.partition("-")
+            version = version.split("-")[0] if sep else ""
+            if not version or not version[0].isdigit():
+                info = _DistInfo(os.path.join(folder, name))
+                if os.path.isfile(info._path):  # an egg-info file: PKG-INFO text itself
+                    info = _EggInfoFile(info._path)
+                version = info.version or ""
+            if version:
+                found.append([_normalize(dist), version, folder])
+    return found
+
+
+def marker_environment():
+    """PEP 508's marker variables for this interpreter, as packaging.markers.default_environment() has them,
+    less platform_release and platform_version (the kernel's build text: no wheel's requirement reads them)."""
+    import platform
+
+    impl = sys.implementation
+    info = impl.version
+    impl_version = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        impl_version += info.releaselevel[0] + str(info.serial)
+    return {
+        "implementation_name": impl.name,
+        "implementation_version": impl_version,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_system": platform.system(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+class _EggInfoFile(object):
+    """A single-file *.egg-info: its text is PKG-INFO."""
+
+    def __init__(self, path):
+        self._path = path
+
+    @property
+    def version(self):
+        text = _read_text(self._path, 65536) or ""
+        match = re.search(r"^Version:[ \t]*(\S+)", text, re.M)
+        return match.group(1) if match else None
 
 
 def list_dists():
@@ -572,6 +654,13 @@ def inspect():
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
     out["leftovers"] = find_leftovers()
+    try:
+        out["installed"] = installed_versions()
+        out["markers"] = marker_environment()
+    except Exception as exc:
+        out["problems"].append("listing installed versions failed: %s: %s" % (type(exc).__name__, exc))
+    # PYTHONPATH folders come before site-packages: a torch there shadows the environment's own
+    out["pythonpath"] = os.environ.get("PYTHONPATH")
     try:
         out["conda"] = describe_conda(sys.prefix)
     except Exception as exc:
