@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms of every start)
 if TYPE_CHECKING:  # only in annotations here; each function that runs a child imports it (see _spawn)
-    import queue
     import subprocess
 
 MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
-MAX_LINE = 64 << 10  # stream_run: a longer line is cut there
+MAX_LINE = 64 << 10  # a longer line handed over as it comes (stream_run, on_line) goes in pieces this long
 MAX_TIMEOUT = 30 * 24 * 3600.0  # no limit is longer (a non-finite one becomes this)
 HARD_GRACE_S = 3.0  # the child's own alarm fires this long after its time limit
 STOP_GRACE_S = 2.0  # between the polite signal and SIGKILL when torchdoctor stops a child
@@ -251,20 +250,25 @@ def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **pop
     return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))
 
 
-# --- run: collect the output -------------------------------------------------------------------------
+# --- reading a child's output; run: collect it ----------------------------------------------------------
 
 
-class _Collector(threading.Thread):
-    """Reads one pipe into memory up to ``limit`` bytes; past it, stops the child (``over``)."""
+class _Reader(threading.Thread):
+    """The one reader of a child's pipe (run and stream_run): reads it to its end or to ``limit`` bytes (past
+    it, ``on_over`` stops the child and reading ends). ``keep``: what was read is kept for ``text()``.
+    ``on_line``: each line is also handed over as it comes (a longer one than MAX_LINE in pieces; the last
+    one too when the output ends without a newline). ``on_end``: called once reading has ended, however."""
 
     def __init__(self, stream, limit: int, on_over: Callable[[], None],
-                 on_line: Callable[[str], object] | None = None):
+                 on_line: Callable[[str], object] | None = None, keep: bool = True,
+                 on_end: Callable[[], object] | None = None):
         super().__init__(daemon=True)
         self.stream, self.limit, self.on_over, self.on_line = stream, limit, on_over, on_line
+        self.keep, self.on_end = keep, on_end
         self.chunks: list[bytes] = []
         self.size = 0
         self.over = False
-        self.partial = b""  # on_line: the start of a line not ended yet (at most MAX_LINE bytes)
+        self.partial = b""  # on_line: the start of a line not ended yet (shorter than MAX_LINE)
         self.start()
 
     def run(self) -> None:
@@ -272,27 +276,40 @@ class _Collector(threading.Thread):
             while True:
                 chunk = self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1 << 16)
                 if not chunk:
+                    if self.partial:
+                        self._hand(self.partial)
                     break
                 room = self.limit - self.size
                 if len(chunk) > room:
-                    self.chunks.append(chunk[:room])
+                    if self.keep:
+                        self.chunks.append(chunk[:room])
                     self.size = self.limit
                     self.over = True
                     self.on_over()
                     break
-                self.chunks.append(chunk)
+                if self.keep:
+                    self.chunks.append(chunk)
                 self.size += len(chunk)
                 if self.on_line is not None:
                     self._lines(chunk)
         except (OSError, ValueError):
             pass
+        finally:
+            if self.on_end is not None:
+                self.on_end()
 
     def _lines(self, chunk: bytes) -> None:
         *whole, self.partial = (self.partial + chunk).split(b"\n")
-        self.partial = self.partial[:MAX_LINE]
         for raw in whole:
+            self._hand(raw)
+        while len(self.partial) >= MAX_LINE:  # a line without end in sight: handed over in pieces
+            self._hand(self.partial[:MAX_LINE])
+            self.partial = self.partial[MAX_LINE:]
+
+    def _hand(self, raw: bytes) -> None:
+        for start in range(0, max(len(raw), 1), MAX_LINE):
             try:
-                self.on_line(raw[:MAX_LINE].decode("utf-8", errors="replace").rstrip("\r"))
+                self.on_line(raw[start:start + MAX_LINE].decode("utf-8", errors="replace").rstrip("\r"))
             except Exception:  # noqa: BLE001 - a progress display must never cost the evidence
                 pass
 
@@ -336,7 +353,7 @@ def run(
     timed_out = False
     try:
         stop = (lambda: _stop_politely(proc)) if sessions else (lambda: _kill_group(proc))
-        readers = [_Collector(proc.stdout, max_output, stop, on_line), _Collector(proc.stderr, max_output, stop)]
+        readers = [_Reader(proc.stdout, max_output, stop, on_line), _Reader(proc.stderr, max_output, stop)]
         if stdin is not None:
             threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
         if not _await(proc, readers, timeout):
@@ -374,7 +391,7 @@ def _feed(pipe, data: bytes) -> None:
         pass
 
 
-def _await(proc: subprocess.Popen, readers: list[_Collector], timeout: float) -> bool:
+def _await(proc: subprocess.Popen, readers: list[_Reader], timeout: float) -> bool:
     """Wait for the child to end (True) or its time limit (False). The end of its output is what is
     waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
     exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
@@ -398,7 +415,7 @@ def _await(proc: subprocess.Popen, readers: list[_Collector], timeout: float) ->
     return True
 
 
-def _finish_readers(proc: subprocess.Popen, readers: list[_Collector], drain: float = 2.0) -> None:
+def _finish_readers(proc: subprocess.Popen, readers: list[_Reader], drain: float = 2.0) -> None:
     """After the child exits: its descendants may hold the pipes open; give them ``drain`` seconds, then
     end the group and stop waiting."""
     deadline = time.monotonic() + drain
@@ -476,8 +493,9 @@ def stream_run(
 
     lines: queue.Queue[str | None] = queue.Queue(maxsize=10_000)
     assert proc.stdout is not None
-    reader = threading.Thread(target=_pump, args=(proc.stdout, lines, lambda: _kill_group(proc)), daemon=True)
-    reader.start()
+    # keep=False: a step's output is not held in memory, only its last STREAM_TAIL lines below
+    _Reader(proc.stdout, MAX_STREAM, lambda: _kill_group(proc), on_line=lines.put, keep=False,
+            on_end=lambda: lines.put(None))
     timer = threading.Timer(timeout, on_timeout)
     timer.daemon = True
     timer.start()
@@ -512,25 +530,6 @@ def stream_run(
     if fired.is_set():
         return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)
     return RunResult(args, code, "\n".join(tail), seconds=seconds)
-
-
-def _pump(stream, out: queue.Queue, on_over: Callable[[], None]) -> None:
-    """Lines of ``stream`` (each cut at MAX_LINE) into ``out``; past MAX_STREAM bytes the child is stopped."""
-    total = 0
-    try:
-        while True:
-            raw = stream.readline(MAX_LINE)
-            if not raw:
-                break
-            total += len(raw)
-            if total > MAX_STREAM:
-                on_over()
-                break
-            out.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-    except (OSError, ValueError):
-        pass
-    finally:
-        out.put(None)
 
 
 # --- stopping ------------------------------------------------------------------------------------------

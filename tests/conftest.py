@@ -28,6 +28,6 @@ def _state_folder(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_folder(tmp_path_factory):
-    """What the target interpreter said is cached in the user's cache folder (doctor/probes/inspection_cache.py):
-    in tests, a throw-away one, so no test reads or fills the real ~/.cache (unless a test sets its own)."""
+    """The user's cache folder, where tools the tests start (pip) keep theirs: in tests, a throw-away one, so
+    no test reads or fills the real ~/.cache (unless a test sets its own)."""
     yield from _throwaway_xdg(tmp_path_factory, "XDG_CACHE_HOME")

@@ -170,7 +170,7 @@ def test_a_broken_table_ends_a_run_whose_smoke_test_hangs_at_once(tmp_path):
     marker = f"broken-table-{os.getpid()}"
     started = time.monotonic()
     res = run_cli(["check", "--table", str(bad), "--python", str(python), "--smoke-timeout", "60"],
-                  env_extra={"TORCHDOCTOR_TEST_MARK": marker, "XDG_CACHE_HOME": str(tmp_path / "c")})
+                  env_extra={"TORCHDOCTOR_TEST_MARK": marker})
     took = time.monotonic() - started
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()

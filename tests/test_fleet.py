@@ -243,6 +243,17 @@ def test_ten_thousand_reports_find_exactly_the_planted_outliers(tmp_path):
     assert summary.fix_groups[1]["commands"] == [bench.FIX_COMMAND]
 
 
+def test_a_broken_file_and_a_pipe_among_reports_are_unreadable_and_the_rest_are_read(tmp_path):
+    import os
+
+    bench.write_fleet(str(tmp_path), 300)
+    (tmp_path / "broken.json").write_text("{not json")
+    os.mkfifo(tmp_path / "pipe.json")  # refused before it is opened: never waited on
+    summary = fleet.summarize_paths([str(tmp_path)])
+    assert len(summary.nodes) == 300
+    names = sorted(Path(p).name for p, _ in summary.unreadable)
+    assert names == ["broken.json", "pipe.json", "truncated.json"]
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -349,3 +349,20 @@ def test_externally_managed_only_outside_a_venv(tmp_path, monkeypatch):
     (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
     described = inspector.describe_interpreter()
     assert described["env_kind"] == "venv" and described["externally_managed"] is False
+
+
+def test_leftovers_of_an_interrupted_pip(tmp_path, monkeypatch):
+    """pip's stash, a dist-info without RECORD, and one without INSTALLER beside another of the same name are
+    leftovers; a whole install (RECORD, and INSTALLER where there are two) is not."""
+    site = tmp_path / "site"
+    for name, files in [("~orch", ()), ("~orch-2.6.0.dist-info", ("RECORD",)),
+                        ("numpy-2.0.0.dist-info", ()),  # no RECORD
+                        ("torch-2.6.0.dist-info", ("RECORD", "INSTALLER")),
+                        ("torch-2.7.0.dist-info", ("RECORD",)),  # the twin half extracted: no INSTALLER
+                        ("filelock-3.0.dist-info", ("RECORD",))]:  # alone: INSTALLER is not needed
+        (site / name).mkdir(parents=True)
+        for file in files:
+            (site / name / file).write_text("")
+    monkeypatch.setattr(sys, "path", [str(site), "", str(tmp_path / "absent")])
+    assert [Path(p).name for p in inspector.find_leftovers()] == [
+        "numpy-2.0.0.dist-info", "torch-2.7.0.dist-info", "~orch", "~orch-2.6.0.dist-info"]

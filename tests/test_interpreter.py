@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakeenv import find_python
+from fakeenv import find_python, make_fake_env
+from wheelhouse import StandIn, build_wheel
 
 from doctor.model.versions import cuda_from_tag
 from doctor.probes.interpreter import (
@@ -413,3 +414,30 @@ def test_explain_with_a_broken_traceback_interpreter_is_not_a_usage_error(tmp_pa
     report = json.loads(res.stdout)
     assert report["interpreter_from_traceback"] is True
     assert "interpreter-unusable" in {f["id"] for f in report["check"]["findings"]}
+
+
+def _pip(python: Path, *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *args,
+                           "--disable-pip-version-check", "--no-input", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_each_inspection_names_what_is_installed_now(tmp_path):
+    """Real pip, a local wheel, no network: after an install and an uninstall in the target, the next
+    inspection says what is there now (the inspector lists the CUDA libraries, nvidia-*)."""
+    python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
+    wheels = tmp_path / "wheels"
+    build_wheel(wheels, StandIn("nvidia-tinylib-cu12", "12.6.1", (),
+                                files={"nvidia/tinylib/__init__.py": ""}))
+
+    def names() -> set[str]:
+        _, install, facts = inspect_interpreter_full(str(python), "--python")
+        assert install.torch.version == "2.6.0+cu126"
+        return {d.name for d in facts.dists}
+
+    assert "nvidia-tinylib-cu12" not in names()
+    _pip(python, "install", "--no-index", "--find-links", str(wheels), "nvidia-tinylib-cu12")
+    assert "nvidia-tinylib-cu12" in names()
+    _pip(python, "uninstall", "-y", "nvidia-tinylib-cu12")
+    assert "nvidia-tinylib-cu12" not in names()

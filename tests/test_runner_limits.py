@@ -74,6 +74,25 @@ def test_a_flood_is_cut_at_the_output_limit():
     assert len(res.stdout) == 1 << 20 and "printed more than" in res.describe()
 
 
+
+def test_a_streamed_flood_is_stopped_at_its_limit(monkeypatch):
+    monkeypatch.setattr(runner, "MAX_STREAM", 1 << 20)
+    flood = [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 1000 + '\\n')"]
+    start = time.perf_counter()
+    seen = []
+    res = runner.stream_run(flood, 30, seen.append)
+    assert time.perf_counter() - start < 10 and not res.timed_out and res.returncode is not None
+    assert 0 < len(seen) <= (1 << 20) // 1001 and set(seen) == {"x" * 1000}
+
+
+def test_streamed_lines_as_they_come_long_ones_in_pieces_and_the_last_without_a_newline():
+    text = "a\nb\r\n\n" + "y" * (runner.MAX_LINE + 10) + "\nlast"
+    seen = []
+    argv = [sys.executable, "-c", f"import sys; sys.stdout.write({text!r})"]
+    res = runner.stream_run(argv, 30, seen.append)
+    assert seen == ["a", "b", "", "y" * runner.MAX_LINE, "y" * 10, "last"] and res.returncode == 0
+
+
 @pytest.mark.parametrize("value,expected", [(math.nan, 0.1), (-1, 0.1), (0, 0.1), (math.inf, MAX_TIMEOUT),
                                             (1e308, MAX_TIMEOUT), (5, 5.0)])
 def test_time_limits_are_always_usable(value, expected):

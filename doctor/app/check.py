@@ -27,12 +27,12 @@ if TYPE_CHECKING:  # in annotations only: pathlib (with urllib.parse and ipaddre
 
 
 def run_check(opts: CheckOptions) -> int:
-    from doctor.app.tables import load_table_fast
+    from doctor.table.load import load_table
 
     validate(opts)
     req = requirements_for(opts)
     if opts.inputs:
-        return _run_from(opts, load_table_fast(opts.table, opts.cache), req)
+        return _run_from(opts, load_table(opts.table), req)
     table, diag = diagnose_machine(opts, requirements=req)
     code = exit_code_for(diag.findings, diag.strict)
     emit(make_report(table, diag, code), opts)

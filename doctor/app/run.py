@@ -92,8 +92,8 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     source); default: the mirror of ``opts.index_url_base`` when given, else pip from the PyTorch index.
     ``requirements``: what the run must check besides the rules."""
     from doctor.app.progress import progress, wanted
-    from doctor.app.tables import load_table_fast
     from doctor.probes.collect import ProbeOptions, collect
+    from doctor.table.load import load_table
 
     validate(opts)
     commands = commands or writer_for(opts)
@@ -101,18 +101,18 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     loaded = {}
 
     def meanwhile():
-        # The table is parsed (~45 ms on a first run) while the target interpreter's children run; a broken
-        # one still ends the run with exit 2 before any verdict (collect ends the children).
-        loaded["table"] = load_table_fast(opts.table, opts.cache)
+        # The table is parsed while the target interpreter's children run; a broken one still ends the
+        # run with exit 2 before any verdict (collect ends the children).
+        loaded["table"] = load_table(opts.table)
         _import_judges()
 
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
     with progress(show) as tell:
         snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                        device=opts.device, progress=tell, cache=opts.cache),
+                                        device=opts.device, progress=tell),
                            meanwhile=meanwhile)
-    table = loaded["table"] if "table" in loaded else load_table_fast(opts.table, opts.cache)  # meanwhile broke
+    table = loaded["table"] if "table" in loaded else load_table(opts.table)  # meanwhile broke
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.

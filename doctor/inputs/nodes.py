@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from doctor.inputs.halves import map_in_halves
 from doctor.model.files import FileRefused, read_bytes
 
 MAX_REPORT_BYTES = 20 << 20  # a node report is ~20 KB; anything this big is not one
@@ -33,9 +32,6 @@ class NodeReport:
     finding_ids: tuple[str, ...] = ()
     errors: int = 0
     plan_commands: tuple[str, ...] = ()
-
-
-_FIELD_NAMES = tuple(f.name for f in fields(NodeReport))
 
 
 class UnreadableReport(ValueError):
@@ -155,27 +151,12 @@ def _stem(path: str) -> str:
 
 
 def read_node_reports(paths: Iterable[str]) -> tuple[list[NodeReport], list[tuple[str, str]]]:
-    """Every readable report under ``paths``, and (path, one-line reason) for the others (on two cores
-    where there are many: doctor/inputs/halves.py)."""
+    """Every readable report under ``paths``, and (path, one-line reason) for the others."""
     files, unreadable = find_report_files(paths)
     nodes = []
-    for path, result in zip(files, map_in_halves(_read_one, files), strict=True):
-        if isinstance(result, tuple):
-            nodes.append(NodeReport(*result))
-        else:
-            unreadable.append((path[0], result))
+    for path, regular in files:
+        try:
+            nodes.append(read_node_report(path, regular))
+        except UnreadableReport as exc:
+            unreadable.append((path, str(exc)))
     return nodes, unreadable
-
-
-def _read_one(file: tuple[str, bool]) -> tuple | str:
-    """The report's fields in order, or the one-line reason it cannot be read: plain values, which a forked
-    child pickles and this process unpickles in a third of the time a dataclass takes."""
-    try:
-        return astuple(read_node_report(*file))
-    except UnreadableReport as exc:
-        return str(exc)
-
-
-def astuple(node: NodeReport) -> tuple:
-    """``dataclasses.astuple`` without its deep copy (every field is a str, an int or a tuple of str)."""
-    return tuple(getattr(node, name) for name in _FIELD_NAMES)

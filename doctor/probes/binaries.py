@@ -6,7 +6,6 @@ too. What: the cubins and PTX of the ``.nv_fatbin`` section (``doctor/probes/ker
 libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" for a torchvision without a
 ``+cuXXX`` tag). Bounded: each library is read in a daemon thread that is abandoned after ``timeout`` seconds
 (a hung network file system must not hang the check), and the reading itself only touches headers. Never raises.
-A library read before and unchanged since is not read again: its answer comes from doctor/probes/kernel_cache.py.
 """
 
 from __future__ import annotations
@@ -109,22 +108,6 @@ def read_binary(path: str | None, what: str) -> BinaryKernels:
                          seconds=found.seconds)
 
 
-def read_binary_cached(path: str | None, what: str, cache=None) -> BinaryKernels:
-    """``read_binary``, through ``cache`` (a KernelCache, doctor/probes/kernel_cache.py) when there is one:
-    a library unchanged since its last read is not read again."""
-    if cache is None or path is None:
-        return read_binary(path, what)
-    key = _quiet(lambda: cache.key(path, what))
-    found = cache.lookup(key)
-    if found is not None:
-        found.path = str(path)  # the path as found this time (the key holds the real one)
-        return found
-    started = time.time()
-    kernels = read_binary(path, what)
-    cache.store(key, kernels, started)
-    return kernels
-
-
 def read_cuda_needed(path) -> list[str]:
     """The CUDA libraries an ELF64 little-endian file names in DT_NEEDED ("libcudart.so.12"); [] when there are
     none or the file cannot be read as such. Reads the section headers, the dynamic section and one bounded name
@@ -189,9 +172,8 @@ class EarlyRead:
     torch 2.14.1's 503 MB library); started early, it waits beside the inspector instead of after it. Its
     result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
 
-    def __init__(self, python: str | None, cache=None):
+    def __init__(self, python: str | None):
         self._box: dict[str, tuple] = {}
-        self._cache = cache
         self._thread = None
         found = _quiet(lambda: _likely_torch_library(python)) if python else None
         if found is None:
@@ -202,7 +184,7 @@ class EarlyRead:
 
     def _work(self, path: str) -> None:
         try:
-            self._box["read"] = (_identity(path), read_binary_cached(path, "torch", self._cache))
+            self._box["read"] = (_identity(path), read_binary(path, "torch"))
         except Exception:  # noqa: BLE001 - the ordinary read will say what is wrong
             pass
 
@@ -242,12 +224,11 @@ def _identity(path: str):
 
 
 def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaudio: Dist | None,
-                          prefix: str | None = None, timeout: float = 5.0, early: EarlyRead | None = None,
-                          cache=None) -> None:
+                          prefix: str | None = None, timeout: float = 5.0,
+                          early: EarlyRead | None = None) -> None:
     """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
     thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
-    of torch's likely library started before the inspector returned (used when it is the same file). ``cache``:
-    a KernelCache (doctor/probes/kernel_cache.py), or None to read every library."""
+    of torch's likely library started before the inspector returned (used when it is the same file)."""
     began = time.monotonic()
     jobs = [(dist, find, what) for dist, find, what in (
         (torch, lambda: torch_library(torch, prefix), "torch"),
@@ -261,7 +242,7 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
             path = _quiet(find)
             done = early.result_for(path, max(0.0, began + timeout - time.monotonic())) if (
                 early is not None and what == "torch") else None
-            results[i] = done or read_binary_cached(path, what, cache)
+            results[i] = done or read_binary(path, what)
         except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact naming it
             results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: {exc}")
 

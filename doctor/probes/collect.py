@@ -8,9 +8,9 @@ None of them raises: a probe that crashes anyway becomes a fact saying so.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
 from doctor.model.environment import Environment
@@ -37,9 +37,6 @@ class ProbeOptions:
     device: str = "all"
     inspect_timeout: float = 20.0
     nvidia_timeout: float = 5.0
-    # what the target interpreter told us last time, while nothing it rests on changed (inspection_cache.py);
-    # off with --no-cache or TORCHDOCTOR_NO_CACHE=1
-    cache: bool = True
     binaries_timeout: float = 5.0  # reading the GPU code of torch's libraries (doctor/probes/binaries.py)
     # what the probes are doing, for a progress display: (task, words) as a task starts or moves on,
     # (task, None) when it is done. Called from the probe threads.
@@ -93,9 +90,6 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     if smoke:
         from doctor.probes.runtime import probe_runtime, short_path
     tell = opts.progress or (lambda task, words: None)
-    # Only the real runner's answers are cached (a test's stand-in runner must not fill the user's cache).
-    cache = _inspection_cache(env, cwd) if opts.cache and runner is run and python is not None else None
-    kernel_cache = _kernel_cache(env) if opts.cache else None
 
     def step(task: str, words: str, fn):
         """Run one probe, telling the progress display it started and ended."""
@@ -113,8 +107,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         found = _guard(
             "interpreter",
             lambda: step("packages", Msg("reading the packages of the target interpreter"),
-                         lambda: inspect_interpreter_full(python, reason, runner=runner, timeout=opts.inspect_timeout,
-                                                          cache=cache)),
+                         lambda: inspect_interpreter_full(python, reason, runner=runner,
+                                                          timeout=opts.inspect_timeout)),
             lambda why: (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),
@@ -123,7 +117,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         )
         # The libraries are found where the inspector says the packages are: read them on this worker,
         # while NVML, the host and the environment probes run on the others.
-        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early, kernel_cache),
+        _guard("binaries", lambda: _read_binaries(found[0], found[1], opts.binaries_timeout, early),
                lambda why: None)
         _guard("hip kernels", lambda: _read_hip_kernels(found[1], opts.binaries_timeout), lambda why: None)
         return found
@@ -142,14 +136,15 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
             lambda why: TorchRuntime(status="error", detail=why),
         )
 
-    tasks: list[_Task] = []
+    # a worker for each probe that runs on its own thread (smoke test, inspector, NVIDIA, AMD), all at once
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe")
     try:
-        f_runtime = _Task(runtime, tasks) if smoke else None
-        f_inspect = _Task(inspect, tasks)
+        f_runtime = pool.submit(runtime) if smoke else None
+        f_inspect = pool.submit(inspect)
         from doctor.probes.binaries import EarlyRead
 
         # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
-        early = _guard("binaries", lambda: EarlyRead(python, kernel_cache), lambda why: None)
+        early = _guard("binaries", lambda: EarlyRead(python), lambda why: None)
         from doctor.probes.nvidia import probe_nvidia
 
         def nvidia():
@@ -165,9 +160,9 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
                 lambda why: Nvidia(status="unknown", detail=why, attempts=[why]),
             )
 
-        f_nvidia = _Task(nvidia, tasks)
-        f_amd = _Task(lambda: _guard("amd", lambda: _probe_amd(runner, root, env, nvidia_timeout),
-                                     lambda why: _amd_fallback(why)), tasks)
+        f_nvidia = pool.submit(nvidia)
+        f_amd = pool.submit(lambda: _guard("amd", lambda: _probe_amd(runner, root, env, nvidia_timeout),
+                                           lambda why: _amd_fallback(why)))
         from doctor.probes.environment import probe_environment
         from doctor.probes.host import probe_host
         from doctor.probes.provenance import probe_provenance
@@ -211,8 +206,7 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         kill_running()
         raise
     finally:
-        for task in tasks:
-            task.wait()
+        pool.shutdown(wait=True)
     if install.status == "absent" and snap.runtime.status == "import-error":
         # The two ran side by side; with no torch installed the failed import says nothing new.
         snap.runtime = TorchRuntime(status="skipped", detail="torch is not installed: nothing to import")
@@ -222,50 +216,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     return snap
 
 
-class _Task:
-    """One probe on a thread of its own, started at once; ``result()`` waits, then returns what it returned or
-    raises what it raised. (concurrent.futures' pool and futures did the same; importing them and the logging
-    they use cost ~4 ms of every run.)"""
-
-    def __init__(self, fn, tasks: list[_Task]):
-        self._value = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=f"probe-{getattr(fn, '__name__', 'task')}")
-        self._thread.start()
-        tasks.append(self)
-
-    def _run(self, fn) -> None:
-        try:
-            self._value = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
-            self._error = exc
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    def result(self):
-        self.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _inspection_cache(env, cwd: str):
-    """The inspector's cache in the user's cache folder, or None when it is turned off."""
-    from doctor.probes.cache import cache_dir, cache_disabled
-
-    if cache_disabled(env):
-        return None
-    from doctor.probes.inspection_cache import InspectionCache
-    from doctor.probes.interpreter import INSPECTOR
-
-    return InspectionCache(cache_dir(env), INSPECTOR, env=env, cwd=cwd)
-
-
-def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None, cache=None) -> None:
+def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
     from doctor.probes.binaries import read_install_binaries
 
     read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
-                          early, cache)
+                          early)
 
 
 def _read_hip_kernels(install: TorchInstall, timeout: float) -> None:
@@ -289,17 +244,6 @@ def _amd_fallback(why: str):
     from doctor.model.amd import Amd
 
     return Amd(detail=why, attempts=[why])
-
-
-def _kernel_cache(env):
-    """What the kernel reader found last time, per library file (kernel_cache.py), or None when turned off."""
-    from doctor.probes.cache import cache_dir, cache_disabled
-
-    if cache_disabled(env):
-        return None
-    from doctor.probes.kernel_cache import KernelCache
-
-    return KernelCache(cache_dir(env))
 
 
 def _host_fallback():

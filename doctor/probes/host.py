@@ -9,6 +9,7 @@ are decided once, by the environment probe's families (``doctor/probes/environme
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from types import ModuleType
@@ -146,12 +147,10 @@ def detect_scheduler(env: Mapping[str, str]) -> str | None:
 def find_pythons(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
     """``python3.X`` interpreters on PATH by version ("3.12" -> its path), and uv: what a fix that needs another
     Python may name. Names on PATH only (no subprocess): an interpreter is named only where it is."""
-    from doctor.probes.which import which
-
     path = env.get("PATH", "")
     found = {}
     for minor in range(8, 16):
-        exe = which(f"python3.{minor}", path=path)
+        exe = shutil.which(f"python3.{minor}", path=path)
         if exe:
             found[f"3.{minor}"] = exe
-    return found, which("uv", path=path)
+    return found, shutil.which("uv", path=path)

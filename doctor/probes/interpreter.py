@@ -12,13 +12,13 @@ import json
 import os
 import re
 import time
+import shutil
 from collections.abc import Callable, Mapping
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
-from doctor.probes.which import which
 from doctor.runner import RunResult, run
 
 TYPE_CHECKING = False
@@ -47,7 +47,7 @@ def choose_interpreter(
     python: str | None,
     env: Mapping[str, str],
     cwd: str,
-    which: Callable[..., str | None] = which,
+    which: Callable[..., str | None] = shutil.which,
 ) -> tuple[str | None, str]:
     """Pick the interpreter whose torch the user runs, and say why.
 
@@ -116,25 +116,15 @@ def inspect_interpreter(
 
 
 def inspect_interpreter_full(
-    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0, cache=None
+    path: str, reason: str, runner: Callable[..., RunResult] = run, timeout: float = 20.0
 ) -> tuple[Interpreter, TorchInstall, PythonFacts]:
     """Run ``inspector.py`` in the target interpreter and map its JSON. Never raises.
 
     The file runs by path with the environment unchanged (PYTHONPATH, user site and .pth files
     count, as they do for the user's ``import torch``); the script drops its own folder from
     sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
-    ``cache``: an ``InspectionCache`` (doctor/probes/inspection_cache.py): its answer when nothing the answer
-    rests on has changed, else a fresh run, recorded there.
     """
-    argv = [path, str(INSPECTOR)]
-    hit = cache.lookup(path) if cache is not None else None
-    if hit is not None:
-        return parse_inspector_output(path, reason, RunResult(argv=argv, returncode=0, stdout=hit))
-    started = time.time()
-    result = runner(argv, timeout=timeout)
-    if cache is not None and result.ok:
-        cache.store(path, result.stdout, started)
-    return parse_inspector_output(path, reason, result)
+    return parse_inspector_output(path, reason, runner([path, str(INSPECTOR)], timeout=timeout))
 
 
 def parse_inspector_output(

@@ -7,8 +7,9 @@ virtual environment at all); a project whose files mention no torch is not a pro
 Which files, each read up to ``LIMIT`` bytes: ``requirements*.txt`` (at most ``MAX_REQUIREMENTS`` of them, no
 ``-r`` include followed), ``pyproject.toml`` (``[project] dependencies`` and ``optional-dependencies``,
 ``[dependency-groups]``, ``[tool.poetry.dependencies]``), ``uv.lock`` and ``poetry.lock`` (the resolved
-``torch`` version). Every statement naming torch becomes a ``TorchPin`` with where it was; doctor/compat/pins.py
-combines them. What cannot be read is a problem in the section, never an exception.
+``torch`` version); the TOML files are read with tomllib (tomli before Python 3.11). Every statement naming
+torch becomes a ``TorchPin`` with where it was; doctor/compat/pins.py combines them. What cannot be read is a
+problem in the section, never an exception.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from doctor.model.snapshot import Project, TorchPin
 LIMIT = 8 << 20  # bytes read per file: lock files of large projects run to a few MiB
 MAX_REQUIREMENTS = 16
 PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml")
-
-_LOCK_PACKAGE_RE = re.compile(r'^\[\[package\]\]\s*\nname\s*=\s*"([^"]+)"\s*\nversion\s*=\s*"([^"]+)"', re.M)
 
 
 def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:
@@ -82,7 +81,7 @@ def read_project(folder: str | os.PathLike) -> Project:
         text = _read(os.path.join(folder, name), project)
         if text is not None:
             project.files.append(name)
-            project.pins += parse_lock(text, name)
+            project.pins += parse_lock(text, name, project.problems)
     text = _read(os.path.join(folder, "pyproject.toml"), project)
     if text is not None:
         project.files.append("pyproject.toml")
@@ -146,25 +145,38 @@ def parse_requirements(text: str, name: str = "requirements.txt") -> list[TorchP
     return pins
 
 
-def parse_lock(text: str, name: str) -> list[TorchPin]:
-    """The resolved torch versions of a uv.lock or poetry.lock (``[[package]]`` then ``name`` then ``version``)."""
-    return [TorchPin(f"=={version}", name) for package, version in _LOCK_PACKAGE_RE.findall(text)
-            if package.lower() == "torch"]
+def _parse_toml(text: str, name: str, problems: list[str] | None) -> dict | None:
+    """The TOML document ``text`` (the file ``name``); None, with the reason in ``problems``, when it cannot
+    be read."""
+    tomllib = toml_module()
+    if tomllib is None:  # an install that skipped the tomli dependency on 3.10
+        if problems is not None:
+            problems.append(f"{name}: not read: Python 3.10 needs the tomli package")
+        return None
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        if problems is not None:
+            why = exc if isinstance(exc, ValueError) else "nested too deeply"
+            problems.append(f"{name}: invalid TOML: {why}")
+        return None
+
+
+def parse_lock(text: str, name: str, problems: list[str] | None = None) -> list[TorchPin]:
+    """The resolved torch versions of a uv.lock or poetry.lock: its ``[[package]]`` tables named torch."""
+    data = _parse_toml(text, name, problems)
+    packages = data.get("package") if data is not None else None
+    if not isinstance(packages, list):
+        return []
+    return [TorchPin(f"=={p['version']}", name) for p in packages if isinstance(p, dict)
+            and str(p.get("name", "")).lower() == "torch" and isinstance(p.get("version"), str)]
 
 
 def parse_pyproject(text: str, problems: list[str] | None = None) -> list[TorchPin]:
     """torch in ``[project] dependencies`` / ``optional-dependencies``, ``[dependency-groups]`` and
     ``[tool.poetry.dependencies]`` (poetry's ``^``, ``~`` and bare versions are translated to PEP 440)."""
-    tomllib = toml_module()
-    if tomllib is None:  # an install that skipped the tomli dependency on 3.10
-        if problems is not None:
-            problems.append("pyproject.toml: not read: Python 3.10 needs the tomli package")
-        return []
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        if problems is not None:
-            problems.append(f"pyproject.toml: invalid TOML: {exc}")
+    data = _parse_toml(text, "pyproject.toml", problems)
+    if data is None:
         return []
     pins: list[TorchPin] = []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}

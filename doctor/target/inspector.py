@@ -22,6 +22,7 @@ except Exception:
 
 import json  # noqa: E402
 import re  # noqa: E402
+from collections import Counter  # noqa: E402
 
 SCHEMA = 1
 MIN_PYTHON = (3, 6)
@@ -596,10 +597,10 @@ def find_leftovers():
             names = sorted(os.listdir(entry))
         except OSError:
             continue
-        dists = [n.split("-")[0].lower() for n in names if n.endswith(".dist-info")]
+        dists = Counter(n.split("-")[0].lower() for n in names if n.endswith(".dist-info"))
         for name in names:
             path = os.path.join(entry, name)
-            twin = name.endswith(".dist-info") and dists.count(name.split("-")[0].lower()) > 1
+            twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
             if name.startswith("~") or (name.endswith(".dist-info") and not all(
                     os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
                 found.append(path)

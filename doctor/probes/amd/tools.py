@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from shutil import which
 
 from doctor.probes.amd.parsers import (
     ToolAnswer,
@@ -14,7 +15,6 @@ from doctor.probes.amd.parsers import (
     parse_rocm_smi_productname,
     parse_rocminfo,
 )
-from doctor.probes.which import which
 from doctor.runner import run
 
 TYPE_CHECKING = False

@@ -6,6 +6,7 @@ queries, with ``compute_cap`` asked on its own.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from doctor.probes.nvidia.parsers import (
     parse_smi_banner,
     parse_smi_query,
 )
-from doctor.probes.which import which
 from doctor.runner import RunResult, run
 
 TYPE_CHECKING = False
@@ -41,7 +41,7 @@ def find_nvidia_smi(
     env = os.environ if env is None else env
     system = system or this_system()
     exe = "nvidia-smi.exe" if system == "windows" else "nvidia-smi"
-    on_path = which(exe, path=env.get("PATH", ""))
+    on_path = shutil.which(exe, path=env.get("PATH", ""))
     if on_path:
         return on_path
     candidates = [os.path.join(root, WSL_SMI.lstrip("/"))]
