@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import shutil
 from collections.abc import Callable, Mapping
 

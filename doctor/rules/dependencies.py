@@ -75,7 +75,8 @@ def unmet_requirements(snap: S.Snapshot) -> tuple[list[dict], list[str]] | None:
             else:
                 ok = found is not None
             if not ok:
-                unmet.append({"of": owner, "requirement": f"{req.name}{req.specifier}", "name": name,
+                extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+                unmet.append({"of": owner, "requirement": f"{req.name}{extras}{req.specifier}", "name": name,
                               "installed": found[0] if found else None, "native": _native(name)})
     return unmet, undecided
 

@@ -1,0 +1,165 @@
+"""End to end: installs that cannot work, through the real CLI (issue 29, the install side).
+
+Each test builds the broken install from real parts (a real venv of a real interpreter, metadata-only
+distributions, tests/fakeenv.py; or a collect_env paste) and runs ``python -m doctor`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakeenv import add_dist_info, find_python, make_fake_env, site_packages
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia"))
+from fake_smi import write_fake_nvidia_smi  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+H100 = {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "mem_mib": 81559}
+RTX4090 = {"name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_mib": 24564}
+
+
+def run_cli(args, tmp_path, env_extra=None, bin_dir=None, cwd=None, executable=None, drop=()):
+    sysroot = tmp_path / "sysroot"
+    sysroot.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", *drop)}
+    env["PATH"] = (f"{bin_dir}{os.pathsep}" if bin_dir else "") + env.get("PATH", "")
+    env["PYTHONPATH"] = str(REPO)
+    env.update(TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(sysroot), NO_COLOR="1", COLUMNS="120")
+    env.update(env_extra or {})
+    argv = [executable] if executable else [sys.executable, "-m", "doctor"]
+    return subprocess.run(argv + list(args), capture_output=True, text=True, env=env, cwd=cwd or tmp_path,
+                          timeout=120)
+
+
+def python_or_skip(version: str) -> str:
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"needs a real Python {version} interpreter (pyenv {version})")
+    return python
+
+
+def check_json(python, tmp_path, bin_dir=None, extra=(), env_extra=None):
+    res = run_cli(["check", "--no-smoke", "--json", "--python", str(python), *extra], tmp_path, env_extra, bin_dir)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res, json.loads(res.stdout)
+
+
+def finding(report, fid):
+    found = [f for f in report["findings"] if f["id"] == fid]
+    assert found, [f["id"] for f in report["findings"]]
+    return found[0]
+
+
+def remove_dists(site: Path, *prefixes: str) -> list[str]:
+    gone = []
+    for path in sorted(site.glob("*.dist-info")):
+        if path.name.lower().startswith(prefixes):
+            shutil.rmtree(path)
+            gone.append(path.name)
+    return gone
+
+
+# --- row 1: the CUDA wheels torch declares are missing ----------------------------------------------
+
+
+@pytest.mark.slow
+def test_missing_cuda_wheels_are_an_error_with_the_install_command(tmp_path):
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.14.1", cuda="13.0")
+    gone = remove_dists(site_packages(tmp_path / "venv"), "cuda_toolkit", "nvidia_")
+    assert gone  # what pip install --no-deps (or a mirror without them) leaves out
+    bin_dir = tmp_path / "bin"
+    write_fake_nvidia_smi(bin_dir, [H100], driver="610.43.02", cuda="13.3", banner="kmd")
+    res, report = check_json(python, tmp_path, bin_dir)
+    assert res.returncode == 1, report["findings"]
+    unmet = finding(report, "torch-requirements-unmet")
+    assert unmet["severity"] == "error"
+    names = {u["name"] for u in unmet["evidence"]["unmet"]}
+    assert names == {"cuda-toolkit", "nvidia-cudnn-cu13"}
+    command = unmet["fix"]["commands"][0]
+    assert command.startswith(f"{python} -m pip install ")
+    assert '"cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3"' in command
+    assert '"nvidia-cudnn-cu13==9.24.0.43"' in command
+    text = run_cli(["check", "--no-smoke", "--python", str(python)], tmp_path, bin_dir=bin_dir).stdout
+    assert "nothing to change" not in text
+
+
+@pytest.mark.slow
+def test_declared_requirements_installed_pass(tmp_path):
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.14.1", cuda="13.0")
+    bin_dir = tmp_path / "bin"
+    write_fake_nvidia_smi(bin_dir, [H100], driver="610.43.02", cuda="13.3", banner="kmd")
+    res, report = check_json(python, tmp_path, bin_dir)
+    assert res.returncode == 0, report["findings"]
+    checks = {c["rule"]: c["status"] for c in report["checks"]}
+    assert checks["declared-requirements"] == "passed"
+
+
+@pytest.mark.slow
+def test_two_cuda_majors_of_one_library_are_flagged(tmp_path):
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.5.1+cu121", cuda="12.1",
+                           requires=["filelock", 'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux"'])
+    add_dist_info(site_packages(tmp_path / "venv"), "nvidia-cudnn-cu11", "8.7.0.84")
+    res, report = check_json(python, tmp_path)
+    two = finding(report, "cuda-wheels-two-majors")
+    assert two["evidence"]["doubled"] == {"nvidia-cudnn": ["nvidia-cudnn-cu11", "nvidia-cudnn-cu12"]}
+    assert "nvidia-cudnn-cu11" in two["fix"]["commands"][0] and "uninstall" in two["fix"]["commands"][0]
+
+
+# --- row 2: torch's cuDNN pin beside TensorFlow's -----------------------------------------------------
+
+
+TORCH_241_REQUIRES = [
+    "filelock", "typing-extensions>=4.8.0", "sympy", "networkx", "jinja2", "fsspec",
+    'nvidia-cuda-runtime-cu12==12.1.105; platform_system == "Linux" and platform_machine == "x86_64"',
+    'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"',
+    'nvidia-cublas-cu12==12.1.3.1; platform_system == "Linux" and platform_machine == "x86_64"',
+    'triton==3.0.0; platform_system == "Linux" and platform_machine == "x86_64" and python_version < "3.13"',
+]
+
+
+@pytest.mark.slow
+def test_tensorflow_cudnn_beside_torch_is_an_error_not_torchs_cudnn(tmp_path):
+    venv = tmp_path / "venv"
+    python = make_fake_env(venv, python=python_or_skip("3.12"), torch="2.4.1+cu121", cuda="12.1",
+                           requires=TORCH_241_REQUIRES)
+    site = site_packages(venv)
+    remove_dists(site, "nvidia_cudnn_cu12")
+    add_dist_info(site, "nvidia-cudnn-cu12", "8.9.4.25")
+    add_dist_info(site, "tensorflow", "2.15.0", ["nvidia-cudnn-cu12==8.9.4.25"])
+    bin_dir = tmp_path / "bin"
+    write_fake_nvidia_smi(bin_dir, [RTX4090], driver="570.124.04", cuda="12.8")
+    res, report = check_json(python, tmp_path, bin_dir)
+    assert res.returncode == 1
+    cudnn = finding(report, "torch-cudnn-requirement-unmet")
+    assert cudnn["severity"] == "error"
+    assert "nvidia-cudnn-cu12==9.1.0.70" in cudnn["title"] and "8.9.4.25" in cudnn["title"]
+    assert "separate virtual environments" in cudnn["fix"]["summary"]
+    assert '"nvidia-cudnn-cu12==9.1.0.70"' in cudnn["fix"]["commands"][0]
+    assert "torch-requirements-unmet" not in {f["id"] for f in report["findings"]}
+
+
+# --- row 3: NumPy 2 under a torch built against NumPy 1 -------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("torch,numpy,bad", [("2.2.2+cu121", "2.1.0", True), ("2.3.0+cu121", "2.1.0", False),
+                                             ("2.2.2+cu121", "1.26.4", False)])
+def test_numpy2_under_torch_before_2_3(tmp_path, torch, numpy, bad):
+    venv = tmp_path / "venv"
+    python = make_fake_env(venv, python=python_or_skip("3.11"), torch=torch, cuda="12.1")
+    add_dist_info(site_packages(venv), "numpy", numpy)
+    res, report = check_json(python, tmp_path)
+    ids = {f["id"] for f in report["findings"]}
+    assert ("numpy-too-new-for-torch" in ids) is bad
+    if bad:
+        found = finding(report, "numpy-too-new-for-torch")
+        assert found["severity"] == "error" and res.returncode == 1
+        assert "Numpy is not available" in found["detail"]
+        assert found["fix"]["commands"] == [f"{python} -m pip install 'numpy<2'"]
+        assert "pytorch/pytorch#132179" in found["evidence"]["table.source"]
