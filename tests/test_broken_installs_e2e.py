@@ -163,3 +163,28 @@ def test_numpy2_under_torch_before_2_3(tmp_path, torch, numpy, bad):
         assert "Numpy is not available" in found["detail"]
         assert found["fix"]["commands"] == [f"{python} -m pip install 'numpy<2'"]
         assert "pytorch/pytorch#132179" in found["evidence"]["table.source"]
+
+
+# --- row 4: a stale torch on PYTHONPATH ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_stale_torch_on_pythonpath_is_taken_off_pythonpath_never_uninstalled(tmp_path):
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.5.1+cu121", cuda="12.1")
+    stale = tmp_path / "stale"
+    make_fake_env(tmp_path / "old", python=python_or_skip("3.12"), torch="2.1.0+cu118", cuda="11.8", deps=False)
+    shutil.copytree(site_packages(tmp_path / "old"), stale)
+    pythonpath = f"{stale}{os.pathsep}{REPO}"
+    res = run_cli(["check", "--no-smoke", "--json", "--python", str(python)], tmp_path,
+                  {"PYTHONPATH": pythonpath})
+    report = json.loads(res.stdout)
+    shadow = finding(report, "pythonpath-torch-shadows")
+    assert shadow["severity"] == "error"  # torch 2.1 has no wheel for Python 3.12
+    assert shadow["fix"]["commands"] == [f"export PYTHONPATH={REPO}"]
+    assert "duplicate-torch-installs" not in {f["id"] for f in report["findings"]}
+    everything = json.dumps(report["findings"]) + json.dumps(report["plan"])
+    assert "uninstall" not in everything
+    assert report["plan"]["steps"] == [] and report["plan"]["status"] == "none"
+    text = run_cli(["fix", "--dry-run", "--no-smoke", "--python", str(python)], tmp_path,
+                   {"PYTHONPATH": pythonpath}).stdout
+    assert "uninstall" not in text and "torch==2.1.0" not in text, text

@@ -26,7 +26,7 @@ from doctor.model.i18n import Msg
 from doctor.model.snapshot import as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
-from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
+from doctor.rules.hazards.common import TORCH_TRIO, export, mm, reinstall, same_dir, split_path, torch_cuda
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
@@ -109,6 +109,8 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 ),
             )
         )
+    elif len(torches) > 1 and _pythonpath_shadow(snap, py, torches, table) is not None:
+        findings.append(_pythonpath_shadow(snap, py, torches, table))
     elif len(torches) > 1:
         origin = py.torch_origin
         winner = next((d for d in torches if origin and _in_dir(origin, d.location)), torches[0])
@@ -149,6 +151,42 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _pythonpath_shadow(snap: S.Snapshot, py: PythonFacts, torches: list[DistRecord], table) -> Finding | None:
+    """The torch `import torch` loads sits in a $PYTHONPATH folder, ahead of the environment's own: the remedy is
+    the variable, never an uninstall (pip would remove the environment's good torch first, or both)."""
+    windows = snap.host.os == "windows"
+    folders = split_path(py.pythonpath, windows)
+    origin = py.torch_origin
+    winner = next((d for d in torches if origin and _in_dir(origin, d.location)), None)
+    if winner is None or not any(same_dir(str(winner.location), f) for f in folders):
+        return None
+    own = [d for d in torches if not any(same_dir(str(d.location), f) for f in folders)]
+    if not own:
+        return None
+    keep = [f for f in folders if not same_dir(str(winner.location), f)]
+    release = table.release(str(winner.version or "")) if winner.version else None
+    python = snap.interpreter.version
+    foreign = release is not None and bool(python) and not release.supports_python(python)
+    detail = Msg("$PYTHONPATH holds {folder}, and folders on PYTHONPATH come before site-packages: `import torch` "
+                 "loads torch {version} from there, not the environment's torch {own} from {location}.",
+                 folder=winner.location, version=winner.version, own=own[0].version, location=own[0].location)
+    if foreign:
+        detail += Msg(" torch {version} has no wheel for Python {python}: that copy cannot work here.",
+                      version=winner.version, python=python)
+    return Finding(
+        "pythonpath-torch-shadows",
+        ERROR if foreign else WARNING,
+        Msg("a torch on PYTHONPATH ({folder}) shadows the environment's own", folder=winner.location),
+        detail,
+        {"dists": as_plain(torches), "pythonpath": py.pythonpath, "torch_origin": origin},
+        Fix(
+            Msg("Take {folder} out of PYTHONPATH (here and where it is set: a shell profile, an IDE or job "
+                "configuration); the environment's torch is left as it is.", folder=winner.location),
+            actions=[Action(SHELL, text=export("PYTHONPATH", keep, windows))],
+        ),
+    )
 
 
 # --- what an interrupted install left --------------------------------------------------------------
