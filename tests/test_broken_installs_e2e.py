@@ -188,3 +188,65 @@ def test_stale_torch_on_pythonpath_is_taken_off_pythonpath_never_uninstalled(tmp
     text = run_cli(["fix", "--dry-run", "--no-smoke", "--python", str(python)], tmp_path,
                    {"PYTHONPATH": pythonpath}).stdout
     assert "uninstall" not in text and "torch==2.1.0" not in text, text
+
+
+# --- row 7: torchdoctor installed in the environment that holds torch, run by path -----------------------
+
+
+@pytest.mark.slow
+def test_torchdoctor_run_by_path_inspects_its_own_environment(tmp_path):
+    # The venv holds torch and torchdoctor (its code and dependencies reached through a .pth file, as an
+    # install would put them there); the console script is what pip writes. python3 on PATH is another one.
+    venv = tmp_path / "venv"
+    python = make_fake_env(venv, python=sys.executable, torch="2.5.1+cpu", cuda=None)
+    site = site_packages(venv)
+    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "torchdoctor.pth").write_text("\n".join([str(REPO), *deps]) + "\n")
+    script = venv / "bin" / "torchdoctor"
+    script.write_text(f"#!{python}\nimport sys\nfrom doctor.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    other = make_fake_env(tmp_path / "global", python=sys.executable, torch=None)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(other)
+    res = run_cli(["check", "--no-smoke", "--json"], tmp_path, bin_dir=bin_dir, executable=str(script),
+                  drop=("PYTHONPATH",))
+    report = json.loads(res.stdout)
+    interpreter = report["snapshot"]["interpreter"]
+    assert interpreter["path"] == str(python), interpreter
+    assert interpreter["reason"] == "torchdoctor's own environment, which holds torch"
+    assert report["snapshot"]["install"]["torch"]["version"] == "2.5.1+cpu"
+    assert "torch-not-installed" not in {f["id"] for f in report["findings"]}
+    text = run_cli(["check", "--no-smoke"], tmp_path, bin_dir=bin_dir, executable=str(script),
+                   drop=("PYTHONPATH",)).stdout
+    assert "chosen: torchdoctor's own environment, which holds torch" in text, text
+
+
+# --- row 8: Python 3.6 and 3.7 targets (torch 1.x had wheels for both) -------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.6", "3.7"])
+def test_python_36_and_37_targets_are_judged_like_any_other(tmp_path, version):
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip(version), torch="1.10.2+cu113", cuda="11.3",
+                           torchvision="0.11.3+cu113", requires=["typing-extensions"])
+    bin_dir = tmp_path / "bin"
+    write_fake_nvidia_smi(bin_dir, [RTX4090], driver="570.124.04", cuda="12.8")
+    res, report = check_json(python, tmp_path, bin_dir)
+    assert res.returncode != 2, res.stderr
+    snap = report["snapshot"]
+    assert snap["interpreter"]["error"] is None and snap["interpreter"]["version"].startswith(version + ".")
+    assert snap["install"]["torch"]["version"] == "1.10.2+cu113"
+    assert {c["rule"]: c["status"] for c in report["checks"]}["declared-requirements"] == "passed"
+    assert "interpreter-unusable" not in {f["id"] for f in report["findings"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.6", "3.7"])
+def test_smoke_child_runs_on_python_36_and_37(tmp_path, version):
+    import test_runtime_probe as standin
+
+    python = standin.make_standin_venv(tmp_path / "venv", python_or_skip(version))
+    runtime = standin.run_scenario(python, tmp_path, standin.CUDA_OK)
+    assert runtime.status == "ok", (runtime.detail, runtime.stderr_tail)
+    assert [s.status for s in runtime.steps] == ["ok"] * len(runtime.steps) and len(runtime.steps) >= 9
