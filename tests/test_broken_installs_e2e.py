@@ -250,3 +250,116 @@ def test_smoke_child_runs_on_python_36_and_37(tmp_path, version):
     runtime = standin.run_scenario(python, tmp_path, standin.CUDA_OK)
     assert runtime.status == "ok", (runtime.detail, runtime.stderr_tail)
     assert [s.status for s in runtime.steps] == ["ok"] * len(runtime.steps) and len(runtime.steps) >= 9
+
+
+# --- row 5: a Windows paste whose torch does not import ------------------------------------------------
+
+PASTES = REPO / "tests" / "fixtures" / "collect_env"
+
+
+@pytest.mark.slow
+def test_windows_paste_with_torch_that_does_not_import(tmp_path):
+    paste = PASTES / "composed-2.4.0-cu121-windows-not-importable.txt"
+    res = run_cli(["check", "--from", str(paste), "--json"], tmp_path)
+    assert res.returncode == 1, res.stdout[-2000:]
+    report = json.loads(res.stdout)
+    found = finding(report, "torch-import-error")
+    assert found["severity"] == "error"
+    assert report["snapshot"]["runtime"]["status"] == "import-error"
+    # torch 2.4.0's own DLL regression first, then the Visual C++ runtime
+    detail = found["detail"]
+    assert detail.index("fbgemm.dll") < detail.index("vcruntime140_1.dll")
+    assert "pytorch/pytorch#131662" in detail and "c10.dll" in detail and "msvcp140.dll" in detail
+    assert "https://aka.ms/vs/17/release/vc_redist.x64.exe" in found["fix"]["links"]
+    assert found["fix"]["commands"] == ['py -c "import torch; print(torch.__version__)"']
+    text = run_cli(["check", "--from", str(paste)], tmp_path).stdout
+    assert "no problems found" not in text and "python3" not in text
+
+
+# --- row 6: a 32-bit Windows Python; the Store's Python; the 260-character limit ------------------------
+
+
+@pytest.mark.slow
+def test_32_bit_windows_python_paste(tmp_path):
+    res = run_cli(["check", "--from", str(PASTES / "composed-windows-32bit-python.txt"), "--json"], tmp_path)
+    assert res.returncode == 1
+    report = json.loads(res.stdout)
+    found = finding(report, "python-32-bit")
+    assert found["severity"] == "error" and "no torch wheels exist" in found["title"]
+    assert found["fix"]["commands"] == ["py -3.12-64 -m venv .venv"]
+    assert "python-unsupported" not in {f["id"] for f in report["findings"]}  # not "install Python 3.15"
+    assert report["plan"]["status"] == "manual" and report["plan"]["steps"] == []
+    assert "windows-x86" in report["plan"]["reason"]
+    assert "python3" not in res.stdout
+
+
+class FakeWinreg:
+    """The part of ``winreg`` the probe uses, over a dict {(key path, value name): value}."""
+
+    HKEY_LOCAL_MACHINE = "HKLM"
+
+    def __init__(self, values, error=None):
+        self.values, self.error, self.opened = values, error, []
+
+    def OpenKey(self, root, path):  # noqa: N802 - winreg's names
+        import contextlib
+
+        if self.error is not None:
+            raise self.error
+        self.opened.append((root, path))
+        return contextlib.nullcontext(path)
+
+    def QueryValueEx(self, key, name):  # noqa: N802
+        if (key, name) not in self.values:
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        return self.values[(key, name)], 4  # REG_DWORD
+
+
+@pytest.mark.parametrize("values,error,enabled,why", [
+    ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): 1}, None, True, None),
+    ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): 0}, None, False, None),
+    ({}, None, False, None),  # the value absent: Windows' default, disabled
+    ({}, PermissionError(13, "Access is denied"), None, "could not be read"),
+    ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): "yes"}, None, None, "not a number"),
+])
+def test_long_paths_probe_reads_the_registry(values, error, enabled, why):
+    from doctor.probes.environment.windows import probe_windows
+
+    fake = FakeWinreg(values, error)
+    facts = probe_windows(fake)
+    assert facts.long_paths_enabled is enabled
+    assert (why in facts.why) if why else facts.why is None
+    if error is None:
+        assert fake.opened == [("HKLM", r"SYSTEM\CurrentControlSet\Control\FileSystem")]
+
+
+def test_long_paths_probe_off_windows_says_why():
+    from doctor.probes.environment.windows import probe_windows
+
+    if sys.platform.startswith("win"):
+        pytest.skip("winreg exists here")
+    assert probe_windows().why == "winreg is not available (not Windows)"
+
+
+STORE = (r"C:\Users\u\AppData\Local\Microsoft\WindowsApps\PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0"
+         r"\python.exe")
+
+
+@pytest.mark.slow
+def test_store_python_and_disabled_long_paths_from_a_windows_report(tmp_path):
+    # A report of a Windows machine (there is none to probe): this machine's report with the Windows facts in it.
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.5.1+cpu", cuda=None)
+    res, report = check_json(python, tmp_path)
+    snap = report["snapshot"]
+    snap["host"].update(os="windows", machine="x86_64", libc="")
+    snap["interpreter"].update(path=STORE, version="3.12.7")
+    snap["environment"]["windows"] = {"long_paths_enabled": False}
+    path = tmp_path / "windows-report.json"
+    path.write_text(json.dumps(report))
+    res = run_cli(["check", "--from", str(path), "--json"], tmp_path)
+    again = json.loads(res.stdout)
+    store = finding(again, "windows-store-python")
+    assert store["fix"]["commands"] == ["py -3.12-64 -m venv .venv"]
+    longpaths = finding(again, "windows-long-paths-disabled")
+    assert "LongPathsEnabled" in longpaths["fix"]["commands"][0]
+    assert "python3" not in json.dumps(again["findings"])

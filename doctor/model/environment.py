@@ -267,6 +267,18 @@ class CollectEnvText:
     conda: list[str] = field(default_factory=list)  # the [conda] lines
 
 
+# --- Windows ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WindowsFacts:
+    """Windows settings that decide whether torch installs: the 260-character path limit."""
+
+    # HKLM\SYSTEM\CurrentControlSet\Control\FileSystem LongPathsEnabled == 1; None: not read (see why)
+    long_paths_enabled: bool | None = None
+    why: str | None = reason()
+
+
 # --- all of them ----------------------------------------------------------------------------------
 
 
@@ -282,6 +294,7 @@ class Environment:
     libraries: Libraries | None = stated()
     cuda_home: CudaHome | None = stated()
     wsl: Wsl | None = stated()
+    windows: WindowsFacts | None = stated()  # only on Windows
     python: PythonFacts | None = stated()
     hostname: str | None = stated()
     collect_env: CollectEnvText | None = stated()  # only in snapshots read from collect_env text
@@ -298,4 +311,5 @@ SECTIONS: dict[str, type] = {
     "libraries": Libraries,
     "cuda_home": CudaHome,
     "wsl": Wsl,
+    "windows": WindowsFacts,
 }

@@ -138,7 +138,8 @@ def check_torch_installed(snap: S.Snapshot, table) -> list[Finding]:
     if inst.status == "absent":
         return [Finding(
             "torch-not-installed", ERROR,
-            Msg("torch is not installed in {path}", path=interp.path),
+            Msg("torch is not installed in {path}", path=interp.path or Msg("the Python collect_env ran in")
+                if snap.origin == "collect_env" else interp.path),
             Msg("Interpreter chosen because: {reason}. The fix plan below installs the build that fits "
             "this machine.", reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.version": interp.version},
@@ -498,6 +499,8 @@ def check_python(snap: S.Snapshot, table) -> list[Finding]:
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
         return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
+    if snap.interpreter.bits == 32:
+        return skipped(Msg("a 32-bit Python: python-32-bit says so"))
     build = torch_build(snap)
     machine = machine_from_snapshot(snap)
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]

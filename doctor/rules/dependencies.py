@@ -170,11 +170,26 @@ def _two_cuda_majors(snap: S.Snapshot) -> list[Finding]:
     )]
 
 
+def _from_collect_env(snap: S.Snapshot) -> dict[str, tuple[str, str]] | None:
+    """{name: (version, "")} from a collect_env paste's package list ("[pip3] numpy==2.1.0")."""
+    text = snap.environment.collect_env
+    if text is None or not text.pip:
+        return None
+    found: dict[str, tuple[str, str]] = {}
+    for line in text.pip:
+        name, sep, version = line.split("]", 1)[-1].strip().partition("==")
+        if sep and name and version:
+            found.setdefault(normalize_name(name), (version.strip(), ""))
+    return found
+
+
 def check_numpy_abi(snap: S.Snapshot, table) -> list[Finding]:
     build = torch_build(snap)
     if build is None:
         return without_torch(snap)
     have = installed_map(snap.environment.python)
+    if have is None:
+        have = _from_collect_env(snap)
     if have is None:
         return not_observed(snap, Msg("the NumPy installed beside torch"))
     numpy = have.get("numpy")
