@@ -259,6 +259,7 @@ def test_nothing_next_to_the_script_can_shadow(tmp_path):
     folder = tmp_path / "probes"
     folder.mkdir()
     shutil.copy(INSPECTOR, folder / "inspector.py")
+    shutil.copy(Path(INSPECTOR).parent / "installed.py", folder / "installed.py")
     (folder / "json.py").write_text("raise SystemExit('shadowed json')\n")
     (folder / "torch").mkdir()
     (folder / "torch" / "__init__.py").write_text("")
@@ -269,6 +270,19 @@ def test_nothing_next_to_the_script_can_shadow(tmp_path):
     data = json.loads(done.stdout)
     assert data["packages"]["torch"] is None
     assert str(folder) not in data["interpreter"]["sys_path"]
+
+
+@pytest.mark.slow
+def test_inspector_without_its_sibling_still_describes_torch(tmp_path):
+    """installed.py missing (a copied inspector): the rest of the answer stands, and the gap is a problem."""
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    shutil.copy(INSPECTOR, folder / "inspector.py")
+    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6")
+    done = subprocess.run([str(python), str(folder / "inspector.py")], capture_output=True, text=True, timeout=60)
+    data = json.loads(done.stdout)
+    assert data["packages"]["torch"]["version"] == "2.6.0+cu126"
+    assert "installed" not in data and any("listing installed versions failed" in p for p in data["problems"])
 
 
 @pytest.mark.slow
@@ -370,5 +384,5 @@ def test_leftovers_of_an_interrupted_pip(tmp_path, monkeypatch):
         for file in files:
             (site / name / file).write_text("")
     monkeypatch.setattr(sys, "path", [str(site), "", str(tmp_path / "absent")])
-    assert [Path(p).name for p in inspector.find_leftovers()] == [
+    assert [Path(p).name for p in inspector._sibling("installed").find_leftovers()] == [
         "numpy-2.0.0.dist-info", "torch-2.7.0.dist-info", "~orch", "~orch-2.6.0.dist-info"]

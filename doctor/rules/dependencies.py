@@ -8,10 +8,6 @@ those are errors; so is NumPy 2 under a torch built against NumPy 1 (the table's
 
 from __future__ import annotations
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
-
 from doctor.compat.builds import torch_build
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INSTALL, UNINSTALL, WARNING, Action, Finding, Fix
@@ -44,6 +40,11 @@ def _native(name: str) -> bool:
 def unmet_requirements(snap: S.Snapshot) -> tuple[list[dict], list[str]] | None:
     """(the unmet requirements of the trio, the lines that could not be judged), or None without the facts.
     Each unmet one: {"of", "requirement", "name", "installed" (None: missing), "native"}."""
+    # packaging.markers pulls in subprocess (through packaging.tags): imported when a rule runs, not on import
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
     py = snap.environment.python
     have = installed_map(py)
     if have is None or py.markers is None:
@@ -184,6 +185,9 @@ def _from_collect_env(snap: S.Snapshot) -> dict[str, tuple[str, str]] | None:
 
 
 def check_numpy_abi(snap: S.Snapshot, table) -> list[Finding]:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     build = torch_build(snap)
     if build is None:
         return without_torch(snap)
@@ -199,7 +203,7 @@ def check_numpy_abi(snap: S.Snapshot, table) -> list[Finding]:
     if limit is None:
         return []
     try:
-        fits = Requirement(f"numpy{limit.numpy}").specifier.contains(Version(numpy[0]), prereleases=True)
+        fits = SpecifierSet(limit.numpy).contains(Version(numpy[0]), prereleases=True)
     except InvalidVersion:
         return unknown(Msg("the NumPy version {version} could not be read", version=numpy[0]))
     if fits:

@@ -22,7 +22,6 @@ except Exception:
 
 import json  # noqa: E402
 import re  # noqa: E402
-from collections import Counter  # noqa: E402
 
 SCHEMA = 1
 MIN_PYTHON = (3, 6)
@@ -292,88 +291,8 @@ def _distributions():
     try:
         import importlib.metadata as metadata
     except ImportError:  # Python 3.6 and 3.7: no importlib.metadata, read the folders ourselves
-        return _scanned_distributions()
+        return _sibling("installed").scanned_distributions(_DistInfo)
     return list(metadata.distributions())
-
-
-def _scanned_distributions():
-    """Every *.dist-info and *.egg-info folder on sys.path, read as _DistInfo (PKG-INFO for egg-info)."""
-    found = []
-    for entry in sys.path:
-        folder = entry or "."
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(folder, name)
-            if name.lower().endswith((".dist-info", ".egg-info")) and os.path.isdir(path):
-                found.append(_DistInfo(path))
-    return found
-
-
-def installed_versions():
-    """[name, version, sys.path folder] of every distribution on sys.path, in sys.path order (the first of a
-    name is the one imported). Names and versions come from the folder names a wheel install writes
-    ("numpy-2.1.0.dist-info"); METADATA or PKG-INFO only where the name holds no version (an egg-info)."""
-    found = []
-    for entry in sys.path:
-        folder = entry or "."
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in names:
-            low = name.lower()
-            if not low.endswith((".dist-info", ".egg-info")):
-                continue
-            stem = name[: -len(".dist-info")]
-            dist, sep, version = stem.partition("-")
-            version = version.split("-")[0] if sep else ""
-            if not version or not version[0].isdigit():
-                info = _DistInfo(os.path.join(folder, name))
-                if os.path.isfile(info._path):  # an egg-info file: PKG-INFO text itself
-                    info = _EggInfoFile(info._path)
-                version = info.version or ""
-            if version:
-                found.append([_normalize(dist), version, folder])
-    return found
-
-
-def marker_environment():
-    """PEP 508's marker variables for this interpreter, as packaging.markers.default_environment() has them,
-    less platform_release and platform_version (the kernel's build text: no wheel's requirement reads them)."""
-    import platform
-
-    impl = sys.implementation
-    info = impl.version
-    impl_version = "%d.%d.%d" % (info.major, info.minor, info.micro)
-    if info.releaselevel != "final":
-        impl_version += info.releaselevel[0] + str(info.serial)
-    return {
-        "implementation_name": impl.name,
-        "implementation_version": impl_version,
-        "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_system": platform.system(),
-        "python_full_version": platform.python_version(),
-        "platform_python_implementation": platform.python_implementation(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
-        "sys_platform": sys.platform,
-    }
-
-
-class _EggInfoFile(object):
-    """A single-file *.egg-info: its text is PKG-INFO."""
-
-    def __init__(self, path):
-        self._path = path
-
-    @property
-    def version(self):
-        text = _read_text(self._path, 65536) or ""
-        match = re.search(r"^Version:[ \t]*(\S+)", text, re.M)
-        return match.group(1) if match else None
 
 
 def list_dists():
@@ -585,28 +504,6 @@ def describe_package(name, records, objects):
     return info
 
 
-def find_leftovers():
-    """What an interrupted pip leaves in the sys.path folders: its stash ("~orch", "~orch-2.6.0.dist-info":
-    the old files, renamed while the new ones are written), *.dist-info folders without RECORD, and one
-    without INSTALLER beside another of the same name (a wheel half extracted over a whole install)."""
-    found = []
-    for entry in sys.path:
-        if not entry or not os.path.isdir(entry):
-            continue
-        try:
-            names = sorted(os.listdir(entry))
-        except OSError:
-            continue
-        dists = Counter(n.split("-")[0].lower() for n in names if n.endswith(".dist-info"))
-        for name in names:
-            path = os.path.join(entry, name)
-            twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
-            if name.startswith("~") or (name.endswith(".dist-info") and not all(
-                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
-                found.append(path)
-    return found
-
-
 # --- conda --------------------------------------------------------------------------------------
 
 
@@ -636,6 +533,17 @@ def describe_conda(prefix):
 # --- main ---------------------------------------------------------------------------------------
 
 
+def _sibling(name):
+    """A stdlib-only module beside this file, loaded by path (this folder is off sys.path, on purpose)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("_torchdoctor_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def inspect():
     out = {"inspector": SCHEMA, "problems": []}
     out["interpreter"] = describe_interpreter()
@@ -654,10 +562,11 @@ def inspect():
             out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
-    out["leftovers"] = find_leftovers()
     try:
-        out["installed"] = installed_versions()
-        out["markers"] = marker_environment()
+        installed = _sibling("installed")
+        out["leftovers"] = installed.find_leftovers()
+        out["installed"] = installed.installed_versions()
+        out["markers"] = installed.marker_environment()
     except Exception as exc:
         out["problems"].append("listing installed versions failed: %s: %s" % (type(exc).__name__, exc))
     # PYTHONPATH folders come before site-packages: a torch there shadows the environment's own
