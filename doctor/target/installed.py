@@ -53,10 +53,10 @@ def installed_versions():
     found = []
     for folder, names in _folders():
         for name in names:
-            low = name.lower()
-            if not low.endswith((".dist-info", ".egg-info")):
+            stem, dot, suffix = name.rpartition(".")
+            if not dot or suffix.lower() not in ("dist-info", "egg-info"):
                 continue
-            dist, _, version = name[: -len(".dist-info")].partition("-")
+            dist, _, version = stem.partition("-")
             version = version.split("-")[0]
             if not version[:1].isdigit():
                 version = _version_from_files(os.path.join(folder, name))
