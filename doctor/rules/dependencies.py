@@ -96,6 +96,9 @@ def _describe(item: dict) -> str:
 def check_declared_requirements(snap: S.Snapshot, table) -> list[Finding]:
     if snap.install.torch is None:
         return without_torch(snap)
+    if _on_pythonpath(snap):
+        return skipped(Msg("the torch that imports is on PYTHONPATH, not in this environment: "
+                           "pythonpath-torch-shadows says so"))
     result = unmet_requirements(snap)
     if result is None:
         py = snap.environment.python
@@ -142,6 +145,16 @@ def check_declared_requirements(snap: S.Snapshot, table) -> list[Finding]:
     if not findings and undecided:
         return unknown(Msg("some requirements could not be judged: {lines}", lines="; ".join(undecided)))
     return findings
+
+
+def _on_pythonpath(snap: S.Snapshot) -> bool:
+    """torch imports from a $PYTHONPATH folder: what that copy declares is no remedy for this environment."""
+    py, dist = snap.environment.python, snap.install.torch
+    if py is None or not py.pythonpath or dist is None or not dist.location:
+        return False
+    separator = ";" if snap.host.os == "windows" else ":"
+    folders = {f.rstrip("/\\") for f in py.pythonpath.split(separator) if f}
+    return dist.location.rstrip("/\\") in folders
 
 
 def _two_cuda_majors(snap: S.Snapshot) -> list[Finding]:

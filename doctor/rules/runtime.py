@@ -556,14 +556,10 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
     else:
         hint = ""
         fix = Fix(Msg("Reinstall torch; if that does not help, search for the message."), actions=[_reinstall(snapshot)])
-    return Finding(
-        "torch-import-error",
-        ERROR,
-        Msg("import torch fails"),
-        Msg("`import torch` raised {clip}.{hint}", clip=_clip(message), hint=hint),
-        ev,
-        fix,
-    )
+    pasted = snapshot.origin == "collect_env" and step is None  # the message is collect_env's N/A, not torch's
+    return Finding("torch-import-error", ERROR, Msg("import torch fails"),
+                   Msg("{clip}.{hint}" if pasted else "`import torch` raised {clip}.{hint}", clip=_clip(message),
+                       hint=hint), ev, fix)
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:
