@@ -365,3 +365,20 @@ def test_store_python_and_disabled_long_paths_from_a_windows_report(tmp_path):
     longpaths = finding(again, "windows-long-paths-disabled")
     assert "LongPathsEnabled" in longpaths["fix"]["commands"][0]
     assert "python3" not in json.dumps(again["findings"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("torch,bad", [("2.3.1+cpu", True), ("2.4.1+cpu", False)])
+def test_numpy2_from_a_windows_paste(tmp_path, torch, bad):
+    # Windows wheels stayed on NumPy 1's ABI until 2.4.1 (pytorch/pytorch#131668); the paste's pip list has NumPy
+    text = (PASTES / "composed-2.8-windows-cpu.txt").read_text().replace("2.8.0+cpu", torch)
+    paste = tmp_path / "paste.txt"
+    paste.write_text(text)
+    res = run_cli(["check", "--from", str(paste), "--json"], tmp_path)
+    report = json.loads(res.stdout)
+    ids = {f["id"] for f in report["findings"]}
+    assert ("numpy-too-new-for-torch" in ids) is bad
+    if bad:
+        found = finding(report, "numpy-too-new-for-torch")
+        assert "on Windows" in found["detail"] and "pytorch/pytorch#131668" in found["evidence"]["table.source"]
+        assert found["fix"]["commands"] == ['py -m pip install "numpy<2"']  # < is a redirection there

@@ -154,7 +154,8 @@ def render_argv(argv: list[str], os_name: str = "linux") -> str:
         elif "==" in arg and "'" not in arg and '"' not in arg:
             out.append(f'"{arg}"')
         elif os_name == "windows":
-            out.append(f'"{arg}"' if (" " in arg or not arg) else arg)
+            # < > | & are redirections and pipes in both PowerShell and cmd ("numpy<2" would read a file "2")
+            out.append(f'"{arg}"' if (not arg or any(c in arg for c in ' <>|&;()^,')) else arg)
         else:
             out.append(shlex.quote(arg))
     if os_name == "windows" and out and out[0].startswith('"'):
