@@ -58,6 +58,10 @@ def unmet_requirements(snap: S.Snapshot) -> tuple[list[dict], list[str]] | None:
         for line in dist.requires:
             try:
                 req = Requirement(line)
+                # packaging fills a variable the target did not report from torchdoctor's own process: not this
+                # target's fact, so such a marker is left undecided
+                if req.marker is not None and _unreported(str(req.marker), env):
+                    raise UndefinedEnvironmentName(line)
                 if req.marker is not None and not req.marker.evaluate(env):
                     continue
             except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
@@ -80,6 +84,15 @@ def unmet_requirements(snap: S.Snapshot) -> tuple[list[dict], list[str]] | None:
                 unmet.append({"of": owner, "requirement": f"{req.name}{extras}{req.specifier}", "name": name,
                               "installed": found[0] if found else None, "native": _native(name)})
     return unmet, undecided
+
+
+_MARKER_VARIABLES = ("os_name", "sys_platform", "platform_machine", "platform_python_implementation",
+                     "platform_release", "platform_system", "platform_version", "python_version",
+                     "python_full_version", "implementation_name", "implementation_version")
+
+
+def _unreported(marker: str, env: dict) -> bool:
+    return any(name in marker and name not in env for name in _MARKER_VARIABLES)
 
 
 def _pin(item: dict) -> str:
