@@ -179,6 +179,11 @@ def build_schema() -> dict[str, Any]:
                 },
                 "additionalProperties": True,
             },
+            "redacted": {
+                "type": "boolean",
+                "description": "false: written with --no-redact where torchdoctor redacts (report, -o, "
+                "markdown, github, junit); absent otherwise (since issue 27).",
+            },
             "summary": {
                 "type": "object",
                 "required": ["errors", "warnings", "infos", "exit_code"],

@@ -107,10 +107,10 @@ def test_unknown_is_said_when_a_fact_is_missing(cpu_machine):
 def test_a_crashing_rule_is_exit_3_naming_it(cpu_machine):
     python, env = cpu_machine
     prelude = ("import doctor.rules.hazards.resources as r\n"
-               "def boom(snap, table):\n    raise KeyError('planted')\n"
-               "import doctor.rules.hazards as h\n"
-               "h.RULES[:] = [type(x)(x.id, x.summary, boom, x.ids) if x.id == 'shm' else x for x in h.RULES]\n"
-               "import doctor.rules.registry as reg\nreg.RULES[:] = [*reg.core.RULES, *reg.runtime.RULES, *h.RULES]\n")
+               "def boom(facts):\n    raise KeyError('planted')\n"
+               "import doctor.rules.registry as reg\n"
+               "reg.RULES[:] = [type(x)(x.id, x.summary, boom, x.ids) if x.id == 'shm' else x\n"
+               "                for x in reg.RULES]\n")
     res = run_cli(["check", "--no-smoke", "--json", "--python", str(python)], env, prelude=prelude)
     assert res.returncode == 3, res.stderr
     assert "internal error in rule shm" in res.stderr and "please report it" in res.stderr

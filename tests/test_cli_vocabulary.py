@@ -139,8 +139,9 @@ def render(report: dict, **kwargs) -> str:
 
     buffer = io.StringIO()
     original = text_view.console
-    text_view.console = lambda file=None, width=None: Console(file=buffer, width=120, force_terminal=True,
-                                                             color_system="standard", highlight=False, soft_wrap=True)
+    text_view.console = lambda file=None, width=None, **_: Console(file=buffer, width=120, force_terminal=True,
+                                                                  color_system="standard", highlight=False,
+                                                                  soft_wrap=True)
     try:
         text_view.render_text(report, **kwargs)
     finally:
@@ -186,12 +187,15 @@ def test_the_import_time_is_the_import_steps():
 
 
 def test_fleet_commands_are_never_wrapped(tmp_path):
-    from test_fleet import report, write
-
-    command = ("/very/long/path/to/the/environment/bin/python -m pip install \"torch==2.7.1+cu128\" "
-               "\"torchvision==0.22.1+cu128\" --index-url https://download.pytorch.org/whl/cu128")
+    """The fix fleet writes for a group (from the first report's facts) is one whole line at any width."""
+    paste = REPO / "tests" / "fixtures" / "collect_env" / "composed-2.6.0-cu126-rtx5090d-issue150733.txt"
+    res = run_cli(["check", "--from", str(paste), "--json"], {})
+    report = json.loads(res.stdout)
+    command = next(step["command"] for step in report["plan"]["steps"] if step.get("command"))
+    assert len(command) > 80 and "--index-url" in command
     for name in ("a", "b"):
-        write(tmp_path, f"{name}.json", report(hostname=name, finding="gpu-arch-unsupported", command=command))
+        report["snapshot"]["host"]["hostname"] = name
+        (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
     res = run_cli(["fleet", "summarize", str(tmp_path)], {"COLUMNS": "80"})
     assert res.returncode == 1, res.stderr
     assert f"    {command}\n" in res.stdout  # one line, whole, as it must be pasted

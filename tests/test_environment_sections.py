@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from factory import make_snapshot, torch_dist
 
+from doctor.compat.assessment import assess
 from doctor.compat.installs import CONDA_REMOVE_BEFORE_PIP, CONDA_TORCH, conda_torch
 from doctor.errors import ReportError
 from doctor.inputs.collect_env import parse_collect_env
@@ -114,7 +115,7 @@ def test_sections_a_report_lacks_are_unknown_and_the_rules_say_nothing():
     snapshot, meta = read_report(json.dumps(report_with(environment)), "old.json")
     assert snapshot.environment == M.Environment(hostname="old-box")
     assert meta["missing_fields"] == []
-    findings = [f for rule in RULES for f in rule.func(snapshot, None)]
+    findings = [f for rule in RULES for f in rule.func(assess(snapshot, None))]
     assert findings == []
 
 
@@ -191,7 +192,7 @@ def test_findings_from_typed_sections_carry_plain_json_evidence():
     snapshot, _ = read_report(json.dumps(report), "wsl.json")
     snapshot.install.torch = torch_dist("2.6.0+cu126", cuda="12.6")
     snapshot.environment.cuda_home = M.CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8")
-    findings, checks = run_rules(snapshot, None, RULES)
+    findings, checks = run_rules(assess(snapshot, None), RULES)
     ids = {f.id for f in findings}
     assert {"cuda-home-version-mismatch", "mixed-conda-pip-torch", "wsl-library-path-order",
             "wsl-linux-driver-installed", "library-path-shadows-cuda-libs"} <= ids, ids
@@ -211,7 +212,7 @@ def test_collect_env_states_no_hazard_section():
     assert [key for key in M.SECTIONS if getattr(env, key) is not None] == []
     assert env.python is None and env.hostname is None
     assert list(snapshot.to_dict()["environment"]) == ["collect_env"]
-    assert [f for rule in RULES for f in rule.func(snapshot, None)] == []
+    assert [f for rule in RULES for f in rule.func(assess(snapshot, None))] == []
 
 
 # --- conda ownership, decided once ----------------------------------------------------------------

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from doctor.compat import signatures as sg
 from doctor.inputs import errortext as em
-from doctor.inputs import signatures as sg
 from doctor.inputs.errortext import explain_text, load_signatures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -497,3 +497,71 @@ def test_optional_group_around_quantifiers_is_allowed():
     # an optional group cannot repeat, so quantifiers inside it cannot backtrack catastrophically
     assert sg._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\))?") is None
     assert sg._unsafe_pattern(r"too old(?: \(found version (?P<v>\d+)\)){2}") is not None
+
+
+# --- the smoke-test rule's rows ---------------------------------------------------------------------
+
+
+def _with_smoke_row(raw, index=0, **changes):
+    data = copy.deepcopy(raw)
+    for key, value in changes.items():
+        if value is None:
+            data["smoke_test"][index].pop(key, None)
+        else:
+            data["smoke_test"][index][key] = value
+    return data
+
+
+def test_smoke_test_rows_load_beside_explains(raw_signatures, sigs):
+    assert len(sigs.smoke_test) == len(raw_signatures["smoke_test"]) > 0
+    # explain matches its own rows only: the smoke-test rule's words are not candidates of a pasted text
+    matched = {m.signature for m in explain_text("out of memory", sigs).matches}
+    assert not {w.id for w in sigs.smoke_test} & matched
+    assert sigs.regex("no-nvidia-driver").search("Found no NVIDIA driver on your system")
+    assert sigs.regex("smoke-busy").search("CUDA-capable device(s) is/are busy or unavailable")
+    with pytest.raises(KeyError):
+        sigs.regex("no-such-row")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"pattern": "busy (or"}, "pattern", "does not compile"),
+        ({"pattern": "(?:busy )+"}, "pattern", "unbounded quantifier on a group"),
+        ({"pattern": "sm|busy or unavailable"}, "pattern", "literal of at least"),
+        ({"examples": ["the GPU is free"]}, "examples", "example 0 does not match the pattern"),
+        ({"examples": []}, "examples", "non-empty list"),
+        ({"source": "http://example.com"}, "source", "https://"),
+        ({"finding": "Busy"}, "finding", "kebab-case"),
+        ({"title": "a title"}, "title", "unknown field"),
+        ({"source": None}, "source", "missing"),
+        ({"id": "no-nvidia-driver"}, "id", "duplicate id"),
+    ],
+)
+def test_bad_smoke_test_row_is_one_line_naming_row_and_field(raw_signatures, changes, field, why):
+    index = next(i for i, row in enumerate(raw_signatures["smoke_test"]) if row["id"] == "smoke-busy")
+    with pytest.raises(ValueError) as excinfo:
+        load_signatures(_with_smoke_row(raw_signatures, index, **changes))
+    message = str(excinfo.value)
+    assert "\n" not in message and message.startswith(f"signatures: smoke_test row {index}")
+    assert f"field '{field}'" in message and why in message
+
+
+def test_smoke_test_must_be_a_list_of_objects(raw_signatures):
+    for bad, why in (({"x": 1}, "'smoke_test' must be a list"),
+                     (["x"], "smoke_test row 0: must be an object")):
+        data = copy.deepcopy(raw_signatures)
+        data["smoke_test"] = bad
+        with pytest.raises(ValueError, match=re.escape(why)):
+            load_signatures(data)
+
+
+def test_the_smoke_test_rule_reads_rows_that_exist_and_uses_every_smoke_test_row(sigs):
+    from doctor.rules import runtime
+
+    source = Path(runtime.__file__).read_text(encoding="utf-8")
+    named = {row for row, _ in runtime._MATCHERS} | set(re.findall(r'_words\("([a-z0-9-]+)"\)', source))
+    for row in named:
+        sigs.regex(row)  # a KeyError names a row the rule reads that the file does not have
+    assert {w.id for w in sigs.smoke_test} <= named, "a smoke_test row no code reads"
+    assert {w.finding for w in sigs.smoke_test} <= set(runtime.RULES[0].ids)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from fakeenv import add_dist_info, make_fake_env, site_packages
 
+from doctor.compat.assessment import assess
 from doctor.model.snapshot import Host, Snapshot
 from doctor.probes.environment import probe_environment
 from doctor.rules.hazards import devices, installs, libraries
@@ -86,7 +87,7 @@ def test_cuda_visible_devices(cuda_env, value, fid):
     assert found["evidence"]["CUDA_VISIBLE_DEVICES"] == value
     assert report["snapshot"]["environment"]["visible_devices"]["CUDA_VISIBLE_DEVICES"] == value
     snap = snapshot_for(cuda_env, {"CUDA_VISIBLE_DEVICES": value})
-    assert fid in [f.id for f in devices.check_visible_devices(snap, None)]
+    assert fid in [f.id for f in devices.check_visible_devices(assess(snap, None))]
 
 
 def test_cuda_visible_devices_unset_is_quiet(cuda_env):
@@ -117,7 +118,8 @@ def test_system_nvjitlink_on_ld_library_path(tmp_path, cuda_env):
     assert "__nvJitLinkComplete_12_6" in found["detail"]
 
     snap = snapshot_for(cuda_env, {"LD_LIBRARY_PATH": value})
-    direct = [f for f in libraries.check_library_shadowing(snap, None) if f.id == "library-path-shadows-cuda-libs"]
+    found = libraries.check_library_shadowing(assess(snap, None))
+    direct = [f for f in found if f.id == "library-path-shadows-cuda-libs"]
     assert len(direct) == 1
     assert direct[0].evidence["offending"][0]["wheel_source"] == "nvidia-nvjitlink-cu12 12.6.85"
 
@@ -158,7 +160,7 @@ def test_pip_torch_over_conda_pytorch(tmp_path, cuda_env):
     assert mismatch["fix"]["commands"] == [f"conda remove -p {prefix} pytorch-cuda"]
 
     snap = snapshot_for(cuda_env, {})
-    assert {f.id for f in installs.check_mixed_installs(snap, None)} == {
+    assert {f.id for f in installs.check_mixed_installs(assess(snap, None))} == {
         "mixed-conda-pip-torch",
         "conda-cuda-mismatch",
     }

@@ -10,14 +10,18 @@ import pytest
 from factory import gpu, make_snapshot, torch_dist
 
 from doctor.app.diagnose import diagnose
+from doctor.compat.assessment import assess
+from doctor.compat.builds import torch_build
 from doctor.compat.drivers import driver_advice, driver_change
 from doctor.compat.interpreters import python_in_range, venv_line
 from doctor.compat.pins import project_pin, wanted_torch
 from doctor.compat.wheels import (
     NATIVE,
+    NEEDS_OTHER_PYTHON,
     NO_GPU,
     NO_PYTHON,
     NO_SUCH_VERSION,
+    NO_WHEEL_FOR_GPUS,
     TOO_OLD,
     DriverVerdict,
     Fit,
@@ -215,7 +219,7 @@ def test_driver_change_is_decided_in_a_documented_order():
 def test_driver_advice_per_os(table, os_name, wsl, minimum, commands):
     snap = rtx5090_2121(os=os_name)
     snap.host.wsl = wsl
-    keep = choose(table, machine_from_snapshot(snap), "2.12.1").needs_driver
+    keep = choose(table, machine_from_snapshot(snap, torch_build(snap)), "2.12.1").needs_driver
     advice = driver_advice(table, snap, "13.0", keep.driver)
     assert advice.minimum == minimum and len(advice.commands) == commands
     if wsl:
@@ -313,7 +317,7 @@ def test_a_build_that_already_fits_is_not_told_it_stays_once_the_driver_is_updat
 
     snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
                          torch=torch_dist("2.13.0+cpu", None), torchvision=None, torchaudio=None)
-    plan = build_plan(snap, table, [Finding("torch-cpu-build", "error", "a CPU build", fix=Fix("x"))])
+    plan = build_plan(assess(snap, table), [Finding("torch-cpu-build", "error", "a CPU build", fix=Fix("x"))])
     assert plan.status == "none" and plan.steps == []
     assert "already the build that fits" in plan.reason
     assert not any("driver" in n for n in plan.notes)
@@ -376,9 +380,33 @@ def test_a_distributions_own_torch_gets_no_pip_reinstall_from_any_finding(table)
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda", "/opt/conda/envs/ml"
     snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(
         "pytorch", "2.5.1", "cuda126_mkl_py312_h8b1a2c3_303", "https://conda.anaconda.org/conda-forge/linux-64")]))
-    plan = build_plan(snap, table, [])
+    plan = build_plan(assess(snap, table), [])
     assert plan.status == "healthy" and plan.pins == []
     fix = Fix("again", actions=[Action(REINSTALL, ("torch",), plan=True)])
     Commands(python="/opt/conda/envs/ml/bin/python").fill([Finding("x", "warning", "t", fix=fix)],
                                                          (tuple(plan.pins), plan.pins_variant))
     assert fix.commands == []
+
+
+@pytest.mark.parametrize("name, cc, note", [
+    ("GeForce GTX 680", "3.0", "CUDA 10.2 to 10.2 can compile kernels for these GPUs: only a build made"),
+    ("GeForce GTX 580", "2.0", "No CUDA version the table knows can compile kernels for these GPUs."),
+])
+def test_no_wheel_for_the_gpus_says_which_cuda_could_build_one(table, name, cc, note):
+    # the plan's note follows the choice's code, never the words of its reason
+    snap = make_snapshot(gpus=[gpu(name, cc)], torch=None, torchvision=None, torchaudio=None)
+    plan = diagnose(snap, table).plan
+    assert assess(snap, table).choice.code == NO_WHEEL_FOR_GPUS
+    assert plan.status == "manual"
+    assert plan.reason == "no published wheel has kernels for every GPU of this machine"
+    assert plan.notes[1].startswith(note)
+
+
+def test_the_build_the_gpu_needs_without_a_wheel_for_this_python(table):
+    snap = make_snapshot(python="3.8.10", gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=None,
+                         torchvision=None, torchaudio=None)
+    diag = diagnose(snap, table)
+    assert assess(snap, table).unpinned.code == NEEDS_OTHER_PYTHON
+    [f] = [f for f in diag.findings if f.id == "python-unsupported"]
+    assert f.title == "the torch this machine needs has no wheel for Python 3.8.10"
+    assert f.evidence["reason"].startswith("torch 2.11.0+cu128, the build this machine needs, has no wheel")

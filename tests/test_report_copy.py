@@ -1,19 +1,22 @@
 """A report holds copies of its findings' evidence (doctor/model/findings.py, ``_copied``: deepcopy without its
-machinery). Over the findings of the benchmark's mutated reports, the copy must be what copy.deepcopy gives: equal,
+machinery). Over the findings of the mutated reports (tests/mutated_reports.py), the copy must be what copy.deepcopy gives: equal,
 messages still messages with their template and parameters, and nothing shared with the finding."""
 
 from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
-from test_choice_cache import ROOT, bench
+from mutated_reports import mutate
 
 from doctor.app.diagnose import diagnose
 from doctor.inputs.reports import read_report
 from doctor.model.findings import _copied, as_report_dict
 from doctor.model.i18n import Msg
 from doctor.table.load import load_table
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def same(a, b) -> bool:
@@ -47,7 +50,7 @@ def test_report_copies_are_what_deepcopy_gives():
     base = json.loads((ROOT / "tests" / "golden" / "rtx5090-cu126.json").read_text())
     seen = 0
     for i in range(0, 400, 7):
-        snap, _ = read_report(json.dumps(bench.mutate(base, i)), f"r{i}.json")
+        snap, _ = read_report(json.dumps(mutate(base, i)), f"r{i}.json")
         diag = diagnose(snap, table)
         for item in [*diag.findings, *diag.checks]:
             for name, value in as_report_dict(item).items():

@@ -194,14 +194,15 @@ def test_pypi_wheel_without_local_tag_is_read_from_version_py(table):
 
 
 def test_a_crashing_rule_becomes_a_finding_and_hides_nothing(table):
+    from doctor.compat.assessment import assess
     from doctor.rules import Rule, all_rules, run_rules
 
-    def boom(snap, table):
+    def boom(facts):
         raise ValueError("kaboom")
 
     rules = [Rule("boom", "explodes", boom)] + all_rules()
-    findings, checks = run_rules(make_snapshot(torch=torch_dist("2.5.1+cpu", None), torchvision=None,
-                                               torchaudio=None), table, rules)
+    findings, checks = run_rules(assess(make_snapshot(torch=torch_dist("2.5.1+cpu", None), torchvision=None,
+                                                      torchaudio=None), table), rules)
     assert {"internal-rule-error", "torch-cpu-build"} <= {f.id for f in findings}
     assert checks[0].status == "crashed"
 

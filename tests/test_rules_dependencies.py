@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from factory import make_snapshot, torch_dist
 
+from doctor.compat.assessment import assess
 from doctor.model.environment import PythonFacts
 from doctor.model.findings import ERROR, WARNING
 from doctor.rules.dependencies import check_declared_requirements, check_numpy_abi
@@ -33,41 +34,42 @@ def snapshot(installed, markers=LINUX, requires=REQUIRES, version="2.4.1+cu121")
 
 def test_everything_declared_is_installed():
     snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"), ("nvidia-cudnn-cu12", "9.1.0.70")])
-    assert check_declared_requirements(snap, None) == []
+    assert check_declared_requirements(assess(snap, None)) == []
 
 
 def test_markers_are_the_targets_own():
     # on Windows the nvidia-* pin does not apply; an extra's requirement never does
     snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2")], markers=WINDOWS)
-    assert check_declared_requirements(snap, None) == []
+    assert check_declared_requirements(assess(snap, None)) == []
 
 
 def test_a_missing_cuda_wheel_is_an_error_and_an_old_pure_python_one_a_warning():
-    found = check_declared_requirements(snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2")]), None)
+    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2")])
+    found = check_declared_requirements(assess(snap, None))
     assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", ERROR)]
     assert found[0].fix.actions[0].packages == ("nvidia-cudnn-cu12==9.1.0.70",)
-    found = check_declared_requirements(snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.5.0"),
-                                                  ("nvidia-cudnn-cu12", "9.1.0.70")]), None)
+    found = check_declared_requirements(assess(snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.5.0"),
+                                                  ("nvidia-cudnn-cu12", "9.1.0.70")]), None))
     assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", WARNING)]
 
 
 def test_first_on_sys_path_counts():
     snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"), ("nvidia-cudnn-cu12", "8.9.4.25"),
                      ("nvidia-cudnn-cu12", "9.1.0.70")])
-    assert [f.id for f in check_declared_requirements(snap, None)] == ["torch-cudnn-requirement-unmet"]
+    assert [f.id for f in check_declared_requirements(assess(snap, None))] == ["torch-cudnn-requirement-unmet"]
 
 
 def test_without_the_installed_versions_it_cannot_tell():
     snap = snapshot([])
     snap.environment.python.installed = None
-    assert check_declared_requirements(snap, None).status == "unknown"
+    assert check_declared_requirements(assess(snap, None)).status == "unknown"
     snap.origin = "report"  # an older report, read back: it never held them
-    assert check_declared_requirements(snap, None).status == "skipped"
+    assert check_declared_requirements(assess(snap, None)).status == "skipped"
 
 
 def test_a_marker_on_an_unreported_variable_is_unknown_not_a_verdict():
     snap = snapshot([], requires=['pywin32; platform_release >= "10"'])
-    assert check_declared_requirements(snap, None).status == "unknown"
+    assert check_declared_requirements(assess(snap, None)).status == "unknown"
 
 
 @pytest.mark.parametrize("version,os_name,numpy,bad", [
@@ -79,5 +81,5 @@ def test_a_marker_on_an_unreported_variable_is_unknown_not_a_verdict():
 def test_numpy_abi_boundary(table, version, os_name, numpy, bad):
     snap = snapshot([("numpy", numpy)], version=version)
     snap.host.os = os_name
-    found = check_numpy_abi(snap, table)
+    found = check_numpy_abi(assess(snap, table))
     assert [f.id for f in found] == (["numpy-too-new-for-torch"] if bad else [])

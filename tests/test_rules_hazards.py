@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from factory import gpu, make_snapshot, torch_dist, written
 
+from doctor.compat.assessment import assess
 from doctor.model import snapshot as S
 from doctor.model.environment import (
     Conda,
@@ -76,7 +77,7 @@ def test_rules_module_is_pure():
 def test_empty_environment_says_nothing():
     snap = make_snapshot()
     for rule in H.RULES:
-        assert rule.func(snap, None) == [], rule.id
+        assert rule.func(assess(snap, None)) == [], rule.id
 
 
 def test_healthy_environment_says_nothing():
@@ -93,7 +94,7 @@ def test_healthy_environment_says_nothing():
                            user_site=UserSite(enabled=False, path=None), conda=None),
     )  # fmt: skip
     for rule in H.RULES:
-        assert rule.func(snap, None) == [], rule.id
+        assert rule.func(assess(snap, None)) == [], rule.id
 
 
 # --- containers ---------------------------------------------------------------------------------
@@ -109,7 +110,7 @@ def container(kind="docker", nodes=(), **extra):
 def test_docker_without_gpus_and_a_cuda_torch_alone_is_only_a_note():
     # plain `pip install torch` is a CUDA build on Linux: in a CPU-only CI container nothing expects a GPU
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container())
-    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(assess(snap, None)), "container-no-gpu-access")
     assert finding.severity == INFO
     assert "docker run --gpus all <image> ..." in finding.fix.commands
     assert any("nvidia-ctk runtime configure --runtime=docker" in c for c in finding.fix.commands)
@@ -120,7 +121,7 @@ def test_kubernetes_remedy_is_the_device_plugin():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_DRIVER, gpus=[]), container=container("kubernetes")
     )
-    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(assess(snap, None)), "container-no-gpu-access")
     assert "nvidia.com/gpu" in finding.fix.summary and "device plugin" in finding.fix.summary
     assert finding.fix.links == ["https://github.com/NVIDIA/k8s-device-plugin"]
 
@@ -129,7 +130,7 @@ def test_podman_remedy_is_cdi():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container("podman")
     )
-    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(assess(snap, None)), "container-no-gpu-access")
     assert "podman run --device nvidia.com/gpu=all <image> ..." in finding.fix.commands
 
 
@@ -147,54 +148,55 @@ def test_severity_follows_what_says_a_gpu_is_wanted(facts, severity, cuda_torch)
     torch = torch_dist() if cuda_torch else torch_dist("2.7.1+cpu", cuda=None)
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch)
     snap = snap_with(snap=snap, container=container(**facts))
-    assert one(containers.check_containers(snap, None), "container-no-gpu-access").severity == severity
+    facts = assess(snap, None)
+    assert one(containers.check_containers(facts), "container-no-gpu-access").severity == severity
 
 
 @pytest.mark.parametrize("wanted", [["--require cuda"], ["[tool.torchdoctor] require = gpu"], ["--device 0"]])
 def test_a_stated_requirement_makes_it_an_error(wanted):
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container())
     snap.gpu_wanted = wanted
-    finding = one(containers.check_containers(snap, None), "container-no-gpu-access")
+    finding = one(containers.check_containers(assess(snap, None)), "container-no-gpu-access")
     assert finding.severity == ERROR
     assert finding.evidence["expects_gpu"][0] == wanted[0]
 
 
 def test_cpu_container_that_expects_nothing_is_fine():
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[], torch=torch_dist("2.7.1+cpu", cuda=None))
-    assert containers.check_containers(snap_with(snap=snap, container=container()), None) == []
+    assert containers.check_containers(assess(snap_with(snap=snap, container=container()), None)) == []
 
 
 def test_not_in_a_container_is_not_this_rules_business():
     snap = snap_with(
         snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]), container=container(kind=None)
     )
-    assert containers.check_containers(snap, None) == []
+    assert containers.check_containers(assess(snap, None)) == []
 
 
 def test_host_container_is_enough_for_old_reports():
     snap = make_snapshot(nvidia_status=S.NVIDIA_NO_DRIVER, gpus=[])
     snap.host.container = "docker"
-    assert ids(containers.check_containers(snap, None)) == ["container-no-gpu-access"]
+    assert ids(containers.check_containers(assess(snap, None))) == ["container-no-gpu-access"]
 
 
 @pytest.mark.parametrize("status", [S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_PERMISSION])
 def test_core_rule_states_are_not_duplicated(status):
     snap = snap_with(snap=make_snapshot(nvidia_status=status, gpus=[]), container=container())
-    assert containers.check_containers(snap, None) == []
+    assert containers.check_containers(assess(snap, None)) == []
 
 
 def test_working_gpu_in_container_is_fine():
     snap = snap_with(
         container=container(nodes=["/dev/nvidia0", "/dev/nvidiactl"], nvidia_visible_devices="all")
     )
-    assert containers.check_containers(snap, None) == []
+    assert containers.check_containers(assess(snap, None)) == []
 
 
 @pytest.mark.parametrize("value", ["void", "none", ""])
 def test_nvidia_visible_devices_hides_all(value):
     snap = snap_with(snap=make_snapshot(nvidia_status=S.NVIDIA_NO_GPU, gpus=[]),
                      container=container(nvidia_visible_devices=value))  # fmt: skip
-    findings = containers.check_containers(snap, None)
+    findings = containers.check_containers(assess(snap, None))
     finding = one(findings, "nvidia-visible-devices-hides-all")
     assert "container-no-gpu-access" not in ids(findings)
     assert "docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all <image> ..." in finding.fix.commands
@@ -202,7 +204,7 @@ def test_nvidia_visible_devices_hides_all(value):
 
 def test_driver_capabilities_without_compute():
     snap = snap_with(container=container(nodes=["/dev/nvidia0"], nvidia_driver_capabilities="utility"))
-    finding = one(containers.check_containers(snap, None), "container-missing-compute-capability")
+    finding = one(containers.check_containers(assess(snap, None)), "container-missing-compute-capability")
     assert finding.fix.commands == [
         "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."
     ]
@@ -214,7 +216,7 @@ def test_driver_capabilities_without_compute():
 def test_docker_default_shm_is_a_warning_with_both_remedies():
     snap = snap_with(shm=Shm(total_bytes=64 * 1024**2, free_bytes=64 * 1024**2), container=container(),
                      cpu=Cpu(cpu_count=8, affinity=8, budget=8))  # fmt: skip
-    finding = one(resources.check_shm(snap, None), "shm-too-small")
+    finding = one(resources.check_shm(assess(snap, None)), "shm-too-small")
     assert finding.severity == WARNING
     assert finding.fix.commands == [
         "docker run --shm-size=8g <image> ...",
@@ -226,18 +228,20 @@ def test_docker_default_shm_is_a_warning_with_both_remedies():
 
 def test_kubernetes_shm_remedy_is_a_memory_emptydir():
     snap = snap_with(shm=Shm(total_bytes=64 * 1024**2), container=container("kubernetes"))
-    finding = one(resources.check_shm(snap, None), "shm-too-small")
+    finding = one(resources.check_shm(assess(snap, None)), "shm-too-small")
     assert "medium: Memory" in finding.fix.summary and "mountPath: /dev/shm" in finding.fix.summary
 
 
 def test_small_shm_outside_a_container_is_info():
-    finding = one(resources.check_shm(snap_with(shm=Shm(total_bytes=512 * 1024**2)), None), "shm-too-small")
+    facts = assess(snap_with(shm=Shm(total_bytes=512 * 1024**2)), None)
+    finding = one(resources.check_shm(facts), "shm-too-small")
     assert finding.severity == INFO and finding.fix.commands == ["sudo mount -o remount,size=8G /dev/shm"]
 
 
 def test_enough_shm_or_unknown():
-    assert resources.check_shm(snap_with(shm=Shm(total_bytes=2 * GIB), container=container()), None) == []
-    assert resources.check_shm(snap_with(shm=Shm(why="statvfs failed")), None) == []
+    roomy = snap_with(shm=Shm(total_bytes=2 * GIB), container=container())
+    assert resources.check_shm(assess(roomy, None)) == []
+    assert resources.check_shm(assess(snap_with(shm=Shm(why="statvfs failed")), None)) == []
 
 
 # --- CPU quota ----------------------------------------------------------------------------------
@@ -246,7 +250,7 @@ def test_enough_shm_or_unknown():
 def test_quota_far_below_visible_cores():
     cpu = Cpu(cpu_count=64, affinity=64, cgroup="v2", quota_cpus=4.0, budget=4,
               quota_source="/sys/fs/cgroup/cpu.max", quota_raw="400000 100000")  # fmt: skip
-    finding = one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low")
+    finding = one(resources.check_cpu_quota(assess(snap_with(cpu=cpu), None)), "cpu-quota-low")
     assert finding.severity == WARNING
     assert finding.evidence["recommended_num_workers"] == 3
     assert finding.fix.commands == ["export OMP_NUM_THREADS=4"]
@@ -255,18 +259,19 @@ def test_quota_far_below_visible_cores():
 
 def test_affinity_restricted_is_info_with_a_recommendation():
     cpu = Cpu(cpu_count=32, affinity=8, cgroup="v2", quota_cpus=None, budget=8)
-    finding = one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-budget")
+    finding = one(resources.check_cpu_quota(assess(snap_with(cpu=cpu), None)), "cpu-budget")
     assert finding.severity == INFO and "num_workers=7" in finding.title
 
 
 def test_quota_above_half_is_info_only():
     cpu = Cpu(cpu_count=8, affinity=8, cgroup="v1", quota_cpus=6.0, budget=6)
-    assert ids(resources.check_cpu_quota(snap_with(cpu=cpu), None)) == ["cpu-budget"]
+    assert ids(resources.check_cpu_quota(assess(snap_with(cpu=cpu), None))) == ["cpu-budget"]
 
 
 def test_budget_computed_when_missing():
     cpu = Cpu(cpu_count=16, affinity=16, quota_cpus=1.5)
-    assert one(resources.check_cpu_quota(snap_with(cpu=cpu), None), "cpu-quota-low").evidence["budget"] == 2
+    facts = assess(snap_with(cpu=cpu), None)
+    assert one(resources.check_cpu_quota(facts), "cpu-quota-low").evidence["budget"] == 2
 
 
 # --- memory -------------------------------------------------------------------------------------
@@ -276,21 +281,21 @@ def test_ram_smaller_than_gpus():
     snap = make_snapshot(gpus=[gpu("NVIDIA H100 80GB HBM3", "9.0", i, 81559) for i in range(8)])
     snap = snap_with(snap=snap, memory=Memory(total_bytes=256 * GIB, available_bytes=200 * GIB,
                                                swap_total_bytes=0))  # fmt: skip
-    finding = one(resources.check_memory(snap, None), "ram-smaller-than-gpu-memory")
+    finding = one(resources.check_memory(assess(snap, None)), "ram-smaller-than-gpu-memory")
     assert finding.severity == INFO and finding.evidence["gpu.memory_total_mib"] == 8 * 81559
-    assert "no-swap-small-ram" not in ids(resources.check_memory(snap, None))  # 256 GiB is not small
+    assert "no-swap-small-ram" not in ids(resources.check_memory(assess(snap, None)))  # 256 GiB is not small
 
 
 def test_no_swap_small_ram():
     snap = snap_with(snap=make_snapshot(gpus=[]), memory=Memory(total_bytes=8 * GIB, available_bytes=6 * GIB,
                                                                  swap_total_bytes=0))  # fmt: skip
-    finding = one(resources.check_memory(snap, None), "no-swap-small-ram")
+    finding = one(resources.check_memory(assess(snap, None)), "no-swap-small-ram")
     assert finding.severity == INFO and "mkswap /swapfile" in finding.fix.commands[0]
 
 
 def test_low_available_memory():
     snap = snap_with(memory=Memory(total_bytes=64 * GIB, available_bytes=GIB // 2, swap_total_bytes=GIB))
-    assert ids(resources.check_memory(snap, None)) == ["low-available-memory"]
+    assert ids(resources.check_memory(assess(snap, None))) == ["low-available-memory"]
 
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
@@ -361,25 +366,26 @@ def two_gpus(names=("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB")):
 @pytest.mark.parametrize("value", ["", "-1", "none"])
 def test_hides_all(value):
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES=value))
-    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
+    finding = one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-hides-all")
     assert finding.severity == WARNING and finding.fix.commands[0] == "unset CUDA_VISIBLE_DEVICES"
 
 
 def test_hides_all_on_a_cpu_machine_is_info():
     snap = make_snapshot(gpus=[], nvidia_status=S.NVIDIA_NO_GPU, torch=torch_dist("2.7.1+cpu", cuda=None))
     snap = snap_with(snap=snap, visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES=""))
-    assert one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all").severity == INFO
+    facts = assess(snap, None)
+    assert one(devices.check_visible_devices(facts), "cuda-visible-devices-hides-all").severity == INFO
 
 
 def test_duplicates_hide_everything():
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="0,1,0"))
-    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-duplicate")
+    finding = one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-duplicate")
     assert finding.fix.commands == ["export CUDA_VISIBLE_DEVICES=0,1"]
 
 
 def test_index_past_the_last_gpu():
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="1,5,0"))
-    findings = devices.check_visible_devices(snap, None)
+    findings = devices.check_visible_devices(assess(snap, None))
     finding = one(findings, "cuda-visible-devices-no-match")
     assert finding.evidence["ignored"] == ["5", "0"]
     assert finding.fix.commands[0] == "export CUDA_VISIBLE_DEVICES=1"
@@ -388,7 +394,7 @@ def test_index_past_the_last_gpu():
 
 def test_only_index_past_the_last_gpu_hides_all():
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="2"))
-    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-hides-all")
+    finding = one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-hides-all")
     assert "matches no GPU" in finding.detail
 
 
@@ -397,20 +403,20 @@ def test_uuid_prefixes_like_torch():
     snap.nvidia.gpus[0].uuid = "GPU-1111aaaa-0000"
     snap.nvidia.gpus[1].uuid = "GPU-2222bbbb-0000"
     snap = snap_with(snap=snap, visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="GPU-2222"))
-    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-subset")
+    finding = one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-subset")
     assert finding.evidence["mapping"] == "cuda:0 = GPU 1 NVIDIA A100-SXM4-80GB (GPU-2222bbbb-0000)"
     assert finding.fix is None  # UUIDs do not depend on CUDA_DEVICE_ORDER
 
 
 def test_ambiguous_uuid_prefix_matches_nothing():
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="GPU-0000000"))
-    assert ids(devices.check_visible_devices(snap, None)) == ["cuda-visible-devices-hides-all"]
+    assert ids(devices.check_visible_devices(assess(snap, None))) == ["cuda-visible-devices-hides-all"]
 
 
 def test_mixed_gpus_subset_mentions_device_order():
     snap = snap_with(snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")),
                      visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="1"))  # fmt: skip
-    finding = one(devices.check_visible_devices(snap, None), "cuda-visible-devices-subset")
+    finding = one(devices.check_visible_devices(assess(snap, None)), "cuda-visible-devices-subset")
     assert "fastest first" in finding.detail
     assert finding.fix.commands == ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]
 
@@ -419,14 +425,14 @@ def test_mixed_gpus_without_the_variable():
     snap = snap_with(
         snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")), visible_devices=VisibleDevices()
     )
-    assert ids(devices.check_visible_devices(snap, None)) == ["cuda-device-order-differs"]
+    assert ids(devices.check_visible_devices(assess(snap, None))) == ["cuda-device-order-differs"]
     snap.environment.visible_devices = VisibleDevices(CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    assert devices.check_visible_devices(snap, None) == []
+    assert devices.check_visible_devices(assess(snap, None)) == []
 
 
 def test_all_gpus_in_order_is_fine():
     snap = snap_with(snap=two_gpus(), visible_devices=VisibleDevices(CUDA_VISIBLE_DEVICES="0,1"))
-    assert devices.check_visible_devices(snap, None) == []
+    assert devices.check_visible_devices(assess(snap, None)) == []
 
 
 # --- library shadowing --------------------------------------------------------------------------
@@ -460,7 +466,7 @@ def test_nvjitlink_shadowed_by_system_cuda():
         ]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
     )  # fmt: skip
-    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs")
     assert finding.severity == WARNING
     assert finding.fix.commands == ["export LD_LIBRARY_PATH=/opt/other/lib"]
     assert "undefined symbol: __nvJitLinkComplete_12_8" in finding.detail
@@ -478,7 +484,7 @@ def test_the_library_path_fix_keeps_only_folders_that_exist():
         ]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-nvjitlink-cu12", "12.8.93")),
     )  # fmt: skip
-    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs")
     assert finding.fix.commands == ["export LD_LIBRARY_PATH=/opt/other/lib"]
 
 
@@ -489,7 +495,7 @@ def test_cudnn_minor_mismatch_quotes_torchs_message_and_unsets():
                        libs=[lib("libcudnn.so.9.0.0", "cudnn", "9.0.0")])]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-cudnn-cu12", "9.1.0.70")),
     )  # fmt: skip
-    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs")
     assert "cuDNN version incompatibility: PyTorch was compiled  against (9, 1, …)" in finding.detail
     assert finding.fix.commands == ["unset LD_LIBRARY_PATH"]
 
@@ -501,14 +507,14 @@ def test_other_major_is_a_different_soname_and_harmless():
                        libs=[lib("libcudnn.so.8.9.2", "cudnn", "8.9.2")])]),
         python=py_facts(("torch", "2.7.1+cu128"), ("nvidia-cudnn-cu12", "9.1.0.70")),
     )  # fmt: skip
-    assert libraries.check_library_shadowing(snap, None) == []
+    assert libraries.check_library_shadowing(assess(snap, None)) == []
 
 
 def test_falls_back_to_torch_cuda_when_dists_are_unknown():
     snap = snap_with(libraries=libs_section("/usr/local/cuda/lib64", [
         LibraryDir(path="/usr/local/cuda/lib64", exists=True, driver_libs=[],
                    libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1.3.1")])]))  # fmt: skip
-    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs")
     assert finding.evidence["offending"][0]["wheel_source"] == "torch's CUDA 12.8"
 
 
@@ -516,7 +522,7 @@ def test_cpu_torch_is_not_affected():
     snap = make_snapshot(torch=torch_dist("2.7.1+cpu", cuda=None))
     snap = snap_with(snap=snap, libraries=libs_section("/x", [
         LibraryDir(path="/x", exists=True, driver_libs=[], libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1")])]))  # fmt: skip
-    assert libraries.check_library_shadowing(snap, None) == []
+    assert libraries.check_library_shadowing(assess(snap, None)) == []
 
 
 def test_failed_import_with_undefined_symbol_makes_it_an_error():
@@ -529,7 +535,8 @@ def test_failed_import_with_undefined_symbol_makes_it_an_error():
     snap.runtime.status = "import-error"
     snap.runtime.detail = (".../libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, "
                            "version libnvJitLink.so.12")  # fmt: skip
-    assert one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs").severity == ERROR
+    facts = assess(snap, None)
+    assert one(libraries.check_library_shadowing(facts), "library-path-shadows-cuda-libs").severity == ERROR
 
 
 def test_windows_path_uses_powershell():
@@ -537,7 +544,7 @@ def test_windows_path_uses_powershell():
     snap = snap_with(snap=snap, libraries=Libraries(variable="PATH", value=r"C:\CUDA\v12.1\bin;C:\Windows", dirs=[
         LibraryDir(path=r"C:\CUDA\v12.1\bin", exists=True, driver_libs=[],
                    libs=[lib("nvJitLink_120_0.dll", "nvjitlink", "12.0")])]))  # fmt: skip
-    finding = one(libraries.check_library_shadowing(snap, None), "library-path-shadows-cuda-libs")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "library-path-shadows-cuda-libs")
     assert finding.fix.commands == ['$env:PATH = "C:\\Windows"']
 
 
@@ -545,7 +552,7 @@ def test_cuda_home_other_version_is_info():
     snap = snap_with(
         cuda_home=CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8.89")
     )
-    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "cuda-home-version-mismatch")
     assert finding.severity == INFO
     assert (
         "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.8)"
@@ -559,7 +566,7 @@ def test_cuda_home_fix_points_at_a_toolkit_that_exists():
     installed = [CudaToolkitDir("/usr/local/cuda-11.8", "11.8.89"), CudaToolkitDir("/usr/local/cuda-12.8", "12.8.1")]
     snap = snap_with(cuda_home=CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8.89",
                                         installed=installed))
-    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "cuda-home-version-mismatch")
     assert finding.fix.commands == ["export CUDA_HOME=/usr/local/cuda-12.8"]
 
 
@@ -567,14 +574,15 @@ def test_cuda_home_fix_never_invents_a_folder():
     # torch 2.7.1+cu128, and only cuda-13.0 on the machine (the case of issue 13 with cuda-12.6)
     snap = snap_with(cuda_home=CudaHome(path="/usr/local/cuda", version="13.0.1",
                                         installed=[CudaToolkitDir("/usr/local/cuda-13.0", "13.0.1")]))
-    finding = one(libraries.check_library_shadowing(snap, None), "cuda-home-version-mismatch")
+    finding = one(libraries.check_library_shadowing(assess(snap, None)), "cuda-home-version-mismatch")
     assert finding.fix.commands == []
     assert "/usr/local/cuda-13.0 (CUDA 13.0)" in finding.fix.summary and "cuda-toolkit-12-8" in finding.fix.summary
 
 
 def test_cuda_home_same_minor_is_fine():
     assert (
-        libraries.check_library_shadowing(snap_with(cuda_home=CudaHome(version="12.8.1", path="/usr/local/cuda")), None)
+        libraries.check_library_shadowing(
+            assess(snap_with(cuda_home=CudaHome(version="12.8.1", path="/usr/local/cuda")), None))
         == []
     )
 
@@ -593,7 +601,7 @@ def test_conda_and_pip_torch_mixed():
     snap.interpreter.path = f"{prefix}/bin/python"
     snap = snap_with(snap=snap, python=py_facts(("torch", "2.7.1+cu128"), conda=conda_facts(
         prefix, ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0"), ("pytorch-cuda", "12.1", "ha16c6d3_6"))))  # fmt: skip
-    findings = written(installs.check_mixed_installs(snap, None), snap)
+    findings = written(installs.check_mixed_installs(assess(snap, None)), snap)
     mixed = one(findings, "mixed-conda-pip-torch")
     assert mixed.fix.commands == [
         "conda remove -p /opt/conda/envs/ml pytorch pytorch-cuda",
@@ -608,14 +616,14 @@ def test_conda_and_pip_torch_mixed():
 def test_conda_only_torch_is_fine():
     dists = py_facts(conda=conda_facts("/opt/conda", ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0")))
     dists.dists = [DistRecord(name="torch", version="2.5.1", location=SITE, installer="conda")]
-    assert installs.check_mixed_installs(snap_with(python=dists), None) == []
+    assert installs.check_mixed_installs(assess(snap_with(python=dists), None)) == []
 
 
 def test_cudatoolkit_matching_the_wheel_is_fine():
     facts = py_facts(
         ("torch", "2.7.1+cu128"), conda=conda_facts("/opt/conda/envs/x", ("cudatoolkit", "12.8.0", "h0"))
     )
-    assert installs.check_mixed_installs(snap_with(python=facts), None) == []
+    assert installs.check_mixed_installs(assess(snap_with(python=facts), None)) == []
 
 
 def test_user_site_shadows_the_venv():
@@ -626,7 +634,7 @@ def test_user_site_shadows_the_venv():
         DistRecord(name="torch", version="2.7.1+cu128", location=SITE, installer="pip"),
     ]
     snap = snap_with(python=facts)
-    findings = written(installs.check_mixed_installs(snap, None), snap)
+    findings = written(installs.check_mixed_installs(assess(snap, None)), snap)
     assert ids(findings) == ["user-site-torch-shadows"]
     assert findings[0].fix.commands[0] == f"{PY} -m pip uninstall -y torch torchvision torchaudio"
 
@@ -638,7 +646,8 @@ def test_two_torch_copies_on_sys_path():
         DistRecord(name="torch", version="2.4.0", location="/opt/extra/site-packages", installer="pip"),
     ]
     snap = snap_with(python=facts)
-    finding = one(written(installs.check_mixed_installs(snap, None), snap), "duplicate-torch-installs")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_mixed_installs(facts), snap), "duplicate-torch-installs")
     assert finding.fix.commands[:2] == [f"{PY} -m pip uninstall -y torch torchvision torchaudio"] * 2
     assert finding.fix.commands[2].endswith("--index-url https://download.pytorch.org/whl/cu128")
 
@@ -646,9 +655,9 @@ def test_two_torch_copies_on_sys_path():
 def test_missing_python_section_is_fine():
     snap = make_snapshot()
     assert snap.environment.python is None
-    assert installs.check_mixed_installs(snap, None) == []
+    assert installs.check_mixed_installs(assess(snap, None)) == []
     snap.environment.python = PythonFacts()  # read, with nothing in it
-    assert installs.check_mixed_installs(snap, None) == []
+    assert installs.check_mixed_installs(assess(snap, None)) == []
 
 
 # --- interpreter hygiene ------------------------------------------------------------------------
@@ -660,7 +669,8 @@ def test_externally_managed_system_python():
         "/usr/bin/python3", "system", True)  # fmt: skip
     text = "[externally-managed]\nError=To install Python packages system-wide, try apt install python3-xyz"
     snap.environment.python = py_facts(externally_managed_text=text)
-    finding = one(written(installs.check_interpreter_hygiene(snap, None), snap), "externally-managed-python")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_interpreter_hygiene(facts), snap), "externally-managed-python")
     assert finding.fix.commands == [
         '/usr/bin/python3 -m venv .venv && .venv/bin/python -m pip install "torch==2.7.1+cu128" '
         '"torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128'
@@ -670,21 +680,22 @@ def test_externally_managed_system_python():
 def test_conda_base():
     snap = make_snapshot()
     snap.interpreter.env_kind, snap.interpreter.prefix = "conda-base", "/opt/miniconda3"
-    finding = one(written(installs.check_interpreter_hygiene(snap, None), snap), "conda-base-environment")
+    facts = assess(snap, None)
+    finding = one(written(installs.check_interpreter_hygiene(facts), snap), "conda-base-environment")
     assert finding.fix.commands[:2] == ["conda create -n torch python=3.12", "conda activate torch"]
 
 
 def test_32_bit_python():
     snap = make_snapshot(os="windows")
     snap.interpreter.bits = 32
-    finding = one(installs.check_interpreter_hygiene(snap, None), "python-32-bit")
+    finding = one(installs.check_interpreter_hygiene(assess(snap, None)), "python-32-bit")
     assert finding.severity == ERROR and finding.fix.commands == ["py -3.12-64 -m venv .venv"]
 
 
 def test_venv_is_fine_even_with_a_marker_on_its_base():
     snap = make_snapshot()
     snap.interpreter.externally_managed = True  # inspector says venv: PEP 668 does not apply
-    assert installs.check_interpreter_hygiene(snap, None) == []
+    assert installs.check_interpreter_hygiene(assess(snap, None)) == []
 
 
 # --- WSL ----------------------------------------------------------------------------------------
@@ -704,7 +715,7 @@ def test_wsl_ld_library_path_puts_a_libcuda_first():
         LibraryDir(path="/usr/lib/wsl/lib", exists=True, libs=[], driver_libs=["libcuda.so.1"]),
         LibraryDir(path="/opt/x", exists=True, libs=[], driver_libs=["libnvidia-ml.so.1"]),
     ])  # fmt: skip
-    finding = one(wsl.check_wsl(snap, None), "wsl-library-path-order")
+    finding = one(wsl.check_wsl(assess(snap, None)), "wsl-library-path-order")
     assert finding.fix.commands == ["export LD_LIBRARY_PATH=/usr/lib/wsl/lib:/opt/x"]
 
 
@@ -712,23 +723,23 @@ def test_wsl_ld_so_conf_order():
     conf = LdSoConf(file="/etc/ld.so.conf.d/000-nvidia.conf", dirs=["/usr/lib/nvidia"],
                     driver_libs={"/usr/lib/nvidia": ["libcuda.so.1"]})  # fmt: skip
     wsl_conf = LdSoConf(file="/etc/ld.so.conf.d/ld.wsl.conf", dirs=["/usr/lib/wsl/lib"], driver_libs={})
-    finding = one(wsl.check_wsl(wsl_snap(confs=[conf, wsl_conf]), None), "wsl-library-path-order")
+    finding = one(wsl.check_wsl(assess(wsl_snap(confs=[conf, wsl_conf]), None)), "wsl-library-path-order")
     assert finding.fix.commands == [
         "sudo mv /etc/ld.so.conf.d/000-nvidia.conf /etc/ld.so.conf.d/000-nvidia.conf.disabled && sudo ldconfig"
     ]
-    assert wsl.check_wsl(wsl_snap(confs=[wsl_conf, conf]), None) == []  # later: harmless
+    assert wsl.check_wsl(assess(wsl_snap(confs=[wsl_conf, conf]), None)) == []  # later: harmless
 
 
 def test_wsl_linux_driver_inside():
     lib_path = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14"
-    finding = one(wsl.check_wsl(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None),
+    finding = one(wsl.check_wsl(assess(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None)),
                   "wsl-linux-driver-installed")  # fmt: skip
     assert finding.fix.commands[0] == f"sudo apt-get purge $(dpkg -S {lib_path} | cut -d: -f1)"
     assert finding.fix.commands[-1] == "sudo ldconfig"
 
 
 def test_not_wsl():
-    assert wsl.check_wsl(snap_with(wsl=Wsl(is_wsl=False, evidence=[])), None) == []
+    assert wsl.check_wsl(assess(snap_with(wsl=Wsl(is_wsl=False, evidence=[])), None)) == []
 
 
 def test_every_emitted_id_is_declared():
@@ -746,6 +757,6 @@ def test_torchs_own_cudnn_pin_is_what_it_uses_not_another_packages():
     snap = make_snapshot(torch=torch_dist("2.4.1+cu121", "12.1", requires=[
         'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"']))
     snap.environment.python = PythonFacts(dists=[DistRecord(name="nvidia-cudnn-cu12", version="8.9.4.25")])
-    assert libraries.expected_lib_versions(snap)["cudnn"] == ("9.1.0.70", "torch's requirement nvidia-cudnn-cu12==9.1.0.70")
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("9.1.0.70", "torch's requirement nvidia-cudnn-cu12==9.1.0.70")
     snap.install.torch.requires = []  # no pin: the installed wheel is all there is to go by
-    assert libraries.expected_lib_versions(snap)["cudnn"] == ("8.9.4.25", "nvidia-cudnn-cu12 8.9.4.25")
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("8.9.4.25", "nvidia-cudnn-cu12 8.9.4.25")

@@ -13,6 +13,7 @@ import pytest
 from factory import gpu, make_snapshot, torch_dist, written
 from standins import messages as M
 
+from doctor.compat.assessment import assess
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.rules import all_rules
 from doctor.rules.runtime import RULES, check_runtime
@@ -27,7 +28,7 @@ def snap_with(runtime: TorchRuntime, **changes):
 
 
 def check(snap):
-    findings = written(check_runtime(snap, None), snap)
+    findings = written(check_runtime(assess(snap, None)), snap)
     EMITTED.update(f.id for f in findings)
     return findings
 

@@ -23,6 +23,7 @@ from factory import gpu, make_snapshot
 from fakeenv import find_python, site_packages
 from standins import messages as M
 
+from doctor.compat.assessment import assess
 from doctor.model.snapshot import Snapshot
 from doctor.probes.runtime import (
     CHILD_SCRIPT,
@@ -127,10 +128,10 @@ def test_cuda_smoke_passes_every_step_with_timings(standin_python, tmp_path):
     assert by_name(rt)["conv"].data["engine"] == "cuDNN 90100"
     assert by_name(rt)["alloc"].data["free_mib"] == H100["free"] // 2**20
     assert by_name(rt)["versions"].data["nccl"] == "2.26.2"
-    assert check_runtime(make_snapshot(), None) == []  # the factory's runtime is "skipped"
+    assert check_runtime(assess(make_snapshot(), None)) == []  # the factory's runtime is "skipped"
     snap = make_snapshot()
     snap.runtime = rt
-    assert check_runtime(snap, None) == []
+    assert check_runtime(assess(snap, None)) == []
     # The result is part of the JSON report: strict JSON, and it reads back the same.
     text = json.dumps(snap.to_dict(), allow_nan=False)
     assert Snapshot.from_dict(json.loads(text)).runtime == rt
@@ -155,7 +156,7 @@ def test_device_out_of_range_fails_init_and_skips_the_rest(standin_python, tmp_p
     steps = by_name(rt, device=None)
     assert steps["init"].status == "failed" and "device 3 is not visible" in steps["init"].message
     assert steps["matmul"].status == "skipped"
-    assert ids(check_runtime(Snapshot(runtime=rt), None)) == ["smoke-failed"]
+    assert ids(check_runtime(assess(Snapshot(runtime=rt), None))) == ["smoke-failed"]
 
 
 def test_bf16_is_skipped_below_compute_capability_8(standin_python, tmp_path):
@@ -179,7 +180,7 @@ def test_mps_backend(standin_python, tmp_path):
         "sync",
     ]
     assert by_name(rt)["conv"].data["engine"] == "MPS"
-    assert check_runtime(Snapshot(runtime=rt), None) == []
+    assert check_runtime(assess(Snapshot(runtime=rt), None)) == []
 
 
 def test_autocast_torch_disables_is_skipped_not_wrong(standin_python, tmp_path):
@@ -187,7 +188,7 @@ def test_autocast_torch_disables_is_skipped_not_wrong(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, scenario)
     bf16 = by_name(rt)["autocast-bf16"]
     assert bf16.status == "skipped" and "disabled" in bf16.message
-    assert check_runtime(Snapshot(runtime=rt), None) == []
+    assert check_runtime(assess(Snapshot(runtime=rt), None)) == []
 
 
 def test_cpu_only_machine_still_gets_a_real_smoke_test(standin_python, tmp_path):
@@ -224,7 +225,7 @@ def test_arch_unsupported_from_warning_and_kernel_failure(standin_python, tmp_pa
     assert by_name(rt)["alloc"].message.startswith("AcceleratorError: CUDA error: no kernel image")
     assert by_name(rt)["matmul"].status == "skipped"
     assert M.ARCH_WARNING_OLD.strip() in [w.strip() for w in rt.warnings]
-    findings = check_runtime(Snapshot(runtime=rt), None)
+    findings = check_runtime(assess(Snapshot(runtime=rt), None))
     assert ids(findings) == ["gpu-arch-unsupported"]
     f = findings[0]
     assert f.severity == "error" and f.evidence["source"] == "smoke-test"
@@ -242,7 +243,7 @@ def test_arch_warning_alone_in_import_mode(standin_python, tmp_path):
     }
     rt = run_scenario(standin_python, tmp_path, scenario, mode="import")
     assert rt.status == "ok"
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert (f.id, f.severity) == ("gpu-arch-unsupported", "error")
     assert f.evidence["compute_capability"] == "6.1" and f.evidence["gpu.index"] == 0
 
@@ -258,7 +259,7 @@ def test_rocm_invalid_device_function(standin_python, tmp_path):
     }
     rt = run_scenario(standin_python, tmp_path, scenario)
     assert (rt.status, rt.backend, rt.hip_version) == ("ok", "rocm", "6.2.41133-dd7f95766")
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "gpu-arch-unsupported" and "HSA_OVERRIDE_GFX_VERSION" in f.fix.summary
     assert f.evidence["gpu"] == "AMD Radeon RX 6700 XT"
 
@@ -285,7 +286,7 @@ def test_driver_too_old(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, scenario)
     assert rt.status == "ok" and rt.cuda_available is False
     assert by_name(rt, None)["alloc"].status == "skipped"
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "driver-too-old" and f.evidence["driver.max_cuda"] == "12.4"
     assert f.evidence["found_version"] == 12040 and f.evidence["torch.cuda"] == "12.8"
 
@@ -301,16 +302,16 @@ def test_no_driver(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, scenario, mode="import")
     snap = make_snapshot(nvidia_status="no-driver", gpus=[], driver=None, max_cuda=None, pci=["0000:01:00.0"])
     snap.runtime = rt
-    assert ids(check_runtime(snap, None)) == ["nvidia-driver-missing"]
+    assert ids(check_runtime(assess(snap, None))) == ["nvidia-driver-missing"]
     snap.nvidia.status = "no-gpu"  # no NVIDIA device at all: a CUDA build has nothing to drive
-    assert check_runtime(snap, None) == []
+    assert check_runtime(assess(snap, None)) == []
 
 
 def test_cpu_build_asked_for_a_device(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, {"version": "2.13.0+cpu", "cuda": None}, device="0")
     assert rt.backend == "cuda" and rt.status == "ok"
     assert by_name(rt, None)["init"].message == "AssertionError: " + M.NOT_COMPILED
-    assert ids(check_runtime(Snapshot(runtime=rt), None)) == ["torch-cpu-build"]
+    assert ids(check_runtime(assess(Snapshot(runtime=rt), None))) == ["torch-cpu-build"]
 
 
 def test_busy_gpu_in_exclusive_mode(standin_python, tmp_path):
@@ -319,7 +320,7 @@ def test_busy_gpu_in_exclusive_mode(standin_python, tmp_path):
     snap = make_snapshot()
     snap.nvidia.gpus[0].compute_mode = "Exclusive_Process"
     snap.runtime = rt
-    [f] = check_runtime(snap, None)
+    [f] = check_runtime(assess(snap, None))
     assert f.id == "gpu-busy-or-exclusive" and f.evidence["compute_mode"] == {0: "Exclusive_Process"}
     assert "sudo nvidia-smi -i 0 -c DEFAULT" in f.fix.commands
     assert "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv" in f.fix.commands
@@ -333,7 +334,7 @@ def test_one_busy_gpu_does_not_stop_the_others_being_tested(standin_python, tmp_
     assert [(s.name, s.device) for s in failed] == [("init", 1)] and "busy or unavailable" in failed[0].message
     snap = make_snapshot(gpus=[gpu("NVIDIA H100 80GB HBM3", "9.0", 0), gpu("NVIDIA H100 80GB HBM3", "9.0", 1)])
     snap.runtime = rt
-    assert "gpu-busy-or-exclusive" in ids(check_runtime(snap, None))
+    assert "gpu-busy-or-exclusive" in ids(check_runtime(assess(snap, None)))
 
 
 def test_cudnn_not_initialized_at_conv(standin_python, tmp_path):
@@ -341,7 +342,7 @@ def test_cudnn_not_initialized_at_conv(standin_python, tmp_path):
         standin_python, tmp_path, dict(CUDA_OK, fail={"op": "conv", "message": M.CUDNN_NOT_INITIALIZED})
     )
     assert by_name(rt)["conv"].status == "failed" and by_name(rt)["autocast-fp16"].status == "ok"
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "cudnn-error" and "unset LD_LIBRARY_PATH" in f.fix.commands
 
 
@@ -349,14 +350,14 @@ def test_cudnn_version_incompatibility(standin_python, tmp_path):
     scenario = dict(CUDA_OK, fail={"op": "cudnn_version", "message": M.CUDNN_INCOMPATIBLE})
     rt = run_scenario(standin_python, tmp_path, scenario, mode="import")
     assert by_name(rt, None)["versions"].status == "failed"
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "cudnn-error" and "LD_LIBRARY_PATH" in f.detail
 
 
 def test_out_of_memory_at_a_small_allocation(standin_python, tmp_path):
     scenario = dict(CUDA_OK, fail={"op": "alloc", "type": "OutOfMemoryError", "message": M.OUT_OF_MEMORY})
     rt = run_scenario(standin_python, tmp_path, scenario)
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "gpu-out-of-memory-at-start"
     assert f.evidence["processes"] == [{"pid": 4242, "memory": "79.13 GiB"}] and "4242" in f.detail
 
@@ -369,7 +370,7 @@ def test_wrong_matmul_result(standin_python, tmp_path):
         and matmul.data["wrong_result"] is True
         and matmul.data["max_rel_err"] == 0.5
     )
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "gpu-wrong-result" and "broken" in f.detail and f.evidence["max_rel_err"] == 0.5
 
 
@@ -377,7 +378,7 @@ def test_unrecognised_failure_is_still_reported(standin_python, tmp_path):
     rt = run_scenario(
         standin_python, tmp_path, dict(CUDA_OK, fail={"op": "matmul", "message": M.ILLEGAL_ADDRESS})
     )
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "smoke-failed" and "illegal memory access" in f.detail
 
 
@@ -392,7 +393,7 @@ def test_segfault_during_conv(standin_python, tmp_path):
     conv = by_name(rt)["conv"]
     assert conv.status == "failed" and conv.data["unfinished"] and "SIGSEGV" in conv.message
     assert "Segmentation fault" in rt.stderr_tail  # faulthandler's report, with the Python stack
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "torch-crashed" and "'conv'" in f.title
 
 
@@ -402,7 +403,7 @@ def test_abort_naming_a_cuda_library(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, dict(CUDA_OK, crash=crash))
     assert (rt.status, rt.signal) == ("crashed", signal.SIGABRT)
     assert "libcudnn_cnn_infer.so.8" in rt.detail
-    findings = {f.id: f for f in check_runtime(Snapshot(runtime=rt), None)}
+    findings = {f.id: f for f in check_runtime(assess(Snapshot(runtime=rt), None))}
     assert set(findings) == {"torch-crashed", "cudnn-error"}
     crashed = findings["torch-crashed"]
     assert crashed.evidence["libraries"] == ["libcudnn_cnn_infer.so.8", "libnvrtc.so"]
@@ -419,7 +420,7 @@ def test_hang_is_cut_off_at_the_limit(standin_python, tmp_path):
     assert rt.status == "timeout" and "'matmul' on device 0" in rt.detail
     assert by_name(rt)["alloc"].status == "ok"
     assert by_name(rt)["matmul"].data == {"timed_out": True, "limit_s": 4, "unfinished": True}
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "smoke-timeout" and f.evidence["limit_s"] == 4 and "alloc" in f.evidence["steps_done"]
 
 
@@ -438,28 +439,28 @@ def test_import_error_undefined_symbol(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, scenario)
     assert rt.status == "import-error" and [s.name for s in rt.steps] == ["import"]
     assert "__nvJitLinkComplete_12_4" in rt.steps[0].message
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "torch-import-error" and "unset LD_LIBRARY_PATH" in f.fix.commands
 
 
 def test_garbage_instead_of_the_protocol(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, {"startup_garbage": "Welcome to ClusterOS! Your quota: 93%"})
     assert rt.status == "garbage" and "ClusterOS" in rt.detail
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "smoke-garbage" and f.severity == "error"
 
 
 def test_silent_exit_mid_run(standin_python, tmp_path):
     rt = run_scenario(standin_python, tmp_path, dict(CUDA_OK, exit={"op": "matmul", "code": 0}))
     assert rt.status == "error" and "'matmul'" in rt.detail
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert f.id == "smoke-failed" and f.title == "the smoke test stopped early"
 
 
 def test_missing_interpreter_never_raises(tmp_path):
     rt = probe_runtime(str(tmp_path / "no-such-python"), mode="smoke", timeout=5)
     assert rt.status == "error" and "not found" in rt.detail
-    [f] = check_runtime(Snapshot(runtime=rt), None)
+    [f] = check_runtime(assess(Snapshot(runtime=rt), None))
     assert (f.id, f.severity) == ("smoke-failed", "warning")
 
 
@@ -518,7 +519,7 @@ def test_real_cpu_torch(tmp_path_factory):
     matmul = next(s for s in smoke.steps if s.name == "matmul")
     assert matmul.data["max_rel_err"] <= 1e-4 and matmul.data["tflops"] > 0
     assert next(s for s in smoke.steps if s.name == "conv").data["engine"] in ("oneDNN", "native CPU")
-    assert check_runtime(Snapshot(runtime=smoke), None) == []
+    assert check_runtime(assess(Snapshot(runtime=smoke), None)) == []
     # torch takes about a second to import; the workload itself stays well under one.
     workload = sum(s.seconds for s in smoke.steps if s.name not in ("import", "init", "versions"))
     assert workload < 3.0, workload
@@ -603,7 +604,7 @@ def test_timeout_with_nothing_printed():
         "/p/python", timeout=5, runner=lambda *a, **k: fake_result(returncode=None, timed_out=True)
     )
     assert rt.status == "timeout" and rt.steps == []
-    assert ids(check_runtime(Snapshot(runtime=rt), None)) == ["smoke-timeout"]
+    assert ids(check_runtime(assess(Snapshot(runtime=rt), None))) == ["smoke-timeout"]
 
 
 def test_windows_access_violation_is_a_crash():

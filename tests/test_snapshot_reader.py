@@ -1,15 +1,18 @@
 """Reading a snapshot back takes a value its reader would return unchanged as it is (doctor/model/snapshot.py,
-``_as_is``). Over the benchmark's mutated reports and values of every wrong type in every field, that must give the
+``_as_is``). Over the mutated reports (tests/mutated_reports.py) and values of every wrong type in every field, that must give the
 same snapshot, or the same error naming the same field, as reading every value through its reader."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from test_choice_cache import ROOT, bench
+from mutated_reports import mutate
 
 from doctor.model import snapshot as S
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def read_both(data):
@@ -52,7 +55,7 @@ BASE = json.loads((ROOT / "tests" / "golden" / "rtx5090-cu126.json").read_text()
 
 def test_mutated_reports_read_the_same():
     for i in range(0, 200, 9):
-        fast, plain = read_both(bench.mutate({"snapshot": BASE}, i)["snapshot"])
+        fast, plain = read_both(mutate({"snapshot": BASE}, i)["snapshot"])
         assert fast == plain
 
 

@@ -26,6 +26,7 @@ from factory import companion, gpu, make_snapshot, torch_dist
 from doctor.app.diagnose import diagnose
 from doctor.compat import coverage, distributions
 from doctor.compat.arch import arch_supports
+from doctor.compat.assessment import assess
 from doctor.compat.builds import companion_build, cuda_major_from_needed, torch_build
 from doctor.compat.coverage import NEEDS_PTX, NO_KERNELS, RUNS, arch_source, bound_verdict
 from doctor.compat.distributions import channel_name, conda_build_cuda, dist_origin
@@ -35,7 +36,8 @@ from doctor.model.requirements import Requirements, gpu_wanted_by
 from doctor.model.snapshot import BinaryKernels, Dist, Provenance, RuntimeDevice, TorchRuntime
 from doctor.probes import binaries
 from doctor.probes.provenance import parse_tegra_release, probe_provenance
-from doctor.rules.core import check_companions, check_gpu_arch
+from doctor.rules.gpu_arch import check_gpu_arch
+from doctor.rules.install import check_companions
 from doctor.table.parse import _Parser
 
 H100 = ("NVIDIA H100 80GB HBM3", "9.0")
@@ -134,7 +136,7 @@ def _untagged_torchvision(**kernels) -> Dist:
 def test_untagged_torchvision_is_unknown_not_cpu():
     snap = make_snapshot(torchvision=_untagged_torchvision(), torchaudio=None)
     assert companion_build(snap, "torchvision").kind == "unknown"
-    assert "torchvision-mismatch" not in ids(check_companions(snap, _table()))
+    assert "torchvision-mismatch" not in ids(check_companions(assess(snap, _table())))
 
 
 def test_untagged_torchvision_reads_its_cuda_from_its_binary():
@@ -142,13 +144,14 @@ def test_untagged_torchvision_reads_its_cuda_from_its_binary():
     snap = make_snapshot(torchvision=tv, torchaudio=None)
     build = companion_build(snap, "torchvision")
     assert (build.kind, build.cuda) == ("cuda", "12") and "libcudart.so.12" in build.evidence
-    assert "torchvision-mismatch" not in ids(check_companions(snap, _table()))  # 12 == 12, 0.20 compares majors
+    # 12 == 12, and 0.20 compares majors
+    assert "torchvision-mismatch" not in ids(check_companions(assess(snap, _table())))
 
 
 def test_torchvision_binary_of_another_cuda_major_is_a_mismatch():
     tv = _untagged_torchvision(status="ok", sm=["sm_80"], path="/x/_C.so", needed=["libcudart.so.11.0"])
     snap = make_snapshot(torchvision=tv, torchaudio=None)
-    finding = next(f for f in check_companions(snap, _table()) if f.id == "torchvision-mismatch")
+    finding = next(f for f in check_companions(assess(snap, _table())) if f.id == "torchvision-mismatch")
     assert "a different major" in finding.detail
 
 
@@ -237,7 +240,7 @@ def library(tmp_path: Path, entries, name="libtorch_cuda.so", containers=3) -> B
 
 
 def arch_ids(tmp_path, kernels, name_cc, version="2.14.1a0+git9a8b7c6"):
-    return ids(check_gpu_arch(_arch_snapshot(name_cc, version=version, kernels=kernels), _table()))
+    return ids(check_gpu_arch(assess(_arch_snapshot(name_cc, version=version, kernels=kernels), _table())))
 
 
 def test_one_sm_library(tmp_path):
@@ -279,7 +282,8 @@ def test_unreadable_libraries_fall_back_and_never_raise(tmp_path, damage):
     path.write_bytes(data)
     kernels = binaries.read_binary(path, "torch")
     assert kernels.status in ("unknown", "no-gpu-code") and kernels.why
-    findings = check_gpu_arch(_arch_snapshot(H100, version="2.14.1a0+git9a8b7c6", kernels=kernels), _table())
+    snap = _arch_snapshot(H100, version="2.14.1a0+git9a8b7c6", kernels=kernels)
+    findings = check_gpu_arch(assess(snap, _table()))
     unknown = next(f for f in findings if f.id == "arch-list-unknown")  # the source build: bound only
     assert unknown.evidence["arch_list.kind"] == "cuda-bound"
     assert any(kernels.why in s for s in unknown.evidence["not_used"])
@@ -291,7 +295,7 @@ def test_a_handful_of_kernels_is_not_support(tmp_path):
     path.write_bytes(with_needed([(".nv_fatbin", b"".join(container(c) for c in containers))], []))
     kernels = binaries.read_binary(path, "torch")
     assert kernels.sm == ["sm_80"] and kernels.partial == ["sm_90"]
-    finding = next(f for f in check_gpu_arch(_arch_snapshot(H100, kernels=kernels), _table())
+    finding = next(f for f in check_gpu_arch(assess(_arch_snapshot(H100, kernels=kernels), _table()))
                    if f.id == "gpu-arch-unsupported")
     assert "only a handful of its kernels (sm_90" in finding.detail
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from doctor.compat.assessment import assess
 from doctor.model.findings import CheckResult, Finding
 from doctor.model.requirements import Requirements
 from doctor.model.snapshot import Fact, Requested, Snapshot
@@ -64,12 +65,13 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
         # What the user stated reaches the rules as a fact: the container rule's severity depends on it.
         snap.gpu_wanted = list(dict.fromkeys(snap.gpu_wanted + gpu_wanted_by(requirements)))
     enrich(snap, table)
-    findings, checks = run_rules(snap, table, rules)
+    facts = assess(snap, table)  # what the rules and the plan derive from the snapshot, worked out once
+    findings, checks = run_rules(facts, rules)
     findings = _dedupe(findings)
     if requirements is not None and requirements.ignore:
         findings = [f for f in findings if f.id not in set(requirements.ignore)]
     commands = commands or commands_for(snap)
-    plan = build_plan(snap, table, findings, commands)
+    plan = build_plan(facts, findings, commands)
     # Findings are written after the plan: a finding that reinstalls torch names the plan's exact builds.
     commands.fill(findings, (tuple(plan.pins), plan.pins_variant))
     attach_commands(findings, plan)

@@ -103,13 +103,12 @@ def signatures_path() -> Path:
 
 
 def load_bundled_signatures():
-    from doctor.inputs.signatures import load_signatures
+    from doctor.compat.signatures import bundled_signatures
 
-    path = signatures_path()
     try:
-        return load_signatures(path.read_bytes())
+        return bundled_signatures()
     except (OSError, ValueError) as exc:
-        raise DoctorError(f"signatures {path}: {exc}", exitcodes.USAGE) from None
+        raise DoctorError(f"signatures {signatures_path()}: {exc}", exitcodes.USAGE) from None
 
 
 def traceback_interpreter(text: str) -> str | None:
@@ -212,10 +211,13 @@ def run_explain(opts: ExplainOptions) -> int:
     from doctor.app.output import deliver
 
     report, code = explain(opts)
-    if opts.redact and (opts.output is not None or opts.format == "markdown"):
+    shared = opts.output is not None or opts.format == "markdown"
+    if opts.redact and shared:
         from doctor.render.redact import redact_report
 
         report = redact_report(report)
+    elif shared:  # --no-redact: the output says so (JSON: "redacted": false)
+        report = {**report, "redacted": False}
     if opts.format == "json":
         from doctor.render.json import render_json
 
@@ -235,5 +237,9 @@ def run_explain(opts: ExplainOptions) -> int:
         buf = io.StringIO()
         render_explain(report, verbose=opts.verbose, file=buf, width=100)
         text = buf.getvalue()
+    if report.get("redacted") is False and opts.format != "json":
+        from doctor.app.output import NOT_REDACTED
+
+        text = (f"> **{NOT_REDACTED}**\n\n" if opts.format == "markdown" else NOT_REDACTED + "\n") + text
     deliver(text, CheckOptions(output=opts.output, quiet=opts.quiet))
     return code

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor import exitcodes
+from doctor.errors import DoctorError
 from doctor.inputs.nodes import NONE, UNKNOWN, NodeReport, read_node_reports
 
 # The dimensions on which a node can be the odd one out, in display order (NodeReport attributes).
@@ -32,7 +33,9 @@ class FleetSummary:
     )  # "findings", "driver", "torch_build", "gpu_model"
     majority: dict[str, str] = field(default_factory=dict)
     odd: list[dict[str, Any]] = field(default_factory=list)  # {"node", "path", "differs": {dim: value}}
-    fix_groups: list[dict[str, Any]] = field(default_factory=list)  # {"commands", "nodes", "count"}
+    # {"commands" (torchdoctor's, from the first report's facts), "reported" (that report's own text),
+    #  "reported_by", "report" (its path), "nodes", "count"[, "not_derived": why no commands were written]}
+    fix_groups: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -75,14 +78,42 @@ def summarize(nodes: list[NodeReport], unreadable: list[tuple[str, str]] | None 
                 differs[dimension] = value
         if differs:
             summary.odd.append({"node": node.node, "path": node.path, "differs": differs})
-    groups: dict[tuple[str, ...], list[str]] = {}
+    groups: dict[tuple[str, ...], list[NodeReport]] = {}
     for node in nodes:
-        groups.setdefault(node.plan_commands, []).append(node.node)
+        groups.setdefault(node.plan_commands, []).append(node)
+    # Grouped by the commands each report lists, but those are the report's text, not a fix: a report can say
+    # anything ("curl ... | sh"). rederive() writes each group's commands from its first report's facts.
     summary.fix_groups = [
-        {"commands": list(commands), "count": len(names), "nodes": names}
-        for commands, names in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        {"commands": [], "reported": list(commands), "reported_by": members[0].node,
+         "report": members[0].path, "count": len(members), "nodes": [n.node for n in members]}
+        for commands, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
     return summary
+
+
+def rederive(summary: FleetSummary, diagnose=None) -> FleetSummary:
+    """Each group's commands, written by torchdoctor from its first report's facts with today's rules and
+    table, as `check --from` does; the report's own commands stay only as ``reported`` (by
+    ``reported_by``), never as the fix. ``diagnose``: (path) -> the plan's commands (tests)."""
+    groups = [g for g in summary.fix_groups if g["reported"]]  # a report without a fix needs none written
+    if groups and diagnose is None:
+        from doctor.table.load import load_table
+
+        table = load_table()
+        diagnose = lambda path: _commands_from(path, table)  # noqa: E731
+    for group in groups:
+        try:
+            group["commands"] = diagnose(group["report"])
+        except DoctorError as exc:
+            group["not_derived"] = str(exc)
+    return summary
+
+
+def _commands_from(path: str, table) -> list[str]:
+    from doctor.app.check import rediagnose
+
+    diag = rediagnose(Path(path), table, None)
+    return [step.command for step in diag.plan.steps if step.command]
 
 
 def _gpu_model_counts(nodes: list[NodeReport]) -> Counter:
@@ -98,7 +129,7 @@ def _gpu_model_counts(nodes: list[NodeReport]) -> Counter:
 
 
 def summarize_paths(paths: Iterable[str]) -> FleetSummary:
-    return summarize(*read_node_reports(paths))
+    return rederive(summarize(*read_node_reports(paths)))
 
 
 def summary_to_dict(summary: FleetSummary) -> dict[str, Any]:
@@ -146,10 +177,10 @@ def summarize_command(
     elif output:
         import io
 
-        from rich.console import Console
+        from doctor.render.console import console
 
         buffer = io.StringIO()
-        render_human(sanitize(data), Console(file=buffer, width=120, no_color=True, highlight=False))
+        render_human(sanitize(data), console(buffer, width=120, soft_wrap=False, no_color=True))
         text = buffer.getvalue()
     else:
         render_human(sanitize(data))

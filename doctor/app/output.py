@@ -11,15 +11,25 @@ from doctor.errors import DoctorError
 # Meant to be pasted, published or uploaded (a job summary can be public; JUnit files become CI artifacts):
 # redacted on stdout too, unless --no-redact.
 SHARED_FORMATS = ("markdown", "github", "junit")
+# What shared output written with --no-redact says of itself, once (JSON: "redacted": false).
+NOT_REDACTED = ("Not redacted (--no-redact): user and host names, home paths, GPU UUIDs, addresses and "
+                "tokens are as they were.")
 
 
 def _redacted(report: dict, opts: CheckOptions) -> dict:
     fmt = opts.output_format
-    if opts.redact and (opts.shared or opts.output is not None or fmt in SHARED_FORMATS):
+    if opts.shared or opts.output is not None or fmt in SHARED_FORMATS:
+        if not opts.redact:
+            return {**report, "redacted": False}
         from doctor.render.redact import redact_report
 
         return redact_report(report)
     return report
+
+
+def _said(report: dict) -> bool:
+    """Whether this output must say it is not redacted."""
+    return report.get("redacted") is False
 
 
 def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
@@ -39,53 +49,37 @@ def render(report: dict, opts: CheckOptions, mode: str = "check") -> str | None:
     if fmt == "markdown":
         from doctor.render.markdown import render_markdown
 
-        return render_markdown(report)
+        return (f"> **{NOT_REDACTED}**\n\n" if _said(report) else "") + render_markdown(report)
     if fmt == "github":
-        from doctor.render.github import render_github
+        from doctor.render.github import annotation, render_github
 
-        text = render_github(report)
+        said = annotation("warning", "torchdoctor", NOT_REDACTED) + "\n" if _said(report) else ""
+        text = said + render_github(report)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         return text + (_append_step_summary(summary, report) if summary else "")
     if fmt == "junit":
         from doctor.render.junit import render_junit
 
-        return render_junit(report)
+        text = render_junit(report)
+        if _said(report):  # a comment after the XML declaration (readers skip it; "--" cannot be in one)
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n<!-- {NOT_REDACTED.replace('--no-redact', 'no-redact')} -->\n{rest}"
+        return text
     from doctor.render.text import render_text
 
     if opts.output is not None:
         import io
 
         buf = io.StringIO()
-        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet, plain=True)
+        if _said(report):
+            buf.write(NOT_REDACTED + "\n")
+        render_text(report, verbose=opts.verbose, mode=mode, file=buf, width=100, quiet=opts.quiet,
+                    terminal=False)  # a file: never styled, whatever FORCE_COLOR says
         return buf.getvalue()
-    kind = text_kind(sys.stdout)
-    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet, plain=kind == "plain",
-                terminal=kind if kind in ("color", "no-color") else None)
+    if _said(report):
+        sys.stdout.write(NOT_REDACTED + "\n")
+    render_text(report, verbose=opts.verbose, mode=mode, quiet=opts.quiet)
     return None
-
-
-def text_kind(stream, env=None) -> str:
-    """How rich would write the text view to ``stream``, decided as rich decides it (rich 13-15, POSIX):
-    "plain" (no terminal, or a dumb one: no styles at all), "color", "no-color" (NO_COLOR: attributes, no
-    colours), or "rich" where only rich can tell (Windows consoles, a stream whose isatty fails)."""
-    import os
-
-    env = os.environ if env is None else env
-    if os.name == "nt":
-        return "rich"
-    compatible, force = env.get("TTY_COMPATIBLE", ""), env.get("FORCE_COLOR")
-    if compatible in ("0", "1"):
-        terminal = compatible == "1"
-    elif force is not None:
-        terminal = force != ""
-    else:
-        try:
-            terminal = bool(stream.isatty())
-        except (AttributeError, ValueError, OSError):
-            return "rich"
-    if not terminal or env.get("TERM", "").lower() in ("dumb", "unknown"):
-        return "plain"
-    return "no-color" if env.get("NO_COLOR", "") != "" else "color"
 
 
 def _append_step_summary(path: str, report: dict) -> str:
@@ -96,8 +90,9 @@ def _append_step_summary(path: str, report: dict) -> str:
     from doctor.render.github import annotation
     from doctor.render.markdown import render_markdown
 
+    said = f"> **{NOT_REDACTED}**\n\n" if _said(report) else ""
     try:  # GITHUB_STEP_SUMMARY naming a FIFO nobody reads is an error at once, not a hang
-        write_text(path, render_markdown(report) + "\n", append=True)
+        write_text(path, said + render_markdown(report) + "\n", append=True)
     except OSError as exc:
         why = exc.strerror or str(exc)
         return annotation("warning", "torchdoctor", one_line(f"could not write the step summary to {path}: {why}")) + "\n"

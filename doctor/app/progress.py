@@ -4,7 +4,7 @@ report is printed.
 
 Only on a terminal: nothing when stderr is piped or redirected, TERM=dumb, with --json or -q, so logs,
 CI and scripts never see it. And only for a run that lasts: the status starts after DELAY_S, so a check that
-is done sooner (a static check on a known machine: ~0.1 s) shows no flicker and never imports rich (~40 ms).
+is done sooner (a static check on a known machine) shows no flicker.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class Progress:
     one that is still running."""
 
     def __init__(self, stream=None) -> None:
-        from rich.console import Console
+        from doctor.render.console import console
 
-        self._console = Console(file=stream or sys.stderr, highlight=False)
+        self._console = console(stream or sys.stderr, soft_wrap=False)
         self._status = self._console.status(localize(Msg("checking this machine")), spinner="dots")
         self._tasks: dict[str, str] = {}
         self._lock = threading.Lock()

@@ -8,14 +8,13 @@ wheel is the smallest change that does?".
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from doctor.compat.arch import arch_supports
-from doctor.compat.builds import torch_build
+from doctor.compat.builds import Build
 from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
 from doctor.model.snapshot import Snapshot
@@ -44,7 +43,8 @@ class Machine:
     free_threaded: bool = False  # a free-threaded build (Py_GIL_DISABLED): only "3.13t"-style wheels install
 
 
-def machine_from_snapshot(snap: Snapshot) -> Machine:
+def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
+    """``build``: the installed torch's (None: not installed), whose variant is kept when it still fits."""
     gpus = snap.nvidia.gpus
     ccs = tuple(cc for cc in (parse_cc(g.compute_capability.value) for g in gpus) if cc)
     present = bool(gpus) or bool(snap.nvidia.pci_devices) or snap.nvidia.status not in ("no-gpu", "unknown")
@@ -61,7 +61,7 @@ def machine_from_snapshot(snap: Snapshot) -> Machine:
         nvidia_present=present,
         driver_version=snap.nvidia.driver_version.value,
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
-        installed_variant=build.variant if (build := torch_build(snap)) else None,
+        installed_variant=build.variant if build is not None else None,
         free_threaded=bool(snap.interpreter.free_threaded),
     )
 
@@ -208,33 +208,16 @@ def rank_fits(fits: list[Fit], installed_variant: str | None = None) -> list[Fit
     return sorted(fits, key=key)
 
 
-# best_in_release's answers, keyed by the facts they read and id(release), id(patch) (checked against the objects
-# kept: hashing a Release hashes its patches). Asked once per release for every new machine of a fleet or --from.
-_BEST: dict = {}
-
-
 def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driver: bool = True) -> Fit | None:
-    # The installed variant only decides the variants without an NVIDIA GPU, and the order when it is one of the
-    # fitting variants (else it ranks like none).
-    m, ccs = machine, machine.gpu_ccs if ccs is None else tuple(ccs)
-    facts = (table, id(release), id(patch), need_driver, m.platform, m.os, m.nvidia_present,
-             None if m.nvidia_present else m.installed_variant, m.driver_version, m.driver_max_cuda, ccs)
-    good = _BEST.get(facts)
-    if good is None or good[0] is not release or good[1] is not patch:
-        good = _keep(facts, (release, patch, _good_fits(table, release, patch, machine, ccs, need_driver)))
-    installed = m.installed_variant if any(f.wheel.variant == m.installed_variant for f in good[2]) else None
-    best = _BEST.get(facts + (installed,))
-    if best is None or best[0] is not release or best[1] is not patch:
-        ranked = rank_fits(list(good[2]), installed)
-        best = _keep(facts + (installed,), (release, patch, ranked[0] if ranked else None))
-    return best[2]
-
-
-def _keep(key, value):
-    if len(_BEST) >= 65536:
-        _BEST.clear()
-    _BEST[key] = value
-    return value
+    """The best fitting wheel of one release for this machine, or None."""
+    ccs = machine.gpu_ccs if ccs is None else tuple(ccs)
+    good = _good_fits(table, release, patch, machine, ccs, need_driver)
+    # The installed variant only decides the variants without an NVIDIA GPU, and the order when it is one of
+    # the fitting variants (else it ranks like none).
+    installed = machine.installed_variant if any(f.wheel.variant == machine.installed_variant for f in good) \
+        else None
+    ranked = rank_fits(list(good), installed)
+    return ranked[0] if ranked else None
 
 
 def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) -> tuple[Fit, ...]:
@@ -382,11 +365,23 @@ def usable_patch(release, machine: Machine, spec=None):
     return None
 
 
-# Why a version that was asked for cannot be installed here (Choice.unavailable)
+# Why a version that was asked for cannot be installed here (Choice.unavailable, and its code)
 NO_SUCH_VERSION = "no-such-version"  # no release in the table matches the specifier
 NO_PLATFORM = "platform"  # it publishes no wheel for this OS and architecture
 NO_PYTHON = "python"  # it publishes no wheel for this Python
 NO_GPU = "gpu"  # no variant has kernels for every GPU
+
+# What a choice's reason says (Choice.code), for code to branch on; the reason's words are for people.
+KEEPS = "keeps"  # the installed torch fits
+KEEPS_AFTER_DRIVER = "keeps-after-driver"  # the installed torch runs once the driver is newer
+NEAREST = "nearest"  # the installed torch has no wheel that fits: the nearest release above it does
+NEWEST = "newest"  # the newest release that fits
+NO_WHEEL_ON_DRIVER = "no-wheel-on-driver"  # nothing runs on the installed driver: the newest that would after
+AS_ASKED = "as-asked"  # the version asked for fits
+AS_ASKED_AFTER_DRIVER = "as-asked-after-driver"  # the version asked for runs once the driver is newer
+NO_RELEASE_FOR_PYTHON = "no-release-for-python"  # no release has wheels for this Python on this platform
+NEEDS_OTHER_PYTHON = "needs-other-python"  # the build this machine needs has no wheel for this Python
+NO_WHEEL_FOR_GPUS = "no-wheel-for-gpus"  # no published wheel has kernels for every GPU
 
 
 @dataclass(slots=True)
@@ -395,6 +390,7 @@ class Choice:
     alternative: Fit | None  # the newest release that fits, when different
     needs_driver: Fit | None  # when nothing fits the current driver: the wheel to install after a driver update
     reason: str
+    code: str  # what ``reason`` says (KEEPS, NO_PYTHON, ...): branch on this, never on the words
     # With needs_driver: the nearest release that runs on today's driver, the other way out (a downgrade, usually).
     today: Fit | None = None
     # A version was asked for (--torch, a project pin) and cannot be had here: why (NO_PYTHON, ...) and the nearest
@@ -426,31 +422,9 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
     return later
 
 
-def _distinct(ccs):
-    return tuple(sorted(set(ccs))) if ccs else ccs
-
-
 def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
     the installed version when that one does not match it."""
-    # It reads the GPUs' capabilities as a set (no Fit it returns has bad_ccs), not how many there are: one entry
-    # serves 1 to 8 GPUs of a model. A plain tuple as the key: cheaper to hash than a Machine.
-    m = machine
-    key = (m.platform, m.os, m.python, _distinct(m.gpu_ccs), m.nvidia_present, m.driver_version, m.driver_max_cuda,
-           m.installed_variant, m.free_threaded)
-    return _choose_keyed(table, key, installed_version, _distinct(ccs), wanted)
-
-
-@functools.lru_cache(maxsize=4096)  # pure: the rules and the plan ask it the same questions, and so do fleets
-def _choose_keyed(table, key: tuple, installed_version: str | None, ccs, wanted: str | None) -> Choice:
-    platform, os_, python, gpu_ccs, present, driver, driver_max, variant, free_threaded = key
-    machine = Machine(platform=platform, os=os_, python=python, gpu_ccs=gpu_ccs, gpu_count=0, nvidia_present=present,
-                      driver_version=driver, driver_max_cuda=driver_max, installed_variant=variant,
-                      free_threaded=free_threaded)
-    return _choose(table, machine, installed_version, ccs, wanted)
-
-
-def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     spec = public_spec(wanted)
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):
@@ -458,7 +432,7 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
     usable = list(_usable(table, machine.platform, machine.python, machine.free_threaded, wanted))
     if not usable:
         return Choice(None, None, None, f"no torch release in the table has wheels for Python "
-                      f"{python_label(machine)} on {machine.platform}")
+                      f"{python_label(machine)} on {machine.platform}", code=NO_RELEASE_FOR_PYTHON)
     fitting = []  # (release, Fit) with the current driver
     for release, patch in usable:
         f = best_in_release(table, release, patch, machine, ccs)
@@ -472,14 +446,14 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
             f = best_in_release(table, same, patch, machine, ccs)
             if f:
                 return Choice(f, newest if newest and newest.wheel.minor != f.wheel.minor else None, None,
-                              Msg("keeps torch {torch}", torch=patch.torch))
+                              Msg("keeps torch {torch}", torch=patch.torch), code=KEEPS)
             later = best_in_release(table, same, patch, machine, ccs, need_driver=False)
             if later is not None and later.driver.level == TOO_OLD and driver_reachable(table, machine, later):
                 # The installed torch runs once the driver is newer: that is the first way out; the nearest
                 # release that runs on today's driver is the other.
                 kept = _keep_installed(table, same, patch, machine, ccs, later)
                 return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
-                              today=_nearest(fitting, base))
+                              code=KEEPS_AFTER_DRIVER, today=_nearest(fitting, base))
         if fitting:
             inst = torch_version(base)
             above = [(r, f) for r, f in fitting if inst is None or torch_version(f.wheel.torch) > inst]
@@ -487,10 +461,10 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
                 target = above[0][1]
                 return Choice(target, newest if newest is not target else None, None,
                               Msg("torch {base} has no wheel that fits; {nearest} is the nearest release "
-                                  "that does", base=base, nearest=target.wheel.torch))
-            return Choice(newest, None, None, Msg("the newest release that fits"))
+                                  "that does", base=base, nearest=target.wheel.torch), code=NEAREST)
+            return Choice(newest, None, None, Msg("the newest release that fits"), code=NEWEST)
     if fitting:
-        return Choice(newest, None, None, Msg("the newest release that fits this machine"))
+        return Choice(newest, None, None, Msg("the newest release that fits this machine"), code=NEWEST)
     # Nothing runs on this driver. Best: the installed build itself, once the driver is updated.
     if base:
         same = table.release(base)
@@ -499,23 +473,26 @@ def _choose(table, machine: Machine, installed_version: str | None, ccs=None, wa
             if patch and python_ok(same, machine, patch) else None
         if f:
             return Choice(None, None, _keep_installed(table, same, patch, machine, ccs, f),
-                          Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch))
+                          Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
+                          code=KEEPS_AFTER_DRIVER)
     # Else the newest wheel that would run after a driver update.
     for release, patch in reversed(usable):
         f = best_in_release(table, release, patch, machine, ccs, need_driver=False)
         if f and driver_reachable(table, machine, f):
-            return Choice(None, None, f, Msg("no wheel runs on the installed driver"))
+            return Choice(None, None, f, Msg("no wheel runs on the installed driver"),
+                          code=NO_WHEEL_ON_DRIVER)
     if machine.python is not None:
         relaxed = choose(table, replace(machine, python=None, free_threaded=False), None, ccs)
         fit_any = relaxed.target or relaxed.needs_driver
         if fit_any is not None:
             release = table.release(fit_any.wheel.torch)
             return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
-                          f"for Python {python_label(machine)} ({python_problem(release, machine)})")
-    return Choice(None, None, None, Msg("no published wheel has kernels for every GPU of this machine"))
+                          f"for Python {python_label(machine)} ({python_problem(release, machine)})",
+                          code=NEEDS_OTHER_PYTHON)
+    return Choice(None, None, None, Msg("no published wheel has kernels for every GPU of this machine"),
+                  code=NO_WHEEL_FOR_GPUS)
 
 
-@functools.lru_cache(maxsize=1024)  # every new machine asks it; it reads the platform, the Python and the specifier
 def _usable(table, platform: str, python: str | None, free_threaded: bool, wanted: str | None) -> tuple:
     """(release, newest usable patch) on this platform for this Python, oldest release first."""
     machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded)  # what python_ok reads
@@ -536,12 +513,14 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     fitting = [(r, f) for r, p in every if (f := best_in_release(table, r, p, machine, ccs))]
     if not asked:
         return Choice(None, None, None, f"no torch release matches torch{label} (the table knows "
-                      f"{table.releases[0].minor} to {table.releases[-1].minor})", unavailable=NO_SUCH_VERSION,
+                      f"{table.releases[0].minor} to {table.releases[-1].minor})", code=NO_SUCH_VERSION,
+                      unavailable=NO_SUCH_VERSION,
                       nearest=fitting[-1][1] if fitting else None)
     first = asked[0][1].torch
     if not here:
         return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
-                      unavailable=NO_PLATFORM, nearest=_nearest(fitting, first), asked=first)
+                      code=NO_PLATFORM, unavailable=NO_PLATFORM, nearest=_nearest(fitting, first),
+                      asked=first)
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]
     if not usable:
         release, patch = here[0]
@@ -557,19 +536,21 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
         if nearest is not None:
             near_fit = best_in_release(table, nearest[0], nearest[1], machine, ccs) or \
                 best_in_release(table, nearest[0], nearest[1], machine, ccs, need_driver=False)
-        return Choice(None, None, None, reason, unavailable=NO_PYTHON, nearest=near_fit, asked=patch.torch)
+        return Choice(None, None, None, reason, code=NO_PYTHON, unavailable=NO_PYTHON, nearest=near_fit,
+                      asked=patch.torch)
     for release, patch in usable:
         f = best_in_release(table, release, patch, machine, ccs)
         if f:
-            return Choice(f, None, None, Msg("torch{label}, as asked", label=label), asked=patch.torch)
+            return Choice(f, None, None, Msg("torch{label}, as asked", label=label), code=AS_ASKED,
+                          asked=patch.torch)
     for release, patch in usable:
         later = best_in_release(table, release, patch, machine, ccs, need_driver=False)
         if later is not None and (later.driver.level != TOO_OLD or driver_reachable(table, machine, later)):
             return Choice(None, None, later, f"torch{label}, as asked; only the driver is too old",
-                          today=_nearest(fitting, patch.torch), asked=patch.torch)
+                          code=AS_ASKED_AFTER_DRIVER, today=_nearest(fitting, patch.torch), asked=patch.torch)
     release, patch = usable[0]
     return Choice(None, None, None, f"no variant of torch {patch.torch} has kernels for every GPU of this machine",
-                  unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch), asked=patch.torch)
+                  code=NO_GPU, unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch), asked=patch.torch)
 
 
 def _py_tag(machine: Machine) -> str:

@@ -8,6 +8,8 @@ refuses before the installer resolves anything. uv/poetry projects: doctor/fix/p
 
 from __future__ import annotations
 
+import re
+
 from doctor import exitcodes
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg, localize
@@ -30,9 +32,15 @@ def refusal(snap, force: bool) -> str | None:
             "refusing to change the conda base environment {prefix}: create one with "
             "`conda create -n torch python={version}`, activate it "
             "and run torchdoctor fix there (or pass --force to change base anyway)", prefix=interp.prefix,
-            version=".".join(interp.version.split(".")[:2]) or "3.12",
+            version=_minor(interp.version),
         )
     return None
+
+
+def _minor(version: str) -> str:
+    """The minor version ("3.12" of "3.12.1") for the printed conda command; nothing else goes into it."""
+    minor = ".".join((version or "").split(".")[:2])
+    return minor if re.fullmatch(r"[0-9]+\.[0-9]+", minor) else "3.12"
 
 
 def refuse_protected(snap, force: bool) -> None:

@@ -16,15 +16,15 @@ from pathlib import Path
 from doctor.errors import DoctorError
 from doctor.model.files import read_text
 from doctor.model.versions import normalize_name
-from doctor.plan.commands import PIP, UV, pip_argv
+from doctor.plan.commands import PIP, UV, ensurepip_argv, pip_argv, render_argv
 from doctor.runner import run
 
 MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
 STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
 # fix runs its commands on this machine: they are shown in this machine's shell syntax.
 LOCAL_OS = "windows" if sys.platform == "win32" else "linux"
-# uv reads these; fix respects them and says so.
-UV_ENV = ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_CONSTRAINT", "UV_FIND_LINKS", "UV_NO_INDEX")
+# uv reads these; fix respects them and says so (the package sources: doctor/fix/sources.py).
+UV_ENV = ("UV_CONSTRAINT",)
 
 # Run by the target interpreter: every installed distribution as [name, version]. Python 3.8+, stdlib only.
 FREEZE_SCRIPT = (
@@ -79,7 +79,7 @@ def read_pip_config(python: str, runner=None) -> PipConfig:
 
 
 def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[str]:
-    """What in the user's pip configuration could override the fix. Respected, never stripped: said."""
+    """What in the user's pip configuration constrains the fix. Respected, never stripped: said."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
@@ -112,13 +112,8 @@ def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[
                         "the target satisfies it" if ok else f"it forbids {req.name}=={target}: pip will fail"
                     )
                     out.append(f"pip config {key}={path} constrains {line}; {verdict}.")
-        elif option == "extra-index-url":
-            out.append(
-                f"pip config {key}={value} adds indexes beside the plan's; the exact pins keep the "
-                "torch builds from coming from them."
-            )
-        elif option == "no-index":
-            out.append(f"pip config {key}={value}: pip will use only --find-links locations.")
+    # Indexes and find-links locations are named, with the file or variable they come from, by
+    # doctor/fix/sources.py: an exact pin does not keep torch from coming from them.
     return out
 
 
@@ -135,7 +130,8 @@ def installer_ready(installer: str, why: str, python: str, env: dict, runner=Non
         return None
     version = pip_version(python, runner)
     if version is None:
-        raise DoctorError(f"{python} has no working pip: run `{python} -m ensurepip`, or pass --installer uv")
+        ensurepip = render_argv(ensurepip_argv(python), LOCAL_OS)
+        raise DoctorError(f"{python} has no working pip: run `{ensurepip}`, or pass --installer uv")
     return version
 
 

@@ -45,6 +45,7 @@ class Preview:
     changes: list[Change] = field(default_factory=list)
     download_bytes: int | None = None  # None: unknown (only local files have a size we can read)
     note: str = ""  # e.g. "pip 21.3 has no --dry-run --report: not previewed"
+    origins: list[tuple[str, str]] = field(default_factory=list)  # (name, URL of its file): pip's report only
 
     @property
     def outside(self) -> list[Change]:
@@ -58,7 +59,7 @@ class Preview:
 
 def parse_pip_report(data: dict, before: dict[str, str], stat=os.path.getsize) -> Preview:
     """pip's ``--report`` JSON (pip >= 22.2) against the environment before -> changes and download size."""
-    changes, size, known = [], 0, True
+    changes, size, known, origins = [], 0, True, []
     for item in data.get("install") or []:
         meta = item.get("metadata") or {}
         name = normalize_name(meta.get("name") or "")
@@ -66,6 +67,7 @@ def parse_pip_report(data: dict, before: dict[str, str], stat=os.path.getsize) -
         if before.get(name) != new:
             changes.append(Change(name, before.get(name), new))
         url = ((item.get("download_info") or {}).get("url")) or ""
+        origins.append((name, str(url)))
         parsed = urlparse(url)
         if parsed.scheme == "file":
             try:
@@ -74,7 +76,19 @@ def parse_pip_report(data: dict, before: dict[str, str], stat=os.path.getsize) -
                 known = False
         else:
             known = False
-    return Preview(sorted(changes, key=lambda c: c.name), size if known else None)
+    return Preview(sorted(changes, key=lambda c: c.name), size if known else None, origins=origins)
+
+
+def read_pip_report(path: str) -> list[tuple[str, str]] | None:
+    """(name, URL of its file) of every package pip's ``--report`` says it installed; None when unreadable."""
+    try:
+        data = json.loads(read_bytes(path, 256 << 20))
+    except (OSError, ValueError, RecursionError):
+        return None
+    try:
+        return parse_pip_report(data, {}, stat=lambda _: 0).origins
+    except (AttributeError, TypeError):  # not the shape pip writes
+        return None
 
 
 def parse_uv_dry_run(text: str, before: dict[str, str]) -> Preview:

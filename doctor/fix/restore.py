@@ -10,7 +10,8 @@ from pathlib import Path
 from doctor.fix.environment import LOCAL_OS
 from doctor.model.versions import normalize_name, variant_of
 from doctor.plan import installers
-from doctor.plan.commands import InstallSource, reinstall_argv, render_argv, uninstall_argv
+from doctor.plan.commands import InstallSource, pin_problem, reinstall_argv, render_argv, uninstall_argv
+from doctor.render.sanitize import printable
 
 TORCH_TRIO = ("torch", "torchvision", "torchaudio")
 
@@ -18,15 +19,22 @@ TORCH_TRIO = ("torch", "torchvision", "torchaudio")
 def restore_pins(before: dict[str, str]) -> list[str]:
     """Every package of torch's family that was there before, exact: torch, torchvision, torchaudio, then
     triton and the CUDA wheels (nvidia-*, cuda-*) that the fix may change along with them."""
-    family = [n for n in before if installers.in_torch_family(n)]
+    family = [n for n in _valid(before) if installers.in_torch_family(n)]
     order = [n for n in TORCH_TRIO if n in family] + sorted(n for n in family if n not in TORCH_TRIO)
     return [f"{n}=={before[n]}" for n in order]
+
+
+def _valid(before: dict[str, str]) -> dict[str, str]:
+    """The distributions whose name and version packaging accepts: only those are written into the restore
+    file and its command (a version is whatever a METADATA file says; it could hold a newline that turns a
+    comment into a requirement line, or pip options)."""
+    return {n: v for n, v in before.items() if pin_problem(f"{n}=={v}") is None}
 
 
 def restore_removals(before: dict[str, str], added: list[str]) -> list[str]:
     """The torch-family packages the fix adds that were not there before: pins cannot remove them."""
     names = dict.fromkeys(normalize_name(n) for n in added)
-    return [n for n in names if n not in before and installers.in_torch_family(n)]
+    return [n for n in names if n not in before and installers.in_torch_family(n) and pin_problem(n) is None]
 
 
 def restore_argvs(
@@ -71,7 +79,8 @@ def restore_text(
     previewed: bool = True,
 ) -> str:
     lines = [
-        f"# torchdoctor restore file, written {when} before `torchdoctor fix` changed {python}",
+        # printable: a newline in a path or a conda record would end the comment and start a requirement line
+        f"# torchdoctor restore file, written {when} before `torchdoctor fix` changed {printable(python)}",
         "# Restore the previous state with:",
         f"#   {command}",
     ]
@@ -97,8 +106,9 @@ def restore_text(
         )
     for r in conda_records:
         lines.append(
-            f"# conda had: {r.get('name')}={r.get('version')}={r.get('build')} "
-            f"(channel {r.get('channel') or '?'}); reinstall with conda if you go back to conda's torch"
+            printable(f"# conda had: {r.get('name')}={r.get('version')}={r.get('build')} "
+                      f"(channel {r.get('channel') or '?'}); reinstall with conda if you go back to "
+                      "conda's torch")
         )
     for pin in pins:
         variant = variant_of(pin.partition("==")[2])
@@ -107,8 +117,12 @@ def restore_text(
         )
     if not pins:
         lines.append("# no package of torch's family was installed before: the command above only removes")
+    valid = _valid(before)
+    if len(valid) < len(before):
+        lines.append(f"# Left out: {len(before) - len(valid)} distribution(s) whose name or version is not "
+                     "valid (PEP 508 / PEP 440); they cannot be pinned.")
     lines.append("# The whole environment before the fix (for reference; not reinstalled by the command):")
-    lines += [f"#   {n}=={v}" for n, v in sorted(before.items())]
+    lines += [f"#   {n}=={v}" for n, v in sorted(valid.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -18,24 +18,35 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor import exitcodes
 from doctor.errors import DoctorError
-from doctor.fix import consent
+from doctor.fix import consent, sources
 from doctor.fix import environment as fixenv
-from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install
+from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install, read_pip_report
 from doctor.fix.project import LOCK_FILES, project_change, project_packages, target_project
 from doctor.fix.restore import restore_argvs, restore_command, restore_path, restore_removals, restore_text
 from doctor.fix.rollback import SiteFolders, clear_debris, debris
 from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
-from doctor.plan.commands import PIP, UV, Commands, InstallSource, check_argv, render_argv
+from doctor.plan.commands import (
+    PIP,
+    UV,
+    Commands,
+    InstallSource,
+    check_argv,
+    compile_argv,
+    pin_problem,
+    render_argv,
+    with_report_argv,
+)
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
 from doctor.render import fix as view
-from doctor.render.text import console
+from doctor.render.console import console
 from doctor.runner import STOP_GRACE_S, RunResult, run, signal_name, stream_run
 
 
@@ -150,11 +161,15 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     # What the installer would do, and the way back, before asking.
     python, installer = plan.python, commands.installer
     pip_ver = fixenv.installer_ready(installer, write.why, python, env, m.runner)
+    # What the installer takes from its settings: one that installs elsewhere is refused before anything runs.
+    settings = sources.read(installer, snap.interpreter.prefix or "", env, m.cwd or Path.cwd())
+    sources.refuse_redirects(settings, installer)
     before = fixenv.read_freeze(python, m.runner)
     if before is None:
         raise DoctorError(f"could not list the packages of {python}", exitcodes.FIX_FAILED)
     install_steps = [s for s in plan.steps if s.kind == "install" and s.argv]
-    pins = [a for a in install_steps[0].argv if "==" in a] if install_steps else []
+    # The argv's exact pins (a path holding "==" is not one: it fails packaging's checks).
+    pins = [a for a in install_steps[0].argv if "==" in a and pin_problem(a) is None] if install_steps else []
 
     # Preview: the installer resolves the plan without changing anything.
     preview = preview_install(installer, install_steps[0].argv, before, pip_ver, m.runner) if install_steps \
@@ -167,6 +182,14 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
         warnings += fixenv.config_warnings(fixenv.read_pip_config(python, m.runner), pins)
     if installer == UV:
         warnings += fixenv.uv_env_warnings(env)
+    extra = sources.extra_sources(settings, install_steps[0].argv) if install_steps else []
+    warnings += [sources.source_warning(s, installer) for s in extra]
+    # Where the torch wheels would come from, before anything changes: pip's dry run says it; uv says it in
+    # `uv pip compile`, asked where its settings add sources.
+    came = preview.origins
+    if installer == UV and extra and install_steps:
+        came = _uv_origins(m, commands.uv, python, install_steps[0].argv, pins, env)
+    foreign = sources.foreign(came, install_steps[0].argv, pins) if install_steps else []
 
     now = m.now or _dt.datetime.now(_dt.timezone.utc)
     chosen = fix.restore_file is not None
@@ -183,6 +206,7 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     view.show_execution(
         con, snap.interpreter, installer, write.why, preview, runnable, warnings, path, back.command
     )
+    sources.refuse_foreign(foreign, installer)
     consent.refuse_outside_changes(preview.outside, fix.yes, fix.force)
     if not fix.yes and not consent.ask(con, stdin):
         view.show_not_confirmed(err)
@@ -200,20 +224,51 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     view.show_restore_written(con, written)
     site = SiteFolders.read(python, m.runner)
 
-    # Only now does anything change.
-    stopped = _run_steps(m, con, runnable, env)
+    def roll_back() -> bool:
+        return _roll_back(m, con, err, python, installer, before, site, back, env)
+
+    # Only now does anything change. pip also writes its --report of each install: where each wheel came from.
+    with tempfile.TemporaryDirectory(prefix="torchdoctor-") as tmp:
+        reports = {}
+        if installer == PIP and (pip_ver is None or pip_ver >= fixenv.MIN_PIP_REPORT):
+            reports = {n: os.path.join(tmp, f"step{n}.json")
+                       for n, s in enumerate(runnable, 1) if s.kind == "install"}
+        argvs = [with_report_argv(s.argv, reports[n]) if n in reports else s.argv
+                 for n, s in enumerate(runnable, 1)]
+        stopped = _run_steps(m, con, runnable, env, argvs)
+        installed = [read_pip_report(path) for path in reports.values()] if stopped is None else []
     if stopped is not None:
         number, why, result = stopped
         if result is None:
             view.show_interrupted(err, number, len(runnable), why)
         else:
             view.show_step_failed(err, number, len(runnable), runnable[number - 1].description, result)
-        _roll_back(m, con, err, python, installer, before, site, back, env)
+        roll_back()
         return exitcodes.INTERRUPTED if result is None else exitcodes.FIX_FAILED
+    if installed:
+        unread = any(origins is None for origins in installed)
+        came = [o for origins in installed for o in origins or []]
+        foreign = sources.foreign(came, install_steps[0].argv, pins)
+        if unread or foreign:
+            view.show_foreign(err, [(n, sources.shown(u)) for n, u in foreign], unread)
+            roll_back()
+            view.show_restore_command(err, back.command)
+            return exitcodes.FIX_FAILED
 
     changed = diff_freeze(before, fixenv.read_freeze(python, m.runner) or {})
     view.show_changed(con, err, changed, outside_torch(changed))
-    return _verify(m, con, err, opts, diag, plan, back.command)
+    return _verify(m, con, err, opts, diag, plan, back.command, roll_back)
+
+
+def _uv_origins(m: Machine, uv: str, python: str, install: list[str], pins: list[str], env: dict) -> list:
+    """(name, index URL) of each package uv would install, as ``uv pip compile`` annotates them; a compile
+    that fails is refused: with sources beside the plan's, where torch comes from must be known."""
+    res = m.runner(compile_argv(uv, python, install), timeout=fixenv.STEP_TIMEOUT, env=env,
+                   stdin="\n".join(pins) + "\n")
+    if not res.ok:
+        raise DoctorError(f"could not check where uv takes torch from ({res.describe()}); nothing was "
+                          "changed", exitcodes.REFUSED)
+    return sources.parse_compile(res.stdout)
 
 
 @dataclass
@@ -228,14 +283,15 @@ def _show_project(con, kind: str, plan, snap, source: InstallSource, dry_run: bo
     view.show_project(con, kind, LOCK_FILES[kind], change, dry_run)
 
 
-def _run_steps(m: Machine, con, steps, env: dict) -> tuple[int, str, RunResult | None] | None:
-    """Each step in turn, its output streamed. None when all ran; else (the step's number, how it stopped,
-    its result: None when interrupted). The step's process group is stopped before this returns."""
+def _run_steps(m: Machine, con, steps, env: dict, argvs: list) -> tuple[int, str, RunResult | None] | None:
+    """Each step in turn (``argvs``: what runs for each: its argv, or pip's with --report), output streamed.
+    None when all ran; else (the step's number, how it stopped, its result: None when interrupted). The
+    step's process group is stopped before this returns."""
     with view.Progress(con, len(steps)) as progress:
-        for number, step in enumerate(steps, 1):
+        for number, (step, argv) in enumerate(zip(steps, argvs, strict=True), 1):
             progress.start(number, step.description, step.command or render_argv(step.argv, fixenv.LOCAL_OS))
             try:
-                result = m.stream(step.argv, fixenv.STEP_TIMEOUT, progress.line, env, **_quick_stop(m))
+                result = m.stream(argv, fixenv.STEP_TIMEOUT, progress.line, env, **_quick_stop(m))
             except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised as one (app/process.py)
                 return number, _signal_of(exc), None
             if not result.ok:
@@ -283,12 +339,17 @@ def _roll_back(m: Machine, con, err, python, installer, before, site, back: Rest
         return False
 
 
-def _verify(m: Machine, con, err, opts, before, plan, restore_cmd: str) -> int:
-    """Diagnose again (with the smoke test unless --no-smoke) and compare: the plan's findings must be gone."""
+def _verify(m: Machine, con, err, opts, before, plan, restore_cmd: str, roll_back) -> int:
+    """Diagnose again (with the smoke test unless --no-smoke) and compare: the plan's findings must be gone.
+    torch gone, or a new error, is a failed fix: rolled back (``roll_back``), the restore command printed."""
     view.show_checking_again(con, opts.smoke)
     _, after = m.diagnose(opts)
     outcome = compare(before, after, plan.addresses)
     view.show_outcome(con, err, outcome, plan.addresses, restore_cmd)
+    if outcome.broken:
+        roll_back()
+        view.show_restore_command(err, restore_cmd)
+        return exitcodes.FIX_FAILED
     if outcome.unresolved:
         return exitcodes.FIX_FAILED
     return m.exit_code(after.findings) if outcome.appeared else exitcodes.OK

@@ -19,7 +19,7 @@ Linear time, whatever the input:
 
 API::
 
-    sigs = load_signatures(json_text_or_dict)            # doctor/inputs/signatures.py; ValueError on a bad row
+    sigs = load_signatures(json_text_or_dict)            # doctor/compat/signatures.py; ValueError if bad
     result = explain_text(pasted, sigs)                  # -> Explanation
     result.findings[0].finding                           # e.g. "gpu-arch-unsupported"
 """
@@ -31,7 +31,7 @@ import html
 import re
 from dataclasses import dataclass
 
-from doctor.inputs.signatures import SignatureSet, load_signatures  # noqa: F401 - part of the matcher's API
+from doctor.compat.signatures import SignatureSet, load_signatures  # noqa: F401 - part of the matcher's API
 
 MAX_INPUT_CHARS = 4_000_000  # about the last 4 MB of a log; older text is dropped (and said so)
 MAX_CHUNK_CHARS = 4096  # regexes only ever run on this much text at once

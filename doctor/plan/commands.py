@@ -16,10 +16,10 @@ plus an explicit ``--index-url`` are equivalent where it is right and exact wher
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
+from doctor.plan import shells
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"
@@ -141,43 +141,83 @@ def pip_argv(python: str, *args: str) -> list[str]:
     return [python, "-m", "pip", *args]
 
 
+def pin_problem(spec: str) -> str | None:
+    """Why a package spec read from a machine ("name" or "name==version": a version from a dist-info folder's
+    name, a report's facts) must not go into a command, or None. packaging decides: a PEP 508 name and an
+    exact PEP 440 version, nothing else. Where packaging is missing (rank 0 in the target interpreter) only
+    the characters such a pin is made of pass; the quoting (doctor/plan/shells.py) keeps even those from
+    running. The reason never quotes the value: it is printed where a shell may read it."""
+    name, sep, version = spec.partition("==")
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        return None if _PIN_CHARACTERS.fullmatch(spec) else "a package pin read from the machine is not valid"
+    try:
+        if Requirement(name).name != name:
+            raise InvalidRequirement(name)
+    except InvalidRequirement:
+        return "a package name read from the machine is not a valid name"
+    if not sep:
+        return None
+    try:
+        Version(version)
+    except InvalidVersion:
+        return f"{name}: the version read from the machine is not a PEP 440 version"
+    if version != "".join(version.split()):
+        return f"{name}: the version read from the machine is not a PEP 440 version"
+    return None
+
+
+_PIN_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+(==[A-Za-z0-9.+!_-]+)?")
+
+
+def with_report_argv(install: list[str], report: str) -> list[str]:
+    """A pip install that also writes pip's JSON ``--report`` of what it installed, and from where."""
+    return install[:4] + ["--report", report] + install[4:]
+
+
+def index_options(argv: list[str]) -> list[str]:
+    """The index options of an install argv (``--index-url X``, ``--extra-index-url X``, ``--find-links X``,
+    ``--no-index``), in order: the sources the command itself names."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--index-url", "--extra-index-url", "--find-links") and i + 1 < len(argv):
+            out += argv[i : i + 2]
+            i += 2
+            continue
+        if argv[i] == "--no-index":
+            out.append(argv[i])
+        i += 1
+    return out
+
+
+def named_sources(argv: list[str]) -> tuple[list[str], list[str], bool]:
+    """(index URLs, find-links locations, whether the default index is replaced: --index-url or --no-index)
+    of an install argv."""
+    options = index_options(argv)  # each of these options is followed by its value there
+    indexes = [options[i + 1] for i, option in enumerate(options)
+               if option in ("--index-url", "--extra-index-url")]
+    links = [options[i + 1] for i, option in enumerate(options) if option == "--find-links"]
+    return indexes, links, "--index-url" in options or "--no-index" in options
+
+
+def compile_argv(uv: str, python: str, install: list[str]) -> list[str]:
+    """``uv pip compile -`` (the pins on stdin) with the install's index options, each package annotated
+    with the index uv takes it from: uv's install records no source, so this is where uv says it."""
+    return [uv, "pip", "compile", "-", "--emit-index-annotation", "--no-header", "--quiet",
+            "--python", python, *index_options(install)]
+
+
+def ensurepip_argv(python: str) -> list[str]:
+    """``<python> -m ensurepip``: what to run where the target has no pip."""
+    return [python, "-m", "ensurepip"]
+
+
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
-    """Shell form for humans: pins in double quotes (as users paste them), everything else quoted if needed.
-
-    Windows shells do not understand POSIX single quotes: there arguments with spaces get double quotes,
-    and a quoted program gets PowerShell's call operator (``& "C:\\Program Files\\...\\python.exe" ...``).
-    """
-    out = []
-    for arg in argv:
-        if _CONTROL.search(arg):  # a TAB or an escape in a path: ANSI-C quoting names the same file
-            out.append(_ansi_c_quote(arg) if os_name != "windows" else ascii(arg))
-        elif "==" in arg and "'" not in arg and '"' not in arg:
-            out.append(f'"{arg}"')
-        elif os_name == "windows":
-            # < > | & are redirections and pipes in both PowerShell and cmd ("numpy<2" would read a file "2")
-            out.append(f'"{arg}"' if (not arg or any(c in arg for c in ' <>|&;()^,')) else arg)
-        else:
-            out.append(shlex.quote(arg))
-    if os_name == "windows" and out and out[0].startswith('"'):
-        out[0] = "& " + out[0]
-    return " ".join(out)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _ansi_c_quote(arg: str) -> str:
-    """bash/zsh ``$'...'``: control characters as escapes, so the printed command shows (and runs with)
-    the very argument, never a raw TAB or escape sequence."""
-    out = []
-    for char in arg:
-        if char in "\\'":
-            out.append("\\" + char)
-        elif _CONTROL.match(char):
-            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(char, f"\\x{ord(char):02x}"))
-        else:
-            out.append(char)
-    return "$'" + "".join(out) + "'"
+    """The command line a user copies, in the shell of ``os_name`` (doctor/plan/shells.py: the argv exactly,
+    or a comment line saying why it cannot be written safely)."""
+    return shells.render(argv, shells.shell_for(os_name))
 
 
 # --- actions -----------------------------------------------------------------------------------------
@@ -212,6 +252,9 @@ class Commands:
             return action.text
         if action.kind == CONDA_REMOVE:
             return render_argv([self.conda, "remove", "-p", action.text, *action.packages], self.os)
+        problems = [p for p in map(pin_problem, action.packages) if p]
+        if problems and action.kind != UNINSTALL:  # an uninstall names what is there; it installs nothing
+            return shells.refusal(shells.shell_for(self.os), "; ".join(problems))
         command = render_argv(self.argv(action), self.os)
         if action.kind == VENV:
             return f"{render_argv(self.venv_argv(action.text), self.os)} && {command}"

@@ -22,13 +22,15 @@ from doctor.compat.distributions import (
     Origin,
     is_jetson,
     jetpack_text,
-    torch_origin,
 )
-from doctor.compat.wheels import machine_from_snapshot
 from doctor.model.findings import Finding
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 from doctor.plan.commands import Commands, conda_install_argv, render_argv
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"
 NGC_RELEASE_NOTES = "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/index.html"
@@ -46,9 +48,9 @@ class OwnBuild:
     notes: list[str] = field(default_factory=list)
 
 
-def own_build(snap: Snapshot, table) -> Origin | None:
+def own_build(facts: Assessment) -> Origin | None:
     """The torch's origin when the plan must not replace it with pip wheels, else None."""
-    origin = torch_origin(snap)
+    snap, origin = facts.snap, facts.origin
     if origin.own_build:
         return origin
     if is_jetson(snap) and not jetson_is_sbsa(snap):
@@ -70,13 +72,14 @@ def cuda_range_for(table, ccs: tuple) -> tuple[str, str] | None:
     return (fitting[0], fitting[-1]) if fitting else None
 
 
-def advise(snap: Snapshot, table, findings: list[Finding], commands: Commands) -> OwnBuild | None:
+def advise(facts: Assessment, findings: list[Finding], commands: Commands) -> OwnBuild | None:
     """The plan's advice when the torch is a distribution's own, else None (the wheel plan applies)."""
-    origin = own_build(snap, table)
+    origin = own_build(facts)
     if origin is None:
         return None
+    snap, table = facts.snap, facts.table
     ids = {f.id for f in findings}
-    ccs = machine_from_snapshot(snap).gpu_ccs
+    ccs = facts.machine.gpu_ccs
     needs_arch = bool(ids & set(_ARCH_IDS))
     reach = cuda_range_for(table, ccs) if ccs else None
     driver_max = snap.nvidia.cuda_driver_version.value
@@ -116,7 +119,7 @@ def advise(snap: Snapshot, table, findings: list[Finding], commands: Commands) -
         notes.append(f"On Jetson the CUDA driver comes with JetPack ({jetpack}); it is never installed from "
                      f"NVIDIA's driver downloads. Install NVIDIA's PyTorch built for this JetPack"
                      + (f" (CUDA {cuda})" if cuda else "") + f": {JETSON_PYTORCH}")
-        if torch_origin(snap).pytorch_wheel:
+        if facts.origin.pytorch_wheel:
             notes.append("PyPI's aarch64 wheels are built for server ARM (SBSA) GPUs: before CUDA 13.2 they hold no "
                          "kernels Jetson's integrated GPU can run, and their CUDA may be newer than this JetPack's.")
     elif origin.kind == SOURCE:

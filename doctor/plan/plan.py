@@ -14,18 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from doctor.compat.builds import torch_build
-from doctor.compat.distributions import NIGHTLY, SOURCE, torch_origin
-from doctor.compat.drivers import DriverChange, driver_advice, driver_change
+from doctor.compat.distributions import NIGHTLY, SOURCE
+from doctor.compat.drivers import DriverChange, driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
-from doctor.compat.pins import wanted_torch
 from doctor.compat.wheels import (
+    AS_ASKED,
+    AS_ASKED_AFTER_DRIVER,
     NO_PYTHON,
+    NO_WHEEL_FOR_GPUS,
     Choice,
     Fit,
+    Machine,
     choose,
     in_spec,
-    machine_from_snapshot,
     public_spec,
     python_label,
 )
@@ -48,6 +49,10 @@ from doctor.plan.ways import (
     way,
     wheel_pins,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 __all__ = ["DRIVER_FIRST", "HEALTHY", "INSTALL", "MANUAL", "NONE", "Plan", "Step", "WHEEL_FINDINGS",
            "attach_commands", "build_plan", "commands_for", "wheel_pins"]
@@ -107,39 +112,53 @@ def commands_for(snap: Snapshot, **options) -> Commands:
 class _Run:
     """What every part of one plan shares."""
 
-    snap: Snapshot
-    table: object
+    facts: Assessment
     commands: Commands
     findings: list[Finding]
-    wanted: TorchPin | None
-    change: DriverChange
     conda: str | None
 
     @property
-    def machine(self):
-        return machine_from_snapshot(self.snap)
+    def snap(self) -> Snapshot:
+        return self.facts.snap
+
+    @property
+    def table(self):
+        return self.facts.table
+
+    @property
+    def machine(self) -> Machine:
+        return self.facts.machine
+
+    @property
+    def wanted(self) -> TorchPin | None:
+        return self.facts.wanted
+
+    @property
+    def change(self) -> DriverChange:
+        return self.facts.driver_change
 
     def steps_for(self, fit: Fit, reason: str, after: str = "") -> tuple[list[Step], list[str], list[str]]:
-        return install_steps(fit, self.snap, self.commands, self.table, self.machine, reason, after, self.conda)
+        return install_steps(fit, self.facts, self.commands, reason, after, self.conda)
 
     def describe(self, fit: Fit | None) -> dict | None:
         return describe(fit, self.snap, self.commands.source.index_base)
 
 
-def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Commands | None = None,
+def build_plan(facts: Assessment, findings: list[Finding], commands: Commands | None = None,
                conda: str | None = None) -> Plan:
     """``commands`` (the installer, the mirror or find-links, the shell; default: pip from
     download.pytorch.org) only changes how the commands are written; ``conda``: the conda executable
     for the removal steps when conda owns torch (default: the one ``commands`` names)."""
+    snap, table = facts.snap, facts.table
     commands = commands or commands_for(snap)
-    run = _Run(snap, table, commands, findings, wanted_torch(snap), driver_change(snap), conda)
+    run = _Run(facts, commands, findings, conda)
     plan = Plan("", python=commands.python, driver_change={"possible": run.change.possible, "why": run.change.why})
     if run.wanted is not None:
         plan.wanted = {"spec": run.wanted.spec, "source": run.wanted.source}
     # What a finding that reinstalls torch installs when the plan installs nothing else: the installed builds,
     # exactly; never for a distribution's own torch (conda-forge, NGC, Jetson, a source build), which pip must not
     # replace behind the user's back.
-    plan.pins, plan.pins_variant = ([], None) if own_build(snap, table) is not None else installed_pins(snap)
+    plan.pins, plan.pins_variant = ([], None) if own_build(facts) is not None else installed_pins(snap)
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
         errors = [f for f in findings if f.severity == "error"]
@@ -150,7 +169,7 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
             plan.status, plan.reason = HEALTHY, "nothing to change"
         return plan
     plan.addresses = wheel_ids
-    own = advise(snap, table, findings, commands)
+    own = advise(facts, findings, commands)
     if own is not None:
         # A distribution's own torch (conda-forge, NGC, Jetson, a source build, another conda channel) is never
         # replaced with pip wheels here: the plan says what fits that distribution, or stops at the diagnosis.
@@ -167,8 +186,7 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
         plan.notes = ["Use one environment per GPU group: see the commands under gpus-need-different-wheels."]
         plan.addresses = []  # that finding's own commands are the fix: shown with it
         return plan
-    build = torch_build(snap)
-    choice = choose(table, run.machine, build.version if build else None, wanted=run.wanted.spec if run.wanted else None)
+    choice = facts.choice
     if choice.unavailable:
         return _unavailable(run, plan, choice)
     if choice.target is not None:
@@ -179,33 +197,34 @@ def build_plan(snap: Snapshot, table, findings: list[Finding], commands: Command
     plan.notes.append(choice.reason)
     machine = run.machine
     reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
-    if "kernels for every GPU" in choice.reason and reach:
+    if choice.code == NO_WHEEL_FOR_GPUS and reach:
         plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
                           "with one of them for exactly these architectures (a source build with "
                           "TORCH_CUDA_ARCH_LIST) would run.")
-    elif "kernels for every GPU" in choice.reason and machine.gpu_ccs:
+    elif choice.code == NO_WHEEL_FOR_GPUS and machine.gpu_ccs:
         plan.notes.append("No CUDA version the table knows can compile kernels for these GPUs.")
     return plan
 
 
-def _asked(run: _Run, reason: str) -> str:
+def _asked(run: _Run, choice: Choice) -> str:
     """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as pinned
     by requirements.txt:2"."""
-    if run.wanted is None or ", as asked" not in reason:
+    reason = choice.reason
+    if run.wanted is None or choice.code not in (AS_ASKED, AS_ASKED_AFTER_DRIVER):
         return reason
     verb = "asked" if run.wanted.source.startswith(("--", "[tool.torchdoctor]")) else "pinned"
     return reason.replace(", as asked", f", as {verb} by {run.wanted.source}")
 
 
 def _same_build(run: _Run, fit: Fit) -> bool:
-    build = torch_build(run.snap)
+    build = run.facts.build
     return (build is not None and build.variant == fit.wheel.variant and build.version == fit.wheel.torch
             and not _companions_wrong(run.findings))
 
 
 def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
     snap, fit = run.snap, choice.target
-    build = torch_build(snap)
+    build = run.facts.build
     plan.target, plan.alternative = run.describe(fit), run.describe(choice.alternative)
     plan.unverified = list(fit.wheel.unverified)
     if _same_build(run, fit):
@@ -213,8 +232,8 @@ def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
         plan.reason = (f"torch {build.label} is already the build that fits this machine; no other wheel fixes "
                        "the findings: see each finding's fix")
         return plan
-    reason = _asked(run, choice.reason)
-    if build is not None and torch_origin(snap).kind == NIGHTLY:
+    reason = _asked(run, choice)
+    if build is not None and run.facts.origin.kind == NIGHTLY:
         plan.notes.append(f"This replaces the nightly build torch {build.version} with the release {fit.wheel.label}.")
         if minor_key(build.version) == fit.wheel.minor:
             reason = f"the {fit.wheel.minor} release in place of the nightly"
@@ -249,7 +268,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     release the other; where the driver cannot be changed, today's release comes first (if it is what was asked
     for: a version outside the user's specifier is only offered, never installed)."""
     snap, keep, today = run.snap, choice.needs_driver, choice.today
-    build = torch_build(snap)
+    build = run.facts.build
     anchor = build.version if build is not None and choice.asked is None else choice.asked
     advice = driver_advice(run.table, snap, keep.wheel.cuda or "", keep.driver, run.change)
     driver_now = snap.nvidia.driver_version.value or "the installed driver"
@@ -258,7 +277,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     keep_pins = plan.pins
     notes: list[str] = []
     if not keeps:
-        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice.reason), Msg(" after the driver update"))
+        steps, notes, keep_pins = run.steps_for(keep, _asked(run, choice), Msg(" after the driver update"))
         driver_steps += steps
     driver_way = way("driver", f"Install {advice.summary} and keep torch {keep.wheel.label}",
                      driver_steps, run.describe(keep), "a driver update and a reboot", advice,
@@ -287,7 +306,7 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         return plan
     plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
     plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
-    plan.reason = _asked(run, choice.reason)
+    plan.reason = _asked(run, choice)
     driver_way["primary"] = run.change.possible
     plan.alternatives = [driver_way] + ([today_way] if today_way else [])
     if not run.change.possible:
@@ -370,9 +389,7 @@ def _other_python_way(run: _Run, asked: str) -> dict | None:
 def _wheel_alternative(run: _Run) -> str | None:
     """For a source build: the wheel that would fit, as an explicit alternative that says what it replaces."""
     snap = run.snap
-    build = torch_build(snap)
-    choice = choose(run.table, run.machine, build.version if build else None)
-    fit = choice.target
+    fit = run.facts.unpinned.target
     if fit is None:
         return None
     pins, _ = wheel_pins(fit, snap, packages_for(snap), run.table, run.machine)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.compat.distributions import PYTORCH_CONDA, torch_origin
+from doctor.compat.distributions import PYTORCH_CONDA
 from doctor.compat.drivers import DriverAdvice
 from doctor.compat.installs import conda_torch
-from doctor.compat.wheels import Fit, Machine, packages_for, wheel_pins
+from doctor.compat.wheels import Fit, packages_for, wheel_pins
 from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+    from doctor.compat.assessment import Assessment
 
 VENV_FOLDER = ".venv"  # where the plan makes an environment for an externally managed Python (in the working folder)
 PEP_668 = "https://peps.python.org/pep-0668/"
@@ -72,10 +76,11 @@ def venv_python(commands: Commands) -> str:
     return commands.venv_python(VENV_FOLDER)
 
 
-def install_steps(fit: Fit, snap: Snapshot, commands: Commands, table, machine: Machine, reason: str,
-                  after: str = "", conda: str | None = None) -> tuple[list[Step], list[str], list[str]]:
+def install_steps(fit: Fit, facts: Assessment, commands: Commands, reason: str, after: str = "",
+                  conda: str | None = None) -> tuple[list[Step], list[str], list[str]]:
     """(steps, notes, pins) that install ``fit``: conda's packages out first where conda owns torch; a virtual
     environment first where the target refuses pip (PEP 668); then the one install command."""
+    snap, table, machine = facts.snap, facts.table, facts.machine
     steps: list[Step] = []
     notes: list[str] = []
     pins, dropped = wheel_pins(fit, snap, packages_for(snap), table, machine)
@@ -103,7 +108,7 @@ def install_steps(fit: Fit, snap: Snapshot, commands: Commands, table, machine: 
                                             "environment; pip installs the wheels next.", names=", ".join(names)), render_argv(argv, commands.os),
                               argv))
             replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last release "
-                        "was 2.5)") if torch_origin(snap).kind == PYTORCH_CONDA else \
+                        "was 2.5)") if facts.origin.kind == PYTORCH_CONDA else \
                 "conda's build of torch with PyTorch's pip wheels"
             notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
                          f"packages are removed (conda will not know about them). This replaces {replaced}.")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from doctor import __version__
 from doctor.model.environment import Environment

@@ -5,8 +5,8 @@ explain report dict alone."""
 from __future__ import annotations
 
 from doctor.model.i18n import Msg, localize, tr
+from doctor.render.console import console
 from doctor.render.markdown import as_list, as_object, cell, fenced
-from doctor.render.text import console
 
 VERDICT = {  # glyph, style, label (the signatures' own texts are said from the catalog's "signatures")
     "confirmed": ("✗", "red", Msg("confirmed on this machine")),

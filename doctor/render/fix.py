@@ -217,6 +217,20 @@ def show_restore_interrupted(err, restore_cmd: str) -> None:
     _say(err, f"  {restore_cmd}")
 
 
+def show_foreign(err, foreign: list, unread: bool) -> None:
+    """After the install: torch wheels that came from a source the plan does not name (or pip's report of
+    the install could not be read, so where they came from is unknown)."""
+    if unread:
+        _say(err, "torchdoctor: pip's report of the install could not be read: where the wheels came from is "
+                  "unknown; rolling back.")
+    for name, url in foreign:
+        _say(err, f"torchdoctor: {name} came from {url}, a source the plan does not name; rolling back.")
+
+
+def show_restore_command(err, restore_cmd: str) -> None:
+    _say(err, f"  restore command (if anything still differs): {restore_cmd}")
+
+
 def show_changed(con, err, changed: list, outside: list) -> None:
     """What the two freezes say changed; ``outside``: those of them outside torch's family."""
     con.print(_text(tr("Changed: {what}", what=", ".join(map(str, changed)) or tr("nothing"))))
@@ -236,6 +250,11 @@ def show_outcome(con, err, outcome, addresses: list[str], restore_cmd: str) -> N
         remaining=", ".join(outcome.remaining) or "-", new=", ".join(outcome.appeared) or "-")))
     if outcome.torch_now is not None:
         con.print(_text("  " + tr("torch is now {version}", version=outcome.torch_now)))
+    if outcome.broken:
+        what = ["torch is gone"] if outcome.torch_gone else []
+        what += [f"new error {i}" for i in outcome.new_errors]
+        _say(err, f"torchdoctor: the fix made things worse ({', '.join(what)}): a failed fix, rolling back.")
+        return
     if outcome.unresolved:
         err.print(_text("torchdoctor: " + tr("the fix did not resolve {ids}. Restore with:",
                                              ids=", ".join(outcome.unresolved))))

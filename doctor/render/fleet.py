@@ -1,7 +1,8 @@
 """The fleet summary for people: rich tables, or Markdown for a ticket or a wiki page.
 
 Pure over the summary's JSON data (doctor/app/fleet.py ``summary_to_dict``), the same data
-`--json` prints, so every view shows the same numbers in the same order.
+`--json` prints, so every view shows the same numbers in the same order. The commands shown as a group's
+fix are the ones torchdoctor wrote from the report's facts; a report's own commands are never shown.
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def render_markdown(summary: dict) -> str:
         out.append(f"**{group['count']} node(s)**: {_md(_names(group['nodes']))}")
         out.append("")
         if group["commands"]:
-            out += ["```sh", *group["commands"], "```"]
+            out += ["```sh", *map(printable, group["commands"]), "```"]
         else:
-            out.append("No fix needed.")
+            out.append(_md(_no_commands(group)))
+        if _other_text(group):
+            out += ["", _md(_other_text(group))]
         out.append("")
     if unreadable:
         out += ["### Unreadable reports", ""]
@@ -64,12 +67,13 @@ def render_markdown(summary: dict) -> str:
 
 
 def render_human(summary: dict, console: Any = None) -> None:
-    """rich tables on `console` (a rich Console; default stdout)."""
-    from rich.console import Console
+    """rich tables on `console` (a rich Console; default stdout's)."""
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    from doctor.render.console import console as make_console
+
+    console = console or make_console(soft_wrap=False, highlight=True)  # tables fit the width; numbers stand out
     unreadable = summary.get("unreadable") or []
     odd_nodes = summary.get("odd_nodes") or []
     console.print(
@@ -111,13 +115,32 @@ def render_human(summary: dict, console: Any = None) -> None:
     for group in summary.get("fix_groups") or []:
         console.print(Text.assemble((f"  {group['count']} node(s)", "bold"), f": {_names(group['nodes'])}"))
         for command in group["commands"] or []:
-            console.print(Text(f"    {command}"), soft_wrap=True)
+            console.print(Text(f"    {printable(command)}"), soft_wrap=True)
         if not group["commands"]:
-            console.print(Text("    no fix needed"))
+            console.print(Text(f"    {printable(_no_commands(group))}"))
+        if _other_text(group):
+            console.print(Text(f"    {printable(_other_text(group))}", style="dim"), soft_wrap=True)
     for item in unreadable:
         line = Text("unreadable", style="yellow")
         line.append(f" {printable(item['path'])}: {printable(item['reason'])}")
         console.print(line, highlight=False)
+
+
+def _no_commands(group: dict) -> str:
+    if group.get("not_derived"):
+        return f"no fix written: {group['not_derived']}"
+    if group.get("reported"):
+        return f"nothing to run: torchdoctor finds no fix in the facts of {group.get('reported_by')}'s report"
+    return "no fix needed"
+
+
+def _other_text(group: dict) -> str:
+    """A report's own commands are its text, not a fix (one report can say "curl ... | sh"): shown nowhere
+    but in --json, and said to differ where they do."""
+    if group.get("reported") and group["reported"] != group.get("commands"):
+        return (f"the report of {group.get('reported_by')} listed other commands: not shown as a fix "
+                "(--json keeps them as reported)")
+    return ""
 
 
 def _differs_text(odd: dict, summary: dict) -> str:

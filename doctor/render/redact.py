@@ -2,10 +2,11 @@
 (on stdout too), unless --no-redact. docs/safety.md lists what goes; tests/hostile/secrets.json holds a
 planted example of every shape, checked in every shared output.
 
-What goes: the user name, the home folder (becomes ``~``; other users' folders under /home, /Users and
-/scratch anywhere in a path become ``<user>``), the host name (in any letter case), GPU and MIG UUIDs
-(also cut ones), IP addresses (v4 with or without leading zeros, v6; loopback kept), credentials in
-URLs and ``user:password@host``, secret query parameters and ``key=value`` pairs (``?token=``,
+What goes: the user name (also where ``_`` or digits join it to more: ``/opt/alice_env``, ``/data/alice2``),
+the home folder (becomes ``~``; other users' folders under /home, /Users and /scratch anywhere in a path
+become ``<user>``), the host name (in any letter case), GPU and MIG UUIDs (also cut ones), IP addresses
+(v4 with or without leading zeros, v6; loopback kept), credentials in URLs and ``user:password@host``,
+conda's ``/t/<token>/`` channel tokens, secret query parameters and ``key=value`` pairs (``?token=``,
 ``sig=``, ``api_key=``), ``Authorization`` values (Bearer, Basic), JWTs, private-key blocks, Slack
 webhooks, known token shapes (GitHub, GitLab, Hugging Face, OpenAI, Google, AWS, Slack, npm, PyPI),
 AWS-style 40-character secrets, long base64 runs, every environment variable that is not on
@@ -108,6 +109,8 @@ _PRIVATE_KEY = re.compile(
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
 _AUTH_VALUE = re.compile(r"(?i)\b(Bearer|Basic|Token|Digest|Negotiate)(\s+)[A-Za-z0-9._~+/=-]{8,}")
 _SLACK_HOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+")
+# conda's token in a channel URL: https://conda.anaconda.org/t/<token>/<channel>/... (anaconda.org, binstar).
+_CONDA_TOKEN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/]+(?:/[^\s/]+)*?/t/)(?!<redacted>)[^/\s'\"<>]+")
 # key=value where the key names a secret: query strings (?token=, &sig=, ?private_token=) and logs (api_key=).
 _SECRET_PAIR = re.compile(
     r"(?i)(?<![A-Za-z0-9_])((?:[A-Za-z0-9_.-]*[_.-])?"
@@ -373,7 +376,10 @@ class _Redactor:
             steps.append((_contains(home), _path_prefix_replacer(home, "~")))
         steps += _HOME_STEPS
         for name, replacement in self.names:
-            steps.append((_contains_any_case(name), _word_replacer(name, replacement)))
+            # A user name is part of folder names ("/opt/alice_env", "/data/alice2"); a host name is not
+            # ("node1" must not redact "node10").
+            loose = replacement == USER
+            steps.append((_contains_any_case(name), _word_replacer(name, replacement, loose=loose)))
         steps += _ID_STEPS
         if with_ipv4:
             steps.append((_may_hold_ipv4, lambda s: _IPV4.sub(_ipv4, s)))
@@ -401,9 +407,11 @@ def _path_prefix_replacer(prefix: str, replacement: str) -> Callable[[str], str]
     return lambda s: pattern.sub(replacement, s)
 
 
-def _word_replacer(word: str, replacement: str) -> Callable[[str], str]:
-    # Host and user names in any letter case ("DGX-NODE-0417" in a log names host dgx-node-0417).
-    pattern = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(word) + r"(?![A-Za-z0-9_])", re.IGNORECASE)
+def _word_replacer(word: str, replacement: str, loose: bool = False) -> Callable[[str], str]:
+    # Host and user names in any letter case ("DGX-NODE-0417" in a log names host dgx-node-0417). ``loose``:
+    # only a letter next to it makes it part of another word; "_" and digits do not.
+    edge = r"[^\W\d_]" if loose else r"[A-Za-z0-9_]"
+    pattern = re.compile(rf"(?<!{edge})" + re.escape(word) + rf"(?!{edge})", re.IGNORECASE)
     return lambda s: pattern.sub(replacement, s)
 
 
@@ -429,6 +437,7 @@ _FIXED_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
     (lambda s: "-----BEGIN " in s, lambda s: _PRIVATE_KEY.sub(REDACTED, s)),
     (lambda s: "://" in s and "@" in s, lambda s: _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)),
     (lambda s: "hooks.slack.com/" in s, lambda s: _SLACK_HOOK.sub(lambda m: m.group(1) + REDACTED, s)),
+    (lambda s: "/t/" in s and "://" in s, lambda s: _CONDA_TOKEN.sub(lambda m: m.group(1) + REDACTED, s)),
     (lambda s: "eyJ" in s, lambda s: _JWT.sub(REDACTED, s)),
     (_may_name_auth_scheme, lambda s: _AUTH_VALUE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, s)),
     (lambda s: "=" in s, lambda s: _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, s)),

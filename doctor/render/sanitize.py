@@ -15,7 +15,7 @@ rendering, every string of the report (or summary) is made printable:
 - rich markup is never interpreted in such strings: renderers print them as ``rich.text.Text`` (or
   through ``markup`` below), so ``[/]`` in a GPU name is text, not a tag.
 
-Commands are quoted where they are built (doctor/plan/commands.py: ``$'...'`` for control characters),
+Commands are quoted where they are built (doctor/plan/shells.py: ``$'...'`` for control characters),
 so that what is shown is still the command that runs.
 """
 

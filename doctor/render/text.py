@@ -7,9 +7,8 @@ markup or wrapping so they can be copied as they are.
 
 from __future__ import annotations
 
-import sys
-
 from doctor.model.i18n import Msg, localize, pad, tr
+from doctor.render.console import console
 
 # Findings by severity, checks by state. Glyphs outside ASCII have ASCII stand-ins where the output
 # cannot encode them (doctor/app/streams.py).
@@ -27,29 +26,6 @@ LABEL_CELLS = 9  # the machine summary's label column, in terminal cells (a labe
 def word(value) -> str:
     """A state word from the report in the run's language (an unknown one as it is)."""
     return str(localize(STATE_WORDS.get(value, value)))
-
-
-def console(file=None, width: int | None = None):
-    from rich.console import Console
-
-    return Console(file=file or sys.stdout, highlight=False, soft_wrap=True, width=width)
-
-
-def _kit(plain: bool, terminal: str | None = None):
-    """(make a console, Text): rich's, or stand-ins that print the same bytes without importing rich: plain.py's
-    for output that reaches no terminal, ansi.py's for a terminal (``terminal``: "color", or "no-color" under
-    NO_COLOR)."""
-    if plain:
-        from doctor.render import plain as kit
-
-        return (lambda file, width: kit.Console(file or sys.stdout)), kit.Text
-    if terminal in ("color", "no-color"):
-        from doctor.render import ansi
-
-        return (lambda file, width: ansi.Console(file or sys.stdout, no_color=terminal == "no-color")), ansi.Text
-    from rich.text import Text
-
-    return console, Text
 
 
 def _fact(f: dict | None) -> str | None:
@@ -147,15 +123,19 @@ def _runtime_ok(rt: dict) -> str:
     return " · ".join(parts)
 
 
-def _row(con, Text, key: str, value: str) -> None:
+def _row(con, key: str, value: str) -> None:
     """One aligned machine row; a value of several lines continues under the value column."""
+    from rich.text import Text
+
     lines = [line.rstrip() for line in str(value).splitlines() if line.strip()] or [""]
     con.print(Text.assemble((f"  {pad(key, LABEL_CELLS)} ", "bold"), lines[0]))
     for more in lines[1:]:
         con.print(Text(f"{'':12}{more.strip()}"))
 
 
-def _check_lines(con, Text, checks: list[dict], show: set[str]) -> None:
+def _check_lines(con, checks: list[dict], show: set[str]) -> None:
+    from rich.text import Text
+
     for c in checks:
         status = c.get("status") if isinstance(c, dict) else None
         if not isinstance(status, str) or status not in show:
@@ -169,15 +149,14 @@ def _check_lines(con, Text, checks: list[dict], show: set[str]) -> None:
 
 
 def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None,
-                quiet: bool = False, plain: bool = False, terminal: str | None = None) -> None:
+                quiet: bool = False, terminal: bool | None = None) -> None:
     """The human view. ``quiet``: only what needs doing (findings and the fix), nothing when healthy.
-    ``plain``: the output reaches no terminal (a pipe, a file): the same bytes, without rich. ``terminal``:
-    "color" or "no-color" for a terminal as rich would style it (doctor/app/output.py): rich's bytes, without
-    rich; None: rich itself."""
+    ``terminal``: False for a file written with -o (never styled); None lets rich decide."""
+    from rich.text import Text
+
     from doctor.render.verdict import plan_line, verdict_line
 
-    make_console, Text = _kit(plain, terminal)  # noqa: N806 - the class, whichever kit it comes from
-    con = make_console(file, width)
+    con = console(file, width, terminal=terminal)
     snap = report.get("snapshot") or {}
     table = report.get("table") or {}
     tool = report.get("tool") or {}
@@ -193,7 +172,7 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
                            style="dim"))
         con.print()
         for key, value in machine_lines(snap):
-            _row(con, Text, key, value)
+            _row(con, key, value)
         steps = (snap.get("runtime") or {}).get("steps") or []
         if steps and verbose:
             for s in steps:
@@ -204,7 +183,7 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
         # Every check's state: all of them with -v or when nothing was found; the unknown ones always
         # (a gap in what was checked is worth a line); failed checks show as their findings below.
         show = {"passed", "skipped", "unknown"} if verbose or not findings else {"unknown"}
-        _check_lines(con, Text, checks, show)
+        _check_lines(con, checks, show)
 
     for f in findings:
         glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))

@@ -1,4 +1,5 @@
-"""The rules engine: pure functions of (snapshot, table) that return findings.
+"""The rules engine: pure functions of one machine's assessment (the snapshot, the table and what is derived
+from them once: doctor/compat/assessment.py) that return findings.
 
 Every rule is registered in ``RULES`` with a stable id and a one-line summary, so that
 ``torchdoctor rules``, the README and the checks shown in ``check`` come from one place.
@@ -30,10 +31,14 @@ from doctor.model.findings import (
     CheckResult,
     Finding,
 )
-from doctor.model.i18n import Msg
-from doctor.model.snapshot import Snapshot
+from doctor.model.i18n import Msg, join
+from doctor.model.snapshot import NVIDIA_NO_GPU, NVIDIA_OK, NVIDIA_UNKNOWN, Snapshot
 
-RuleFunc = Callable[..., list[Finding]]  # (snapshot, table) -> findings (or an Outcome)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # in annotations only: the engine runs what it is handed, it derives nothing
+    from doctor.compat.assessment import Assessment
+
+RuleFunc = Callable[..., list[Finding]]  # (assessment) -> findings (or an Outcome)
 INTERNAL_ERROR_ID = "internal-rule-error"
 UNINSPECTED = Msg("the target interpreter could not be inspected")
 
@@ -101,6 +106,27 @@ def without_torch(snapshot: Snapshot) -> Outcome:
     return unknown(why)
 
 
+def no_gpu(snapshot: Snapshot) -> Outcome:
+    """A GPU rule's answer without a working NVIDIA GPU: skipped, or unknown when nobody could tell."""
+    nv = snapshot.nvidia
+    if nv.status == NVIDIA_UNKNOWN:
+        return unknown(Msg("whether this machine has a working NVIDIA GPU is not known"))
+    if nv.status in (NVIDIA_NO_GPU, NVIDIA_OK):
+        return skipped(Msg("no NVIDIA GPU"))
+    return skipped(Msg("the NVIDIA driver is not usable ({status}): the driver check explains it",
+                       status=nv.status))
+
+
+def gpu_list(snapshot: Snapshot) -> str:
+    """The NVIDIA GPUs for a finding's text: "GPU 0 NVIDIA H100 (CC 9.0), GPU 1 ..."."""
+    parts = []
+    for g in snapshot.nvidia.gpus:
+        cc = g.compute_capability.value
+        parts.append(Msg("GPU {index} {name} (CC {cc})", index=g.index, name=g.name, cc=cc) if cc else
+                     Msg("GPU {index} {name}", index=g.index, name=g.name))
+    return join(", ", parts) or Msg("none listed")
+
+
 def all_rules() -> list[Rule]:
     """Every rule, in the order they run: the explicit list in doctor/rules/registry.py."""
     from doctor.rules.registry import RULES  # the rule modules import Rule from here
@@ -118,12 +144,12 @@ def known_ids(rules: Iterable[Rule] | None = None) -> list[str]:
     return list(ids)
 
 
-def run_rules(snapshot: Snapshot, table, rules: list[Rule] | None = None) -> tuple[list[Finding], list[CheckResult]]:
+def run_rules(facts: Assessment, rules: list[Rule] | None = None) -> tuple[list[Finding], list[CheckResult]]:
     findings: list[Finding] = []
     checks: list[CheckResult] = []
     for rule in rules if rules is not None else all_rules():
         try:
-            result = rule.func(snapshot, table)
+            result = rule.func(facts)
             produced = list(result or [])
         except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
             findings.append(_crash_finding(rule, exc))

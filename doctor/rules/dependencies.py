@@ -8,7 +8,7 @@ those are errors; so is NumPy 2 under a torch built against NumPy 1 (the table's
 
 from __future__ import annotations
 
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, INSTALL, UNINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
@@ -106,7 +106,8 @@ def _describe(item: dict) -> str:
                requirement=item["requirement"], name=item["name"], installed=item["installed"])
 
 
-def check_declared_requirements(snap: S.Snapshot, table) -> list[Finding]:
+def check_declared_requirements(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     if snap.install.torch is None:
         return without_torch(snap)
     if _on_pythonpath(snap):
@@ -154,7 +155,7 @@ def check_declared_requirements(snap: S.Snapshot, table) -> list[Finding]:
             {"unmet": others, "undecided": undecided},
             Fix(Msg("Install what is declared:"), actions=[Action(INSTALL, tuple(_pin(u) for u in others))]),
         ))
-    findings += _two_cuda_majors(snap)
+    findings += _two_cuda_majors(snap, facts.build)
     if not findings and undecided:
         return unknown(Msg("some requirements could not be judged: {lines}", lines="; ".join(undecided)))
     return findings
@@ -170,7 +171,7 @@ def _on_pythonpath(snap: S.Snapshot) -> bool:
     return dist.location.rstrip("/\\") in folders
 
 
-def _two_cuda_majors(snap: S.Snapshot) -> list[Finding]:
+def _two_cuda_majors(snap: S.Snapshot, build) -> list[Finding]:
     """nvidia-cudnn-cu11 beside nvidia-cudnn-cu12: two CUDA majors of one library in one environment. Both
     install into the same nvidia/ namespace folder, so either can be the one a wheel loads."""
     have = installed_map(snap.environment.python) or {}
@@ -182,7 +183,6 @@ def _two_cuda_majors(snap: S.Snapshot) -> list[Finding]:
     if not doubled:
         return []
     listing = "; ".join(", ".join(f"{n} {have[n][0]}" for n in names) for names in doubled.values())
-    build = torch_build(snap)
     major = (build.cuda or "").split(".")[0] if build is not None and build.cuda else None
     stale = [n for names in doubled.values() for n in names if major and not n.endswith(f"-cu{major}")]
     return [Finding(
@@ -210,11 +210,11 @@ def _from_collect_env(snap: S.Snapshot) -> dict[str, tuple[str, str]] | None:
     return found
 
 
-def check_numpy_abi(snap: S.Snapshot, table) -> list[Finding]:
+def check_numpy_abi(facts: Assessment) -> list[Finding]:
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    build = torch_build(snap)
+    snap, table, build = facts.snap, facts.table, facts.build
     if build is None:
         return without_torch(snap)
     have = installed_map(snap.environment.python)

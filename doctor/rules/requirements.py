@@ -19,8 +19,8 @@ from doctor.rules import Rule
 
 def requirements_rule(req: Requirements) -> Rule:
     """The rule that checks ``req``: added to a run's rules when requirements are stated."""
-    return Rule(RULE, Msg("the machine meets the stated requirements"), lambda snap, table: check_requirements(snap, req),
-                tuple(IDS.values()))
+    return Rule(RULE, Msg("the machine meets the stated requirements"),
+                lambda facts: check_requirements(facts.snap, req), tuple(IDS.values()))
 
 
 def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:

@@ -1,9 +1,10 @@
 """What importing torch and computing on the device showed (``snapshot.runtime``), as findings.
 
 Pure: reads the smoke-test steps, the warnings torch issued and the stderr tail, and matches
-torch's real messages (PROBES.md §3.3) to stable finding ids. Runtime evidence is what actually
-happened on this machine, so it wins over the static diagnosis: every finding here carries
-``evidence["source"] = "smoke-test"`` and the engine prefers it when a static rule emits the
+torch's real messages to stable finding ids. torch's words are data, kept with ``explain``'s in
+compat_tables/signatures.json (doctor/compat/signatures.py): this rule names the rows it reads. Runtime
+evidence is what actually happened on this machine, so it wins over the static diagnosis: every finding
+here carries ``evidence["source"] = "smoke-test"`` and the engine prefers it when a static rule emits the
 same id. One finding per id; later matches add their messages to its evidence.
 """
 
@@ -14,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
@@ -31,30 +33,14 @@ QUERY_MODE = "nvidia-smi --query-gpu=index,name,compute_mode --format=csv"
 SHOW_LD_PATH = 'echo "$LD_LIBRARY_PATH"'
 UNSET_LD_PATH = "unset LD_LIBRARY_PATH"
 
-# torch's own texts (PROBES.md §3.3, §4); matched as substrings, never whole messages.
-_ARCH = re.compile(
-    r"no kernel image is available for execution on the device"
-    r"|is not compatible with the current PyTorch installation"
-    r"|does not include kernels for this GPU"
-    r"|No published PyTorch CUDA builds for release"
-    r"|invalid device function"  # ROCm: "HIP error: invalid device function"; CUDA error 98
-)
-_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
-_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system")
-_CPU_BUILD = re.compile(r"Torch not compiled with CUDA enabled")
-_BUSY = re.compile(r"busy or unavailable")
-_CUDNN = re.compile(
-    r"CUDNN_STATUS_\w+|cuDNN version incompatibility|cuDNN error|is not compatible with devices with SM < 7\.5"
-    r"|Could not load library libcudnn\w*|Unable to load any of \{libcudnn",
-    re.IGNORECASE,
-)
-_OOM = re.compile(r"out of memory", re.IGNORECASE)
-_OOM_PROCESS = re.compile(r"Process (\d+) has ([\d.]+ [KMGT]?i?B) memory in use")
-_ARCH_GPU_OLD = re.compile(r"(?m)^(?:\w+: )?(.+?) with CUDA capability (sm_\d+\w?) is not compatible")
-_ARCH_GPU_NEW = re.compile(r"Found GPU(\d+) (.+?) which is of compute capability \(CC\) (\d+\.\d+)")
-_LIBRARY_SHADOW = re.compile(r"undefined symbol|version `[^']*' not found|LD_LIBRARY_PATH", re.IGNORECASE)
-_MISSING_LIB = re.compile(r"lib[\w.+-]+\.so[.\d]*: cannot open shared object file")
 _KERNEL_STEPS = ("alloc", "matmul", "conv", "autocast-fp16", "autocast-bf16")
+
+
+def _words(row_id: str) -> re.Pattern:
+    """The compiled pattern of a row of compat_tables/signatures.json: torch's words, kept with explain's."""
+    from doctor.compat.signatures import bundled_signatures  # read only when there is something to match
+
+    return bundled_signatures().regex(row_id)
 
 
 @dataclass(slots=True)
@@ -66,7 +52,8 @@ class _Seen:
     step: S.SmokeStep | None = None
 
 
-def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
+def check_runtime(facts: Assessment) -> list[Finding]:
+    snapshot = facts.snap
     rt = snapshot.runtime
     if rt.status == "skipped":
         return skipped(rt.detail or Msg("the smoke test did not run"))
@@ -105,8 +92,8 @@ def check_runtime(snapshot: S.Snapshot, table) -> list[Finding]:
         if item.step is not None and item.step.data.get("wrong_result"):
             add(_wrong_result(snapshot, item.step), item)
             continue
-        for pattern, build in _MATCHERS:
-            match = pattern.search(item.text)
+        for row_id, build in _MATCHERS:
+            match = _words(row_id).search(item.text)
             if match:
                 matched = True
                 add(build(snapshot, item, match), item)
@@ -175,16 +162,17 @@ def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     ev = _base_evidence(snapshot, seen)
     ev["arch_list"] = list(rt.arch_list)
     gpu = None
-    old, new = _ARCH_GPU_OLD.search(seen.text), _ARCH_GPU_NEW.search(seen.text)
+    old = _words("smoke-gpu-sm-not-compatible").search(seen.text)
+    new = _words("smoke-gpu-cc-not-supported").search(seen.text)
     if old:
-        gpu, ev["gpu"], ev["sm"] = f"{old.group(1)} ({old.group(2)})", old.group(1), old.group(2)
+        gpu, ev["gpu"], ev["sm"] = f"{old['gpu']} ({old['sm']})", old["gpu"], old["sm"]
     elif new:
         gpu, ev["gpu"], ev["compute_capability"] = (
-            f"{new.group(2)} (CC {new.group(3)})",
-            new.group(2),
-            new.group(3),
+            f"{new['gpu']} (CC {new['cc']})",
+            new["gpu"],
+            new["cc"],
         )
-        ev["gpu.index"] = int(new.group(1))
+        ev["gpu.index"] = int(new["index"])
     elif seen.step is not None and seen.step.device is not None:
         device = next((d for d in rt.devices if d.index == seen.step.device), None)
         if device is not None:
@@ -233,7 +221,7 @@ def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
 
 def _driver_old(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     rt = snapshot.runtime
-    found = int(match.group(1))
+    found = int(match["found_version"])
     driver_cuda = cuda_from_int(found)
     ev = _base_evidence(snapshot, seen)
     ev.update(
@@ -324,7 +312,7 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     ev = _base_evidence(snapshot, seen)
     ev["cudnn_version"] = snapshot.runtime.cudnn_version
     text = seen.text
-    if "SM < 7.5" in text:
+    if _words("smoke-cudnn-old-gpu").search(text):
         return Finding(
             "cudnn-error",
             ERROR,
@@ -338,11 +326,11 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         )
     commands = [SHOW_LD_PATH, UNSET_LD_PATH]
     detail = Msg("cuDNN failed at {where}: \"{clip}\".", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
-    if "incompatibility" in text or "LD_LIBRARY_PATH" in text:
+    if _words("smoke-cudnn-other-library").search(text):
         detail += (
             Msg(" torch loaded a cuDNN other than the one it was built against, usually from LD_LIBRARY_PATH.")
         )
-    elif "NOT_INITIALIZED" in text or "ALLOC_FAILED" in text:
+    elif _words("smoke-cudnn-no-handle").search(text):
         detail += (
             Msg(" cuDNN could not create its handle: most often the GPU's memory is full, or a second, "
             "mismatched cuDNN was loaded (LD_LIBRARY_PATH).")
@@ -364,7 +352,8 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
 
 def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     ev = _base_evidence(snapshot, seen)
-    processes = [{"pid": int(pid), "memory": mem} for pid, mem in _OOM_PROCESS.findall(seen.text)]
+    held_by = _words("smoke-memory-held").findall(seen.text)
+    processes = [{"pid": int(pid), "memory": mem} for pid, mem in held_by]
     if processes:
         ev["processes"] = processes
     held = join("; ", [Msg("process {pid} holds {memory}", pid=p['pid'], memory=p['memory']) for p in processes])
@@ -387,14 +376,16 @@ def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     )
 
 
-_MATCHERS: list[tuple[re.Pattern, Callable[[S.Snapshot, _Seen, re.Match], Finding | None]]] = [
-    (_DRIVER_OLD, _driver_old),
-    (_NO_DRIVER, _no_driver),
-    (_CPU_BUILD, _cpu_build),
-    (_BUSY, _busy),
-    (_CUDNN, _cudnn),
-    (_OOM, _oom),
-    (_ARCH, _arch),
+# The rows each cause is matched by, in the order they are tried: the first that matches a text explains it.
+# Three are explain's own rows (the same words), the others the smoke_test list's.
+_MATCHERS: list[tuple[str, Callable[[S.Snapshot, _Seen, re.Match], Finding | None]]] = [
+    ("driver-too-old-found-version", _driver_old),
+    ("no-nvidia-driver", _no_driver),
+    ("torch-not-compiled-cuda", _cpu_build),
+    ("smoke-busy", _busy),
+    ("smoke-cudnn", _cudnn),
+    ("smoke-out-of-memory", _oom),
+    ("smoke-no-kernels", _arch),
 ]
 
 
@@ -532,13 +523,13 @@ def _unexplained(snapshot: S.Snapshot, steps: list[S.SmokeStep]) -> Finding:
 def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | None:
     rt = snapshot.runtime
     message = step.message if step else rt.detail
-    if "No module named 'torch'" in message and snapshot.install.status == "absent":
+    if _words("smoke-import-no-torch").search(message) and snapshot.install.status == "absent":
         return None  # not installed at all: the install rule says so
     ev = _base_evidence(snapshot, _Seen(message, "step", step) if step else None)
     ev["message"] = _clip(message)
     python = _python(snapshot)
     retry = f'{python} -c "import torch; print(torch.__version__)"'
-    if _LIBRARY_SHADOW.search(message):
+    if _words("smoke-import-library-shadowed").search(message):
         hint = (
             Msg(" A CUDA library from outside torch's install was loaded first (\"undefined symbol\" is the "
             "sign, e.g. __nvJitLinkComplete_12_4 from an older libnvJitLink): LD_LIBRARY_PATH points at "
@@ -550,7 +541,7 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
         )
     elif snapshot.host.os == "windows" and (WINDOWS_DLL.search(message) or "PyTorch version: N/A" in message):
         hint, fix = windows_dll_hint(snapshot, retry)
-    elif _MISSING_LIB.search(message):
+    elif _words("smoke-import-library-missing").search(message):
         hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or broken.")
         fix = Fix(Msg("Reinstall torch with its dependencies."), actions=[_reinstall(snapshot)])
     else:

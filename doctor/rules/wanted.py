@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from doctor.compat.builds import torch_build
-from doctor.compat.drivers import driver_advice, driver_change
+from doctor.compat.assessment import Assessment
+from doctor.compat.drivers import driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
-from doctor.compat.pins import wanted_torch
 from doctor.compat.wheels import (
     NO_PYTHON,
     change_cost,
     choose,
-    machine_from_snapshot,
     packages_for,
     python_label,
     wheel_pins,
@@ -29,15 +27,13 @@ from doctor.rules import UNINSPECTED, Rule, skipped, unknown
 VENV = ".venv"
 
 
-def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
-    pin = wanted_torch(snap)
+def check_wanted_torch(facts: Assessment) -> list[Finding]:
+    snap, table, pin = facts.snap, facts.table, facts.wanted
     if pin is None:
         return skipped(Msg("no torch version was asked for (--torch, [tool.torchdoctor] torch, the project's pins)"))
     if snap.interpreter.error:
         return unknown(UNINSPECTED)
-    machine = machine_from_snapshot(snap)
-    build = torch_build(snap)
-    choice = choose(table, machine, build.version if build else None, wanted=pin.spec)
+    machine, build, choice = facts.machine, facts.build, facts.choice
     ev = {"wanted": pin.spec, "wanted.source": pin.source, "python": python_label(machine),
           "platform": machine.platform, "torch": build.label if build else None, "reason": choice.reason}
     near = choice.nearest
@@ -56,7 +52,7 @@ def check_wanted_torch(snap: S.Snapshot, table) -> list[Finding]:
                         Msg("{reason}.", reason=choice.reason) + (Msg(" The nearest release that fits here is torch {label} "
                                                "({change_cost}).", label=near.wheel.label, change_cost=change_cost(choice.asked, near)) if near else ""),
                         ev, Fix(summary, actions=actions))]
-    change = driver_change(snap)
+    change = facts.driver_change
     keep = choice.needs_driver
     if keep is not None and choice.asked and not change.possible:
         advice = driver_advice(table, snap, keep.wheel.cuda or "", keep.driver, change)

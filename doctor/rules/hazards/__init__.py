@@ -2,7 +2,7 @@
 
 ``containers``, ``resources`` (/dev/shm, CPU quota, memory), ``devices`` (CUDA_VISIBLE_DEVICES),
 ``libraries`` (library shadowing, CUDA_HOME), ``installs`` (mixed and duplicate installs, interpreter
-hygiene) and ``wsl``. Each ``check_*`` is a pure function of (snapshot, table) that reads the typed
+hygiene) and ``wsl``. Each ``check_*`` is a pure function of the machine's assessment that reads the typed
 sections of ``snapshot.environment`` (``doctor/model/environment.py``). A section a snapshot lacks (an
 older report, collect_env text) is None: the rule has nothing to say, it never judges a default.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from doctor.compat.builds import torch_build
+from doctor.compat.builds import Build
 from doctor.model import snapshot as S
 from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
@@ -37,23 +37,20 @@ def mm_text(version: Any) -> str:
     return f"{found[0]}.{found[1]}" if found[1] is not None else str(found[0])
 
 
-def torch_cuda(snap: S.Snapshot) -> str | None:
-    build = torch_build(snap)
+def torch_cuda(snap: S.Snapshot, build: Build | None) -> str | None:
     if build is not None and build.kind == "cuda":
         return build.cuda or snap.runtime.cuda_version
     return None
 
 
-def is_cuda_build(snap: S.Snapshot) -> bool:
-    build = torch_build(snap)
+def is_cuda_build(build: Build | None) -> bool:
     return build is not None and build.kind == "cuda"
 
 
-def reinstall(snap: S.Snapshot, kind: str = INSTALL, venv: str = "") -> Action:
+def reinstall(build: Build | None, kind: str = INSTALL, venv: str = "") -> Action:
     """torch and its companions again: the plan's exact builds (the plan's target, else the installed builds
     pinned exactly), from the plan's index, so no finding names another torch than the plan beside it. The
     command builder writes nothing for it when the plan names no builds (never an unpinned install)."""
-    build = torch_build(snap)
     variant = build.variant if build is not None and build.kind in ("cuda", "cpu", "rocm", "xpu") else None
     return Action(kind, TORCH_TRIO, variant, text=venv, plan=True)
 

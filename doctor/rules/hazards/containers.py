@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.environment import Container
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -44,13 +44,14 @@ def _gpu_remedy(kind: str | None) -> Fix:
     )
 
 
-def check_containers(snap: S.Snapshot, table) -> list[Finding]:
+def check_containers(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     section = snap.environment.container
     if not snap.host.container:
         gap = missing(snap, section, "whether this runs in a container")
         if gap is not None:
             return gap
-    facts = section or Container()
+    found = section or Container()
     kind = container_kind(snap)
     status = snap.nvidia.status
     if not kind:
@@ -58,21 +59,21 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
     if status in _LEAD_RULE_STATUSES:
         return skipped(Msg("the NVIDIA driver check explains this driver state ({status})", status=status))
     expects = list(snap.gpu_wanted)
-    build = torch_build(snap)
+    build = facts.build
     if build is not None and build.kind == "cuda":
         expects.append(Msg("torch {label} is a CUDA build", label=build.label))
-    nvd = facts.nvidia_visible_devices
+    nvd = found.nvidia_visible_devices
     hidden_by_nvd = nvd is not None and nvd.strip().lower() in ("", "void", "none")
     if nvd is not None and not hidden_by_nvd:
         expects.append(Msg("NVIDIA_VISIBLE_DEVICES={nvd}", nvd=nvd))
-    if facts.cuda_image:
-        expects.append(Msg("a CUDA image (") + ", ".join(facts.cuda_image_evidence) + ")")
-    gpu_nodes = facts.gpu_device_nodes
+    if found.cuda_image:
+        expects.append(Msg("a CUDA image (") + ", ".join(found.cuda_image_evidence) + ")")
+    gpu_nodes = found.gpu_device_nodes
     driver_works = status == S.NVIDIA_OK and bool(snap.nvidia.gpus)
     evidence = {
         "container": kind,
-        "container.evidence": list(facts.evidence),
-        "device_nodes": list(facts.device_nodes),
+        "container.evidence": list(found.evidence),
+        "device_nodes": list(found.device_nodes),
         "nvidia.status": status,
         "expects_gpu": expects,
     }
@@ -86,9 +87,9 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
         # alone (set by CUDA base images) is a hint; a CUDA torch is not evidence at all (plain `pip install torch`
         # is a CUDA build on Linux, in CPU-only CI and devcontainers too), nor is a toolkit folder.
         wanted = bool(snap.gpu_wanted) or (nvd is not None and not hidden_by_nvd) or any(
-            e.startswith("NVIDIA_REQUIRE_CUDA=") for e in facts.cuda_image_evidence
+            e.startswith("NVIDIA_REQUIRE_CUDA=") for e in found.cuda_image_evidence
         )
-        hinted = any(e.startswith("CUDA_VERSION=") for e in facts.cuda_image_evidence)
+        hinted = any(e.startswith("CUDA_VERSION=") for e in found.cuda_image_evidence)
         severity = ERROR if wanted else WARNING if hinted else INFO
         nodes = "no /dev/nvidia* device nodes" if gpu_nodes == 0 else "no working NVIDIA driver"
         if hidden_by_nvd and expects:
@@ -126,7 +127,7 @@ def check_containers(snap: S.Snapshot, table) -> list[Finding]:
                 )
             )
         return findings
-    caps = facts.nvidia_driver_capabilities
+    caps = found.nvidia_driver_capabilities
     if (gpu_nodes or driver_works) and caps is not None and build is not None and build.kind == "cuda":
         wanted = {c.strip().lower() for c in caps.split(",")}
         if not wanted & {"compute", "all"}:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.environment import VisibleDevices
 from doctor.model.findings import INFO, WARNING, Finding, Fix
@@ -84,18 +84,19 @@ def _describe(gpu: S.Gpu) -> str:
     return f"GPU {gpu.index} {gpu.name}" + (f" ({gpu.uuid})" if gpu.uuid else "")
 
 
-def check_visible_devices(snap: S.Snapshot, table) -> list[Finding]:
+def check_visible_devices(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     gap = missing(snap, snap.environment.visible_devices, "CUDA_VISIBLE_DEVICES")
     if gap is not None:
         return gap
-    facts = snap.environment.visible_devices or VisibleDevices()
-    build = torch_build(snap)
+    visible = snap.environment.visible_devices or VisibleDevices()
+    build = facts.build
     if build is not None and build.kind == "rocm":
         # ROCm reads HIP_/ROCR_VISIBLE_DEVICES first; not modelled here
         return skipped(Msg("a ROCm build selects devices with HIP_VISIBLE_DEVICES, which is not checked"))
     gpus = usable_gpus(snap)
-    value = facts.CUDA_VISIBLE_DEVICES
-    order = facts.CUDA_DEVICE_ORDER
+    value = visible.CUDA_VISIBLE_DEVICES
+    order = visible.CUDA_DEVICE_ORDER
     mixed = len({g.name for g in gpus}) > 1
     order_note = ""
     if mixed and order != "PCI_BUS_ID":

@@ -7,8 +7,8 @@ import os
 import re
 import shlex
 
+from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
-from doctor.model import snapshot as S
 from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import (
     CONDA_REMOVE,
@@ -24,7 +24,7 @@ from doctor.model.findings import (
     Fix,
 )
 from doctor.model.i18n import Msg
-from doctor.model.snapshot import as_plain
+from doctor.model.snapshot import Snapshot, as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, export, mm, reinstall, same_dir, split_path, torch_cuda
@@ -47,9 +47,10 @@ def _in_dir(location: Any, directory: Any) -> bool:
     return loc == base or loc.startswith(base + "/") or loc.startswith(base + "\\")
 
 
-def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
+def check_mixed_installs(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     py = snap.environment.python
-    leftovers = check_install_leftovers(snap, table)  # what an interrupted install left
+    leftovers = check_install_leftovers(facts)  # what an interrupted install left
     if py is None or py.error:
         if leftovers:
             return leftovers
@@ -59,7 +60,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     conda = conda_torch(snap)
     prefix = conda.prefix or snap.interpreter.prefix
     pip_torch = [d for d in torches if d.installer in ("pip", "uv")]
-    again = reinstall(snap)
+    again = reinstall(facts.build)
     uninstall = Action(UNINSTALL, TORCH_TRIO)
 
     if conda.torch and pip_torch:
@@ -110,8 +111,8 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
                 ),
             )
         )
-    elif len(torches) > 1 and _pythonpath_shadow(snap, py, torches, table) is not None:
-        findings.append(_pythonpath_shadow(snap, py, torches, table))
+    elif len(torches) > 1 and _pythonpath_shadow(snap, py, torches, facts.table) is not None:
+        findings.append(_pythonpath_shadow(snap, py, torches, facts.table))
     elif len(torches) > 1:
         origin = py.torch_origin
         winner = next((d for d in torches if origin and _in_dir(origin, d.location)), torches[0])
@@ -131,7 +132,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
             )
         )
 
-    cuda = torch_cuda(snap)
+    cuda = torch_cuda(snap, facts.build)
     if conda.cuda and pip_torch and cuda:
         bad = [r for r in conda.cuda if mm(r.version) and mm(r.version) != mm(cuda)]
         if bad:
@@ -154,7 +155,7 @@ def check_mixed_installs(snap: S.Snapshot, table) -> list[Finding]:
     return findings
 
 
-def _pythonpath_shadow(snap: S.Snapshot, py: PythonFacts, torches: list[DistRecord], table) -> Finding | None:
+def _pythonpath_shadow(snap: Snapshot, py: PythonFacts, torches: list[DistRecord], table) -> Finding | None:
     """The torch `import torch` loads sits in a $PYTHONPATH folder, ahead of the environment's own: the remedy is
     the variable, never an uninstall (pip would remove the environment's good torch first, or both)."""
     windows = snap.host.os == "windows"
@@ -167,7 +168,7 @@ def _pythonpath_shadow(snap: S.Snapshot, py: PythonFacts, torches: list[DistReco
     if not own:
         return None
     keep = [f for f in folders if not same_dir(str(winner.location), f)]
-    release = table.release(str(winner.version or "")) if winner.version else None
+    release = table.release(str(winner.version or "")) if winner.version and table is not None else None
     python = snap.interpreter.version
     foreign = release is not None and bool(python) and not release.supports_python(python)
     detail = Msg("$PYTHONPATH holds {folder}, and folders on PYTHONPATH come before site-packages: `import torch` "
@@ -193,10 +194,11 @@ def _pythonpath_shadow(snap: S.Snapshot, py: PythonFacts, torches: list[DistReco
 # --- what an interrupted install left --------------------------------------------------------------
 
 
-def check_install_leftovers(snap: S.Snapshot, table) -> list[Finding]:
+def check_install_leftovers(facts: Assessment) -> list[Finding]:
     """pip renames what it replaces to "~name" while it installs and removes it at the end; a *.dist-info
     without RECORD is a distribution pip cannot uninstall ("RECORD file not found"). Either is what an
     install killed half way leaves (0.1.0's interrupted fix did)."""
+    snap = facts.snap
     py = snap.environment.python
     if py is None or not py.leftovers:
         return []
@@ -245,7 +247,8 @@ def _base(path: str) -> str:
 # --- interpreter hygiene ------------------------------------------------------------------------
 
 
-def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
+def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     interp = snap.interpreter
     if interp.error or not (interp.path or interp.bits == 32):
         return unknown(UNINSPECTED) if interp.error else not_observed(snap, Msg("the target interpreter"))
@@ -289,7 +292,7 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                 Fix(
                     Msg("Create a virtual environment and install torch there (Debian/Ubuntu may need "
                     "`sudo apt install python3-venv` first)."),
-                    actions=[reinstall(snap, VENV, ".venv")],
+                    actions=[reinstall(facts.build, VENV, ".venv")],
                 ),
             )
         )
@@ -308,7 +311,8 @@ def check_interpreter_hygiene(snap: S.Snapshot, table) -> list[Finding]:
                     actions=[
                         Action(SHELL, text=f"conda create -n torch python={version}"),
                         Action(SHELL, text="conda activate torch"),
-                        Action(INSTALL, TORCH_TRIO, reinstall(snap).variant, python="python", plan=True),
+                        Action(INSTALL, TORCH_TRIO, reinstall(facts.build).variant, python="python",
+                               plan=True),
                     ],
                 ),
             )
@@ -326,7 +330,7 @@ LONG_PATHS_COMMAND = (
 LONG_PATHS_DOC = "https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation"
 
 
-def _windows_findings(snap: S.Snapshot, evidence: dict) -> list[Finding]:
+def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
     interp, findings = snap.interpreter, []
     windows = snap.environment.windows
     long_paths_off = windows is not None and windows.long_paths_enabled is False

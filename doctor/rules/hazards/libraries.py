@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shlex
 
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
+from doctor.compat.builds import Build
 from doctor.model import snapshot as S
 from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -40,7 +41,7 @@ _FAMILY_DISTS = {
 _FOLLOWS_CUDA = ("cudart", "nvjitlink", "cublas")
 
 
-def expected_lib_versions(snap: S.Snapshot) -> dict[str, tuple[str, str]]:
+def expected_lib_versions(snap: S.Snapshot, build: Build | None) -> dict[str, tuple[str, str]]:
     """Family -> (version, where it came from) for the libraries the installed torch uses."""
     expected: dict[str, tuple[str, str]] = {}
     python = snap.environment.python
@@ -56,7 +57,7 @@ def expected_lib_versions(snap: S.Snapshot) -> dict[str, tuple[str, str]]:
             if normalize_name(dist.name) in names and dist.version:
                 expected[family] = (str(dist.version), f"{dist.name} {dist.version}")
                 break
-    cuda = torch_cuda(snap)
+    cuda = torch_cuda(snap, build)
     if cuda:
         for family in _FOLLOWS_CUDA:
             expected.setdefault(family, (cuda, f"torch's CUDA {cuda}"))
@@ -96,24 +97,25 @@ def _symptom(family: str, wheel: str, found: str) -> str:
     return f"undefined symbol … lib{family}.so.{w[0]}"
 
 
-def check_library_shadowing(snap: S.Snapshot, table) -> list[Finding]:
-    if torch_build(snap) is None:
+def check_library_shadowing(facts: Assessment) -> list[Finding]:
+    snap, build = facts.snap, facts.build
+    if build is None:
         return without_torch(snap)
-    if torch_build(snap).kind == "unknown":
+    if build.kind == "unknown":
         return unknown(Msg("whether torch is a CUDA build is not known"))
-    if not is_cuda_build(snap):
+    if not is_cuda_build(build):
         return skipped(Msg("not a CUDA build of torch: it loads no CUDA library"))
     if snap.environment.libraries is None and snap.environment.cuda_home is None:
         return not_observed(snap, Msg("the library search path and CUDA_HOME"), snap.environment.error)
-    return _check_ld_library_path(snap) + _check_cuda_home(snap)
+    return _check_ld_library_path(snap, build) + _check_cuda_home(snap, build)
 
 
-def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
+def _check_ld_library_path(snap: S.Snapshot, build: Build) -> list[Finding]:
     libs = snap.environment.libraries or Libraries()
     dirs = libs.dirs
-    if not dirs or not is_cuda_build(snap):
+    if not dirs or not is_cuda_build(build):
         return []  # a CPU build loads no CUDA library
-    expected = expected_lib_versions(snap)
+    expected = expected_lib_versions(snap, build)
     offending: list[dict[str, Any]] = []
     for entry in dirs:
         for lib in entry.libs:
@@ -176,9 +178,9 @@ def _check_ld_library_path(snap: S.Snapshot) -> list[Finding]:
     ]
 
 
-def _check_cuda_home(snap: S.Snapshot) -> list[Finding]:
+def _check_cuda_home(snap: S.Snapshot, build: Build) -> list[Finding]:
     home = snap.environment.cuda_home or CudaHome()
-    toolkit, cuda = home.version, torch_cuda(snap)
+    toolkit, cuda = home.version, torch_cuda(snap, build)
     have, want = mm(toolkit), mm(cuda)
     if not have or not want or have == want:
         return []

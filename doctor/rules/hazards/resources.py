@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from doctor.model import snapshot as S
+from doctor.compat.assessment import Assessment
 from doctor.model.environment import Cpu, Memory, Shm
 from doctor.model.findings import INFO, WARNING, Finding, Fix
 from doctor.model.i18n import Msg
@@ -22,7 +22,8 @@ SHM_ERRORS = (
 )
 
 
-def check_shm(snap: S.Snapshot, table) -> list[Finding]:
+def check_shm(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     if snap.host.os == "windows":
         return skipped(Msg("no /dev/shm on Windows"))
     gap = missing(snap, snap.environment.shm, "the size of /dev/shm")
@@ -101,7 +102,8 @@ def _recommended_workers(cpu: Cpu) -> int | None:
     return None if budget is None else max(0, budget - 1)
 
 
-def check_cpu_quota(snap: S.Snapshot, table) -> list[Finding]:
+def check_cpu_quota(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     gap = missing(snap, snap.environment.cpu, "the CPU count and quota")
     if gap is not None:
         return gap
@@ -157,7 +159,8 @@ def check_cpu_quota(snap: S.Snapshot, table) -> list[Finding]:
 SMALL_RAM = 16 * GIB
 
 
-def check_memory(snap: S.Snapshot, table) -> list[Finding]:
+def check_memory(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     gap = missing(snap, snap.environment.memory, "RAM and swap")
     if gap is not None:
         return gap

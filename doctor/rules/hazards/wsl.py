@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from doctor.model import snapshot as S
+from doctor.compat.assessment import Assessment
 from doctor.model.environment import Libraries, Wsl
 from doctor.model.findings import WARNING, Finding, Fix
 from doctor.model.i18n import Msg
@@ -13,7 +13,8 @@ from doctor.rules import skipped
 from doctor.rules.hazards.common import WSL_LIB_DIR, export, missing, same_dir, split_path
 
 
-def check_wsl(snap: S.Snapshot, table) -> list[Finding]:
+def check_wsl(facts: Assessment) -> list[Finding]:
+    snap = facts.snap
     if not snap.host.wsl:
         gap = missing(snap, snap.environment.wsl, "whether this is WSL")
         if gap is not None:
