@@ -83,7 +83,7 @@ def test_missing_cuda_wheels_are_an_error_with_the_install_command(tmp_path):
     assert names == {"cuda-toolkit", "nvidia-cudnn-cu13"}
     command = unmet["fix"]["commands"][0]
     assert command.startswith(f"{python} -m pip install ")
-    assert '"cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3"' in command
+    assert "'cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3'" in command
     assert '"nvidia-cudnn-cu13==9.24.0.43"' in command
     text = run_cli(["check", "--no-smoke", "--python", str(python)], tmp_path, bin_dir=bin_dir).stdout
     assert "nothing to change" not in text

@@ -135,7 +135,7 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
             {"unmet": cudnn},
             Fix(Msg("Keep the two in separate virtual environments, or install the version torch needs (which "
                     "breaks the other package's pin):"),
-                actions=[Action(INSTALL, tuple(_pin(u) for u in cudnn))]),
+                actions=[Action(INSTALL, tuple(_pin(u) for u in cudnn), declared=True)]),
         ))
     if others:
         native = [u for u in others if u["native"] or u["installed"] is None]
@@ -153,7 +153,7 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
             if len(others) != 1 else Msg("a requirement torch declares is not installed as declared"),
             detail,
             {"unmet": others, "undecided": undecided},
-            Fix(Msg("Install what is declared:"), actions=[Action(INSTALL, tuple(_pin(u) for u in others))]),
+            Fix(Msg("Install what is declared:"), actions=[Action(INSTALL, tuple(_pin(u) for u in others), declared=True)]),
         ))
     findings += _two_cuda_majors(snap, facts.build)
     if not findings and undecided:
@@ -247,7 +247,7 @@ def check_numpy_abi(facts: Assessment) -> list[Finding]:
          "table.source": limit.source},
         Fix(Msg("Install a NumPy torch {label} was built for, or a torch release that supports NumPy 2.",
                 label=build.label),
-            actions=[Action(INSTALL, (f"numpy{limit.numpy}",))]),
+            actions=[Action(INSTALL, (f"numpy{limit.numpy}",), declared=True)]),
         [] if limit.confidence == "verified" else [f"numpy_abi {limit.torch} {limit.os}"],
     )]
 
