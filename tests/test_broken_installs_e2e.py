@@ -45,7 +45,8 @@ def python_or_skip(version: str) -> str:
 
 
 def check_json(python, tmp_path, bin_dir=None, extra=(), env_extra=None):
-    res = run_cli(["check", "--no-smoke", "--json", "--python", str(python), *extra], tmp_path, env_extra, bin_dir)
+    args = ["check", "--no-smoke", "--json", "--python", str(python), *extra]
+    res = run_cli(args, tmp_path, env_extra, bin_dir)
     assert "Traceback" not in res.stderr, res.stderr
     return res, json.loads(res.stdout)
 
@@ -83,7 +84,8 @@ def test_missing_cuda_wheels_are_an_error_with_the_install_command(tmp_path):
     assert names == {"cuda-toolkit", "nvidia-cudnn-cu13"}
     command = unmet["fix"]["commands"][0]
     assert command.startswith(f"{python} -m pip install ")
-    assert "'cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3'" in command
+    extras = "cublas,cudart,cufft,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx"
+    assert f"'cuda-toolkit[{extras}]==13.0.3'" in command
     assert '"nvidia-cudnn-cu13==9.24.0.43"' in command
     text = run_cli(["check", "--no-smoke", "--python", str(python)], tmp_path, bin_dir=bin_dir).stdout
     assert "nothing to change" not in text
@@ -172,7 +174,8 @@ def test_numpy2_under_torch_before_2_3(tmp_path, torch, numpy, bad):
 def test_stale_torch_on_pythonpath_is_taken_off_pythonpath_never_uninstalled(tmp_path):
     python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.5.1+cu121", cuda="12.1")
     stale = tmp_path / "stale"
-    make_fake_env(tmp_path / "old", python=python_or_skip("3.12"), torch="2.1.0+cu118", cuda="11.8", deps=False)
+    make_fake_env(tmp_path / "old", python=python_or_skip("3.12"), torch="2.1.0+cu118", cuda="11.8",
+                  deps=False)
     shutil.copytree(site_packages(tmp_path / "old"), stale)
     pythonpath = f"{stale}{os.pathsep}{REPO}"
     res = run_cli(["check", "--no-smoke", "--json", "--python", str(python)], tmp_path,
@@ -230,7 +233,8 @@ def test_torchdoctor_run_by_path_inspects_its_own_environment(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("version", ["3.6", "3.7"])
 def test_python_36_and_37_targets_are_judged_like_any_other(tmp_path, version):
-    python = make_fake_env(tmp_path / "venv", python=python_or_skip(version), torch="1.10.2+cu113", cuda="11.3",
+    python = make_fake_env(tmp_path / "venv", python=python_or_skip(version), torch="1.10.2+cu113",
+                           cuda="11.3",
                            torchvision="0.11.3+cu113", requires=["typing-extensions"])
     bin_dir = tmp_path / "bin"
     write_fake_nvidia_smi(bin_dir, [RTX4090], driver="570.124.04", cuda="12.8")
@@ -322,7 +326,8 @@ class FakeWinreg:
     ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): 0}, None, False, None),
     ({}, None, False, None),  # the value absent: Windows' default, disabled
     ({}, PermissionError(13, "Access is denied"), None, "could not be read"),
-    ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): "yes"}, None, None, "not a number"),
+    ({(r"SYSTEM\CurrentControlSet\Control\FileSystem", "LongPathsEnabled"): "yes"}, None, None,
+     "not a number"),
 ])
 def test_long_paths_probe_reads_the_registry(values, error, enabled, why):
     from doctor.probes.environment.windows import probe_windows
@@ -349,7 +354,8 @@ STORE = (r"C:\Users\u\AppData\Local\Microsoft\WindowsApps\PythonSoftwareFoundati
 
 @pytest.mark.slow
 def test_store_python_and_disabled_long_paths_from_a_windows_report(tmp_path):
-    # A report of a Windows machine (there is none to probe): this machine's report with the Windows facts in it.
+    # A report of a Windows machine (there is none to probe): this machine's report with the Windows facts in
+    # it.
     python = make_fake_env(tmp_path / "venv", python=python_or_skip("3.12"), torch="2.5.1+cpu", cuda=None)
     res, report = check_json(python, tmp_path)
     snap = report["snapshot"]
@@ -370,7 +376,8 @@ def test_store_python_and_disabled_long_paths_from_a_windows_report(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("torch,bad", [("2.3.1+cpu", True), ("2.4.1+cpu", False)])
 def test_numpy2_from_a_windows_paste(tmp_path, torch, bad):
-    # Windows wheels stayed on NumPy 1's ABI until 2.4.1 (pytorch/pytorch#131668); the paste's pip list has NumPy
+    # Windows wheels stayed on NumPy 1's ABI until 2.4.1 (pytorch/pytorch#131668); the paste's pip list has
+    # NumPy
     text = (PASTES / "composed-2.8-windows-cpu.txt").read_text().replace("2.8.0+cpu", torch)
     paste = tmp_path / "paste.txt"
     paste.write_text(text)
@@ -380,5 +387,6 @@ def test_numpy2_from_a_windows_paste(tmp_path, torch, bad):
     assert ("numpy-too-new-for-torch" in ids) is bad
     if bad:
         found = finding(report, "numpy-too-new-for-torch")
-        assert "on Windows" in found["detail"] and "pytorch/pytorch#131668" in found["evidence"]["table.source"]
+        assert "on Windows" in found["detail"]
+        assert "pytorch/pytorch#131668" in found["evidence"]["table.source"]
         assert found["fix"]["commands"] == ['py -m pip install "numpy<2"']  # < is a redirection there

@@ -1,4 +1,5 @@
-"""The declared-requirements and NumPy ABI rules as pure functions of a snapshot (issue 29, the install side)."""
+"""The declared-requirements and NumPy ABI rules as pure functions of a snapshot (issue 29, the install
+side)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from doctor.rules.dependencies import check_declared_requirements, check_numpy_a
 from doctor.table.load import default_table_path, load_table
 
 SITE = "/home/u/venv/lib/python3.12/site-packages"
-LINUX = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+LINUX = {"os_name": "posix", "sys_platform": "linux", "platform_system": "Linux",
+         "platform_machine": "x86_64",
          "python_version": "3.12", "python_full_version": "3.12.1", "implementation_name": "cpython",
          "implementation_version": "3.12.1", "platform_python_implementation": "CPython"}
 WINDOWS = dict(LINUX, os_name="nt", sys_platform="win32", platform_system="Windows", platform_machine="AMD64")
@@ -27,13 +29,15 @@ def table():
 
 
 def snapshot(installed, markers=LINUX, requires=REQUIRES, version="2.4.1+cu121"):
-    snap = make_snapshot(torch=torch_dist(version, "12.1", requires=requires), torchvision=None, torchaudio=None)
+    dist = torch_dist(version, "12.1", requires=requires)
+    snap = make_snapshot(torch=dist, torchvision=None, torchaudio=None)
     snap.environment.python = PythonFacts(installed=[[n, v, SITE] for n, v in installed], markers=markers)
     return snap
 
 
 def test_everything_declared_is_installed():
-    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"), ("nvidia-cudnn-cu12", "9.1.0.70")])
+    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"),
+                     ("nvidia-cudnn-cu12", "9.1.0.70")])
     assert check_declared_requirements(assess(snap, None)) == []
 
 
@@ -48,15 +52,18 @@ def test_a_missing_cuda_wheel_is_an_error_and_an_old_pure_python_one_a_warning()
     found = check_declared_requirements(assess(snap, None))
     assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", ERROR)]
     assert found[0].fix.actions[0].packages == ("nvidia-cudnn-cu12==9.1.0.70",)
-    found = check_declared_requirements(assess(snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.5.0"),
-                                                  ("nvidia-cudnn-cu12", "9.1.0.70")]), None))
+    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.5.0"),
+                     ("nvidia-cudnn-cu12", "9.1.0.70")])
+    found = check_declared_requirements(assess(snap, None))
     assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", WARNING)]
 
 
 def test_first_on_sys_path_counts():
-    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"), ("nvidia-cudnn-cu12", "8.9.4.25"),
+    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2"),
+                     ("nvidia-cudnn-cu12", "8.9.4.25"),
                      ("nvidia-cudnn-cu12", "9.1.0.70")])
-    assert [f.id for f in check_declared_requirements(assess(snap, None))] == ["torch-cudnn-requirement-unmet"]
+    found = check_declared_requirements(assess(snap, None))
+    assert [f.id for f in found] == ["torch-cudnn-requirement-unmet"]
 
 
 def test_without_the_installed_versions_it_cannot_tell():

@@ -23,7 +23,8 @@ _CUDA_SUFFIX = ("-cu11", "-cu12", "-cu13")
 
 
 def installed_map(py) -> dict[str, tuple[str, str]] | None:
-    """{normalised name: (version, folder)} of the first distribution of each name on sys.path (the one imported)."""
+    """{normalised name: (version, folder)} of the first distribution of each name on sys.path (the one
+    imported)."""
     if py is None or py.installed is None:
         return None
     found: dict[str, tuple[str, str]] = {}
@@ -58,8 +59,8 @@ def unmet_requirements(snap: S.Snapshot) -> tuple[list[dict], list[str]] | None:
         for line in dist.requires:
             try:
                 req = Requirement(line)
-                # packaging fills a variable the target did not report from torchdoctor's own process: not this
-                # target's fact, so such a marker is left undecided
+                # packaging fills a variable the target did not report from torchdoctor's own process: not
+                # this target's fact, so such a marker is left undecided
                 if req.marker is not None and _unreported(str(req.marker), env):
                     raise UndefinedEnvironmentName(line)
                 if req.marker is not None and not req.marker.evaluate(env):
@@ -128,13 +129,14 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
             "torch-cudnn-requirement-unmet", ERROR,
             Msg("{of}'s cuDNN requirement is unmet: it needs {requirement}, {installed} is installed",
                 of=item["of"], requirement=item["requirement"], installed=item["installed"]),
-            Msg("The wheel loads the cuDNN of the {name} wheel in this environment; with another version it fails at "
-                "import or in the first convolution (\"undefined symbol\", \"cuDNN version incompatibility\"). "
-                "Another package pinned {name} to its own version (TensorFlow pins its own cuDNN): packages "
-                "that need different cuDNN versions cannot share one environment.", name=item["name"]),
+            Msg("The wheel loads the cuDNN of the {name} wheel in this environment; with another version it "
+                "fails at import or in the first convolution (\"undefined symbol\", \"cuDNN version "
+                "incompatibility\"). Another package pinned {name} to its own version (TensorFlow pins its "
+                "own cuDNN): packages that need different cuDNN versions cannot share one environment.",
+                name=item["name"]),
             {"unmet": cudnn},
-            Fix(Msg("Keep the two in separate virtual environments, or install the version torch needs (which "
-                    "breaks the other package's pin):"),
+            Fix(Msg("Keep the two in separate virtual environments, or install the version torch needs "
+                    "(which breaks the other package's pin):"),
                 actions=[Action(INSTALL, tuple(_pin(u) for u in cudnn), declared=True)]),
         ))
     if others:
@@ -143,17 +145,18 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
         listing = "; ".join(_describe(u) for u in others)
         detail = Msg("{listing}. pip check reports the same.", listing=listing)
         if any(u["native"] for u in others):
-            detail += Msg(" The CUDA libraries come as separate wheels (nvidia-*, cuda-toolkit) that torch loads "
-                          "at import: without them `import torch` fails (\"libcudnn.so.9: cannot open shared "
-                          "object file\", \"undefined symbol\"). Installing torch with --no-deps, or from a "
-                          "mirror that lacks them, leaves them out.")
+            detail += Msg(" The CUDA libraries come as separate wheels (nvidia-*, cuda-toolkit) that torch "
+                          "loads at import: without them `import torch` fails (\"libcudnn.so.9: cannot open "
+                          "shared object file\", \"undefined symbol\"). Installing torch with --no-deps, or "
+                          "from a mirror that lacks them, leaves them out.")
         findings.append(Finding(
             "torch-requirements-unmet", severity,
             Msg("{count} of the requirements torch declares are not installed as declared", count=len(others))
             if len(others) != 1 else Msg("a requirement torch declares is not installed as declared"),
             detail,
             {"unmet": others, "undecided": undecided},
-            Fix(Msg("Install what is declared:"), actions=[Action(INSTALL, tuple(_pin(u) for u in others), declared=True)]),
+            Fix(Msg("Install what is declared:"),
+                actions=[Action(INSTALL, tuple(_pin(u) for u in others), declared=True)]),
         ))
     findings += _two_cuda_majors(snap, facts.build)
     if not findings and undecided:
@@ -188,7 +191,8 @@ def _two_cuda_majors(snap: S.Snapshot, build) -> list[Finding]:
     return [Finding(
         "cuda-wheels-two-majors", WARNING,
         Msg("CUDA library wheels of two CUDA majors are installed side by side"),
-        Msg("{listing}. Each pair installs into the same nvidia/ folder, so which library a wheel loads depends on "
+        Msg("{listing}. Each pair installs into the same nvidia/ folder, so which library a wheel loads "
+            "depends on "
             "the order they were installed in.", listing=listing),
         {"doubled": doubled, "torch.cuda": build.cuda if build is not None else None},
         Fix(Msg("Uninstall the ones of the other CUDA major (torch {cuda} needs the -cu{major} ones), then "
@@ -239,9 +243,12 @@ def check_numpy_abi(facts: Assessment) -> list[Finding]:
         "numpy-too-new-for-torch", ERROR,
         Msg("torch {label} cannot use NumPy {numpy}: it was built for NumPy {spec}", label=build.label,
             numpy=numpy[0], spec=limit.numpy),
-        Msg("torch {range}{where} was compiled against NumPy 1's C API. With NumPy {numpy} it prints \"A module that "
-            "was compiled using NumPy 1.x cannot be run in NumPy 2\" at import and every conversion fails with "
-            "\"RuntimeError: Numpy is not available\" (tensor.numpy(), torch.from_numpy, DataLoader workers).",
+        Msg("torch {range}{where} was compiled against NumPy 1's C API. With NumPy {numpy} it prints \"A "
+            "module that "
+            "was compiled using NumPy 1.x cannot be run in NumPy 2\" at import and every conversion fails "
+            "with "
+            "\"RuntimeError: Numpy is not available\" (tensor.numpy(), torch.from_numpy, DataLoader "
+            "workers).",
             range=limit.torch, where=where, numpy=numpy[0]),
         {"numpy": numpy[0], "numpy.location": numpy[1], "torch": build.label, "needs": limit.numpy,
          "table.source": limit.source},

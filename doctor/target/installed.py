@@ -29,12 +29,15 @@ def scanned_distributions(dist_info):
     """Every *.dist-info and *.egg-info folder on sys.path as ``dist_info(path)`` objects: what
     importlib.metadata would list, for Python 3.6 and 3.7, which do not have it."""
     return [dist_info(os.path.join(folder, name)) for folder, names in _folders() for name in names
-            if name.lower().endswith((".dist-info", ".egg-info")) and os.path.isdir(os.path.join(folder, name))]
+            if name.lower().endswith((".dist-info", ".egg-info"))
+            and os.path.isdir(os.path.join(folder, name))]
 
 
 def _version_from_files(path):
     """The Version header of METADATA or PKG-INFO (an egg-info may be a single PKG-INFO-like file)."""
-    candidates = [os.path.join(path, "METADATA"), os.path.join(path, "PKG-INFO")] if os.path.isdir(path) else [path]
+    candidates = [path]
+    if os.path.isdir(path):
+        candidates = [os.path.join(path, "METADATA"), os.path.join(path, "PKG-INFO")]
     for candidate in candidates:
         try:
             with open(candidate, "rb") as handle:
@@ -67,7 +70,8 @@ def installed_versions():
 
 def marker_environment():
     """PEP 508's marker variables for this interpreter, as packaging.markers.default_environment() has them,
-    less platform_release and platform_version (the kernel's build text: no wheel's requirement reads them)."""
+    less platform_release and platform_version (the kernel's build text: no wheel's requirement reads
+    them)."""
     import platform
 
     info = sys.implementation.version
@@ -104,6 +108,7 @@ def find_leftovers():
             path = os.path.join(entry, name)
             twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
             if name.startswith("~") or (name.endswith(".dist-info") and not all(
-                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
+                    os.path.exists(os.path.join(path, f))
+                    for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
                 found.append(path)
     return found
