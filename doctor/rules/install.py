@@ -47,9 +47,12 @@ def check_torch_installed(facts: Assessment) -> list[Finding]:
             Msg("torch is not installed in {path}", path=interp.path or Msg("the Python collect_env ran in")
                 if snap.origin == "collect_env" else interp.path),
             Msg("Interpreter chosen because: {reason}. The fix plan below installs the build that fits "
-            "this machine.", reason=interp.reason),
+            "this machine.", reason=interp.reason) if interp.bits != 32 else
+            Msg("Interpreter chosen because: {reason}. No torch wheel exists for a 32-bit Python: see "
+                "python-32-bit.", reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.version": interp.version},
-            Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")),
+            Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")
+                if interp.bits != 32 else Msg("Install a 64-bit Python first (see python-32-bit).")),
         )]
     if inst.status == "error":
         return [Finding(
