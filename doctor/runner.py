@@ -28,15 +28,13 @@ import contextlib
 import math
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~4 ms of every start)
-if TYPE_CHECKING:  # only in annotations here; each function that runs a child imports it (see _spawn)
-    import subprocess
+from dataclasses import dataclass
 
 MAX_OUTPUT = 8 << 20  # bytes of stdout (and of stderr) read from one child; past it the child is stopped
 MAX_LINE = 64 << 10  # a longer line handed over as it comes (stream_run, on_line) goes in pieces this long
@@ -46,31 +44,19 @@ STOP_GRACE_S = 2.0  # between the polite signal and SIGKILL when torchdoctor sto
 OWNER_VAR = "TORCHDOCTOR_OWNER"
 
 
+@dataclass
 class RunResult:
-    """What one child did: the fields, repr and equality of a dataclass, without importing dataclasses (~8 ms
-    of a static check, which has no other use for it: doctor/model/records.py)."""
+    """What one child did."""
 
-    FIELDS = ("argv", "returncode", "stdout", "stderr", "not_found", "timed_out", "error", "seconds", "overflowed")
-
-    def __init__(self, argv: list[str], returncode: int | None, stdout: str = "", stderr: str = "",
-                 not_found: bool = False, timed_out: bool = False, error: str | None = None, seconds: float = 0.0,
-                 overflowed: bool = False):
-        self.argv, self.stdout, self.stderr = argv, stdout, stderr
-        self.returncode = returncode  # None when it never ran or was killed for the timeout
-        self.not_found, self.timed_out = not_found, timed_out
-        self.error = error  # OSError text when it could not start
-        self.seconds = seconds
-        self.overflowed = overflowed  # stopped: it printed more than its output limit
-
-    def __repr__(self) -> str:
-        return f"RunResult({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.FIELDS)
-
-    __hash__ = None  # mutable, like the dataclass
+    argv: list[str]
+    returncode: int | None  # None when it never ran or was killed for the timeout
+    stdout: str = ""
+    stderr: str = ""
+    not_found: bool = False
+    timed_out: bool = False
+    error: str | None = None  # OSError text when it could not start
+    seconds: float = 0.0
+    overflowed: bool = False  # stopped: it printed more than its output limit
 
     @property
     def ok(self) -> bool:
@@ -244,7 +230,6 @@ def _new_group(hard_limit: float | None = None) -> dict:
 
 
 def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **popen) -> subprocess.Popen:
-    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     child_env = dict(os.environ if env is None else env)
     child_env[OWNER_VAR] = str(os.getpid())
     return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))
@@ -330,7 +315,6 @@ def run(
     """Run ``argv`` to its end, its time limit or its output limit. ``sessions``: the child may start
     processes in sessions of their own (torchrun's ranks): when it is stopped, they are looked for too.
     ``on_line``: also called with each stdout line as it comes (progress)."""
-    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     args = [str(a) for a in argv]
     timeout = limit_seconds(timeout)
     start = time.perf_counter()
@@ -393,9 +377,8 @@ def _feed(pipe, data: bytes) -> None:
 
 def _await(proc: subprocess.Popen, readers: list[_Reader], timeout: float) -> bool:
     """Wait for the child to end (True) or its time limit (False). The end of its output is what is
-    waited on (a thread join wakes at once; Popen.wait with a timeout polls, up to 50 ms late), then the
+    waited on (a thread join wakes at once; Popen.wait with a timeout polls, so it wakes late), then the
     exit status; a child that exited while a descendant holds its pipes is not waited on past DRAIN."""
-    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     deadline = time.monotonic() + timeout
     exited_at = None
     for reader in readers:
@@ -428,7 +411,6 @@ def _finish_readers(proc: subprocess.Popen, readers: list[_Reader], drain: float
 
 
 def _wait(proc: subprocess.Popen, seconds: float) -> None:
-    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     try:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -457,7 +439,6 @@ def stream_run(
     ``grace`` seconds; the result says ``timed_out``. Never raises, except that a KeyboardInterrupt (and
     the app's ``Interrupted`` for SIGTERM/SIGHUP) is passed on after the child's group was stopped: interrupted, then killed after
     ``interrupt_grace`` seconds (default ``grace``; 0: killed at once)."""
-    import subprocess  # not at the top: a run that starts no child never loads it (~3 ms)
     args = [str(a) for a in argv]
     timeout = limit_seconds(timeout)
     start = time.perf_counter()

@@ -155,7 +155,7 @@ def _lowest(req) -> str:
 
 
 def default_torch_requires(cuda: str | None) -> list[str]:
-    """Requires-Dist lines shaped like real Linux wheels (PROBES.md §3.1)."""
+    """Requires-Dist lines shaped like real Linux wheels' METADATA (torch 2.6.0, 2.14.1)."""
     base = ["filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "networkx", "jinja2", "fsspec"]
     if not cuda:
         return base

@@ -169,7 +169,7 @@ def test_a_multi_line_nvml_error_stays_under_its_column():
                                         "  Unknown Error", gpus=[])
     lines = render(report).splitlines()
     plain = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", line) for line in lines]
-    at = next(i for i, line in enumerate(plain) if line.startswith("  Driver    none (unknown: NVML: Unknown Error"))
+    at = next(i for i, line in enumerate(plain) if line.startswith("  Driver    unknown (NVML: Unknown Error"))
     assert plain[at + 1] == " " * 12 + "nvidia-smi: Failed to initialize NVML:"
     assert plain[at + 2] == " " * 12 + "Unknown Error)"
 
@@ -199,3 +199,49 @@ def test_fleet_commands_are_never_wrapped(tmp_path):
     res = run_cli(["fleet", "summarize", str(tmp_path)], {"COLUMNS": "80"})
     assert res.returncode == 1, res.stderr
     assert f"    {command}\n" in res.stdout  # one line, whole, as it must be pasted
+
+
+def test_what_torch_warned_is_said_under_runtime_and_in_markdown():
+    from test_report_schema import full_report
+
+    from doctor.render.markdown import render_markdown
+
+    report = full_report()
+    report["snapshot"]["runtime"].update(status="ok", torch_version="2.13.0+cpu", seconds=2.1, backend="cpu",
+                                         warnings=["Failed to initialize NumPy: No module named 'numpy'"],
+                                         steps=[{"name": "import", "status": "ok", "seconds": 1.6}])
+    plain = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", line) for line in render(report).splitlines()]
+    at = next(i for i, line in enumerate(plain) if line.startswith("  Runtime   torch 2.13.0+cpu imported"))
+    assert plain[at + 1] == " " * 12 + "torch warned: Failed to initialize NumPy: No module named 'numpy'"
+    assert "| torch warnings | Failed to initialize NumPy: No module named 'numpy' |" in render_markdown(report)
+
+
+def test_second_hand_table_rows_are_said_in_words_only_with_v():
+    from test_report_schema import full_report
+
+    report = full_report()
+    report["plan"]["unverified"] = ["torch 2.7: patches", "arch list 2.7/cu128", "something new"]
+    assert "unverified" not in render(report) and "how sure" not in render(report)
+    verbose = render(report, verbose=True)
+    assert "how sure: the patch releases of torch 2.7 come from release notes" in verbose
+    assert "the GPUs the torch 2.7 cu128 build has kernels for come from PyTorch's build scripts" in verbose
+    assert 'the table row "something new" is not confirmed from a primary source' in verbose
+
+
+def test_explain_names_the_interpreter_its_fixes_are_for():
+    import io
+
+    from doctor.render.explain import render_explain, render_explain_markdown
+
+    cause = {"id": "gpu-arch-unsupported", "title": "t", "meaning": "m", "fix": "f", "verdict": "confirmed",
+             "match": {"line": 1, "text": "no kernel image"}, "check": {"fix": {"summary": "s", "commands": []}}}
+    report = {"causes": [cause], "probed": True, "interpreter_from_traceback": True, "input": {"lines": 1},
+              "check": {"snapshot": {"interpreter": {"path": "/home/u/venv/bin/python", "reason": "--python"}}}}
+    said = "The fixes below are for /home/u/venv/bin/python (chosen: the traceback's site-packages)."
+    out = io.StringIO()
+    render_explain(report, file=out, width=200)
+    assert said in out.getvalue() and said in render_explain_markdown(report)
+    ruled_out = dict(report, causes=[dict(cause, verdict="ruled-out")])  # nothing to change: no interpreter line
+    out = io.StringIO()
+    render_explain(ruled_out, file=out, width=200)
+    assert "The fixes below" not in out.getvalue()

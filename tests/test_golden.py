@@ -1,6 +1,9 @@
-"""Golden files of what a user sees: the human text of `check` and its `--json` report on three
-canonical machines (the README's RTX 5090 with a cu126 build, a healthy CPU machine, a venv without
-torch). A careless change to the screen or the report shows up here as a diff to review.
+"""Golden files of what a user sees: the human text of `check` and its `--json` report on four
+canonical machines (the broken one: the README's RTX 5090 with a cu126 build; the healthy one: a CPU torch on a
+machine without a GPU; the unknown one: the same torch where the NVIDIA driver and the PCI bus cannot be read;
+and a venv without torch), and the same machines in `-q`, Markdown, JUnit and the fleet view, which must tell
+one story: the same verdict, ids and words, errors first. A careless change to the screen or the report shows
+up here as a diff to review.
 
 Run with ``TORCHDOCTOR_UPDATE_GOLDEN=1`` to rewrite the files after an intended change, then read
 the diff. Variable parts are normalised: the temporary folder becomes ``<TMP>``, timings and dates
@@ -44,8 +47,11 @@ def _machine(tmp_path: Path, scenario: str) -> tuple[Path, dict]:
         python = make_fake_env(tmp_path / "venv", python=py, torch="2.6.0+cu126", cuda="12.6",
                                torchvision="0.21.0+cu126", torchaudio="2.6.0+cu126")
         write_fake_nvidia_smi(bin_dir, [RTX5090], driver="570.124.04", cuda="12.8")
-    elif scenario == "cpu-healthy":
+    elif scenario == "cpu-healthy":  # nothing answers for the NVIDIA driver and the PCI bus cannot be read
         python = make_fake_env(tmp_path / "venv", python=py, torch="2.13.0+cpu", cuda=None)
+    elif scenario == "cpu-no-gpu":  # the same CPU torch on a machine whose PCI bus shows no NVIDIA device
+        python = make_fake_env(tmp_path / "venv", python=py, torch="2.13.0+cpu", cuda=None)
+        (sysroot / "sys" / "bus" / "pci" / "devices").mkdir(parents=True)
     elif scenario == "no-torch":
         python = make_fake_env(tmp_path / "venv", python=py, torch=None)
     else:
@@ -78,7 +84,7 @@ def _compare(name: str, actual: str) -> None:
     assert actual == expected, f"{name} changed; if intended, rerun with TORCHDOCTOR_UPDATE_GOLDEN=1 and review"
 
 
-SCENARIOS = [("rtx5090-cu126", 1), ("cpu-healthy", 0), ("no-torch", 1)]
+SCENARIOS = [("rtx5090-cu126", 1), ("cpu-healthy", 0), ("no-torch", 1), ("cpu-no-gpu", 0)]
 
 
 @pytest.mark.slow
@@ -118,7 +124,6 @@ README_SCENARIOS = [
     ("ci-require-cuda.txt", "cpu-healthy", ["--no-smoke", "--require", "cuda", "--min-gpus", "1", "--python",
                                             "{python}"], 4, {}),
     ("broken-venv.txt", "broken-venv", ["--no-smoke"], 1, {}),
-    ("rtx5090-cu126-q.txt", "rtx5090-cu126", ["--no-smoke", "-q", "--python", "{python}"], 1, {}),
     ("rtx5090-cu126-cp1252.txt", "rtx5090-cu126", ["--no-smoke", "--python", "{python}"], 1,
      {"PYTHONIOENCODING": "cp1252"}),
 ]
@@ -142,3 +147,103 @@ def test_readme_scenarios_are_golden(tmp_path, name, scenario, args, code, extra
     encoding = extra.get("PYTHONIOENCODING", "utf-8")
     assert res.returncode == code, res.stderr.decode(encoding)
     _compare(name, _normalise(res.stdout.decode(encoding), tmp_path))
+
+
+# --- one story in every format ------------------------------------------------------------------------------
+
+# The formats of `check` held as golden files next to the text and JSON ones (the Markdown without its folded
+# JSON, which the JSON golden holds): file suffix, arguments.
+FORMATS = [("-q.txt", ["-q"]), (".md", ["--format", "markdown"]), (".junit.xml", ["--format", "junit"])]
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def _check(tmp_path: Path, env: dict, python: Path, *args: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "doctor", "check", "--no-smoke", "--python", str(python), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def _without_json(markdown: str) -> str:
+    return re.sub(r"<details><summary>Full report \(JSON\)</summary>.*?</details>\n", "", markdown, flags=re.S)
+
+
+def _positions(text: str, words: list[str]) -> list[int]:
+    return [text.index(w) for w in words]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario,code", SCENARIOS)
+def test_every_format_is_golden_and_tells_the_same_story(tmp_path, scenario, code):
+    python, env = _machine(tmp_path, scenario)
+    out = {}
+    for suffix, args in [("", []), ("-v.txt", ["-v"]), *FORMATS, (".json", ["--json"])]:
+        res = _check(tmp_path, env, python, *args)
+        assert res.returncode == code, (suffix, res.stderr)
+        out[suffix] = _normalise(res.stdout, tmp_path)
+    for suffix, _ in FORMATS:
+        _compare(scenario + suffix, _without_json(out[suffix]) if suffix == ".md" else out[suffix])
+
+    report = json.loads(out[".json"])
+    text, verbose, quiet, markdown, junit = out[""], out["-v.txt"], out["-q.txt"], out[".md"], out[".junit.xml"]
+    findings = report["findings"]
+    ids = [f["id"] for f in findings]
+    # the same findings everywhere, errors first, then warnings, then notes
+    ranked = [f["id"] for f in sorted(findings, key=lambda f: SEVERITY_RANK[f["severity"]])]
+    for view in (text, verbose, markdown):
+        assert all(f"{i}" in view for i in ids)
+        assert _positions(view, ranked) == sorted(_positions(view, ranked)), "errors first"
+    assert all(i in junit for i in ids)
+    # the verdict in the same words
+    from doctor.render.verdict import headline
+
+    assert headline(report) in text and headline(report) in markdown.splitlines()[0]
+    # the unknown checks come after the errors and warnings, and only -v lists the checks that passed
+    serious = [f["id"] for f in findings if f["severity"] in ("error", "warning")]
+    unknown = [c["summary"] for c in report["checks"] if c["status"] == "unknown"]
+    if serious and unknown:
+        assert max(_positions(text, serious)) < min(text.index("? " + u) for u in unknown)
+    passed = [c["summary"] for c in report["checks"] if c["status"] == "passed"]
+    assert all("✓ " + p in verbose for p in passed) and not any("✓ " + p in text for p in passed)
+    # -q: nothing on a healthy machine; the errors and the fix on a broken one
+    if code == 0 and not serious:
+        assert quiet == ""
+    else:
+        assert all(i in quiet for i in serious) and "Fix" in quiet
+    # the machine in the same words: no GPU is no GPU, a missing torch is not installed, never "unknown"
+    snap = report["snapshot"]
+    if snap["nvidia"]["status"] == "no-gpu":
+        for view in (text, markdown, junit):
+            assert "no GPU" in view
+    if snap["install"]["status"] == "absent":
+        for view in (text, markdown, junit):
+            assert "not installed" in view
+    # no Fix block where the text says there is nothing to change; no "?" placeholders, no table bookkeeping
+    if "Fix: nothing to change." in text:
+        assert "**Fix**" not in markdown
+    for view in (text, quiet, markdown):
+        assert " ? " not in view.replace("  ? ", "") and "unverified table rows" not in view
+
+
+@pytest.mark.slow
+def test_the_fleet_view_is_golden_and_uses_the_same_words(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for scenario, _ in SCENARIOS:
+        (tmp_path / scenario).mkdir()
+        python, env = _machine(tmp_path / scenario, scenario)
+        res = subprocess.run([sys.executable, "-m", "doctor", "report", "--no-smoke", "--python", str(python), "-o",
+                              str(reports / f"{scenario}.json")], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, timeout=120)
+        assert res.returncode == 0, res.stderr
+    views = {}
+    for suffix, args in (("txt", []), ("md", ["--format", "markdown"])):
+        res = subprocess.run([sys.executable, "-m", "doctor", "fleet", "summarize", str(reports), *args],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert res.returncode == 1, res.stderr
+        views[suffix] = _normalise(res.stdout, tmp_path)
+        _compare(f"fleet.{suffix}", views[suffix])
+    data = json.loads(subprocess.run([sys.executable, "-m", "doctor", "fleet", "summarize", str(reports), "--json"],
+                                     capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stdout)
+    assert data["counts"]["driver"] == {"(unknown)": 2, "570.124.04": 1, "no GPU": 1}
+    assert "not installed" in data["counts"]["torch_build"]
+    for view in views.values():
+        assert "no GPU" in view and "not installed" in view

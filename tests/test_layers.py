@@ -37,7 +37,10 @@ ALLOWED: dict[str, set[str]] = {
 }
 LOOSE = {"__init__": "base", "errors": "base", "exitcodes": "base", "runner": "runner", "cli": "cli",
          "__main__": "cli"}
-MAX_LINES = 600
+# A soft cap, measured in lines of code after ruff's E501 at 110 columns: a module past it is a sign that it
+# holds more than one concept and should be split where the concepts split. doctor/target/ is exempt: each of
+# its scripts is shipped to the target interpreter as one file.
+MAX_LINES = 800
 MAX_LOOSE = 6
 
 
@@ -140,7 +143,7 @@ def test_target_scripts_are_stdlib_only():
 
 def test_modules_are_small():
     big = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py")
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+           if p.parent.name != "target" and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not big, f"over {MAX_LINES} lines: {big}"
 
 

@@ -1,4 +1,4 @@
-"""``fix --mirror NAME``: the presets of the mirrors PROBES.md §6 documents, each with the argument form its
+"""``fix --mirror NAME``: the presets of the known PyTorch wheel mirrors, each with the argument form its
 layout needs, checked before use with one small request, and the official index with a clear line when the
 mirror does not serve the wheel. The network is faked only at the HTTP boundary: a real local HTTP server (in a
 thread) stands in for a mirror of each layout, and a port nobody listens on for one that is down."""
@@ -26,7 +26,7 @@ from fake_smi import write_fake_nvidia_smi  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 RTX5090 = {"name": "NVIDIA GeForce RTX 5090", "cc": "12.0", "mem_mib": 32607}
 WHEEL = "torch-2.7.1%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl"
-# What each layout serves (PROBES.md §6), for the wheel the RTX 5090 / cu126 machine's plan installs.
+# What each layout serves, for the wheel the RTX 5090 / cu126 machine's plan installs.
 PAGES = {
     "/nju/cu128/torch/": f'<a href="/whl/cu128/{WHEEL}#sha256=00">{WHEEL.replace("%2B", "+")}</a>',
     "/aliyun/cu128/": f'<a href="{WHEEL}">{WHEEL}</a>',

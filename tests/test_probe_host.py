@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from types import SimpleNamespace
 
@@ -139,17 +138,3 @@ def test_real_host_matches_platform():
     assert host.machine and host.os_release == (
         platform.version() if host.os == "windows" else platform.release()
     )
-
-
-def test_the_posix_stand_in_answers_as_platform_does():
-    """probe_host reads os.uname() and os.confstr() as platform does on POSIX, without importing it."""
-    import platform
-
-    from doctor.probes.host import _platform
-
-    ours = _platform()
-    if not hasattr(os, "uname"):
-        assert ours is platform
-        return
-    for name in ("system", "machine", "release", "version", "libc_ver"):
-        assert getattr(ours, name)() == getattr(platform, name)(), name

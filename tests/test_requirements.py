@@ -333,7 +333,7 @@ def test_merge_cli_wins():
     assert merge(Requirements(min_gpus=0), file).min_gpus == 0  # an explicit 0 still wins
 
 
-# --- ./pyproject.toml found by looking: parsed only when it may hold our table (the TOML parser costs ~8 ms) ---
+# --- ./pyproject.toml found by looking: parsed only when it may hold our table ---
 
 OURS = {  # every way a pyproject.toml can hold (or mean, and break) a [tool.torchdoctor] table: always parsed
     "header": "[tool.torchdoctor]\nstrict = true\n",

@@ -88,7 +88,7 @@ def test_torch_27_has_cu128_on_linux_x86_64_but_pypi_gives_cu126(table):
     assert release.patch("2.7.9") is None
 
 
-# Fact 1 of the reference SOURCES.md: which build plain `pip install torch` gives.
+# Fact 1 of compat_tables/SOURCES.md ("The ten facts"): which build plain `pip install torch` gives.
 PYPI_LINUX_X86 = {
     "2.0": "cu117", **dict.fromkeys(["2.1", "2.2", "2.3", "2.4"], "cu121"), **dict.fromkeys(["2.5", "2.6"], "cu124"),
     **dict.fromkeys(["1.8", "1.9", "1.10", "1.11", "1.12"], "cu102"), "1.13": "cu117",

@@ -4,7 +4,7 @@ Each wheel is a valid wheel (``METADATA``, ``WHEEL``, ``RECORD`` with sha256 has
 ``zipfile``; the torch family carries ``<pkg>/version.py`` shaped like the real one (``cuda`` set
 on CUDA builds) and an ``__init__.py`` that raises, so nothing can import it by mistake. Tags are
 ``py3-none-any`` so any interpreter accepts them. The default set mirrors what
-download.pytorch.org serves for torch 2.5.1 (PROBES.md §6): ``+cpu`` and ``+cu121`` builds of
+download.pytorch.org/whl/cu121/torch/ serves for torch 2.5.1: ``+cpu`` and ``+cu121`` builds of
 torch/torchvision/torchaudio, the ``nvidia-cuda-runtime-cu12`` pin the CUDA build requires, and
 an unrelated ``numpy`` in two versions (1.0.0 to install, 2.0.0 to prove nothing upgrades it).
 

@@ -35,7 +35,7 @@ _OUR_KEY = re.compile(rb"torchdoctor[\"']?[ \t]*[=.\]]")
 def _may_name_our_table(raw: bytes) -> bool:
     """False only when parsing could find neither our table nor a mention of it (so the answer is None, valid
     TOML or not): no "torchdoctor" as a key, no backslash (a quoted key's escapes can spell it), no UTF-16.
-    Parsing costs ~8 ms (the TOML parser's import) of every run in a project folder."""
+    Another tool's pyproject.toml is then not parsed at all: its errors are not ours to report."""
     if b"\\" in raw or raw.startswith(_UTF16_BOMS):
         return True
     if b"torchdoctor" not in raw:
@@ -83,7 +83,7 @@ def load_pyproject_requirements(path: str, other_keys: tuple[str, ...] = (), exp
     except OSError as exc:
         raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not explicit and not _may_name_our_table(raw):
-        return None  # not ours, valid or not (see below): parsing it would cost ~8 ms of every run
+        return None  # not ours, valid or not (see below): left unparsed
     toml = _toml()
     try:
         data = toml.loads(_decode(raw, path))

@@ -52,7 +52,7 @@ class FleetSummary:
 
 def summarize(nodes: list[NodeReport], unreadable: list[tuple[str, str]] | None = None) -> FleetSummary:
     summary = FleetSummary(nodes=nodes, unreadable=list(unreadable or []))
-    # One list per dimension, counted by Counter's C loop: 10,000 nodes in ~10 ms rather than ~35.
+    # One list per dimension, each counted by a Counter.
     columns = {dimension: [getattr(n, dimension) for n in nodes] for dimension in DIMENSIONS}
     summary.counts = {
         "findings": Counter(i for n in nodes for i in n.finding_ids),

@@ -3,12 +3,11 @@ ids `--ignore` accepts (the same list: a typo is a usage error naming the close 
 
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
+
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg, localize
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: pathlib costs ~4.5 ms of every start
-    from pathlib import Path
 
 
 def listed_rules() -> list[dict]:
@@ -41,8 +40,6 @@ def check_ignored(ids: list[str], where: str) -> None:
     for finding_id in ids:
         if finding_id in known:
             continue
-        import difflib  # only for a typo: ~2 ms of every run otherwise
-
         close = difflib.get_close_matches(finding_id, known, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise DoctorError(f"{where} {finding_id}: no finding has this id ({hint}`torchdoctor rules` lists them)")

@@ -170,7 +170,7 @@ def unusable(opts: CheckOptions, snapshot) -> None:
 
 
 def _import_judges() -> None:
-    """What diagnosis imports anyway (rules, plan): ~20 ms of imports done while the probe children run."""
+    """What diagnosis imports anyway (rules, plan), imported while the probe children run."""
     import doctor.app.diagnose  # noqa: F401
     from doctor.rules import all_rules
 

@@ -19,6 +19,9 @@ from doctor.model.files import FileRefused, read_bytes
 MAX_REPORT_BYTES = 20 << 20  # a node report is ~20 KB; anything this big is not one
 UNKNOWN = "(unknown)"
 NONE = "(none)"
+# What is known to be absent is said as such, in the words `check` uses, not as unknown.
+NO_GPU = "no GPU"  # the probe found no NVIDIA device (nvidia.status "no-gpu")
+NOT_INSTALLED = "not installed"  # the target interpreter has no torch (install.status "absent")
 
 
 @dataclass
@@ -106,13 +109,14 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
     snapshot = _obj(data.get("snapshot"))
     environment = _obj(snapshot.get("environment"))
     nvidia = _obj(snapshot.get("nvidia"))
-    torch = _obj(_obj(snapshot.get("install")).get("torch"))
+    install = _obj(snapshot.get("install"))
+    torch = _obj(install.get("torch"))
     hostname = environment.get("hostname")
     # A redacted report says "<host>": then the file name (srun --output=reports/%N.json) names the node.
     node = hostname if isinstance(hostname, str) and hostname and hostname != "<host>" else _stem(path)
     driver = _obj(nvidia.get("driver_version")).get("value")
     build = torch.get("build_version") or torch.get("version")
-    models: dict[str, int] = {}  # a dict, not a Counter: ~5 us less per report, 50 ms over 10,000
+    models: dict[str, int] = {}  # GPU model -> how many this node has
     for gpu in _list(nvidia.get("gpus")):
         if isinstance(gpu, dict):
             name = str(gpu.get("name") or "?")
@@ -127,8 +131,8 @@ def parse_node_report(data: Any, path: str) -> NodeReport:
     return NodeReport(
         node=node,
         path=path,
-        driver=str(driver) if driver else UNKNOWN,
-        torch_build=str(build) if build else UNKNOWN,
+        driver=str(driver) if driver else NO_GPU if nvidia.get("status") == "no-gpu" else UNKNOWN,
+        torch_build=str(build) if build else NOT_INSTALLED if install.get("status") == "absent" else UNKNOWN,
         gpu_models=", ".join(f"{n}x {m}" for m, n in sorted(models.items())) or NONE,
         findings=", ".join(ids) or NONE,
         finding_ids=ids,

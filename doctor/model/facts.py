@@ -7,10 +7,7 @@ without importing the snapshot; ``doctor.model.snapshot`` re-exports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 @dataclass(slots=True)

@@ -65,7 +65,7 @@ def read_bytes(path: str | os.PathLike, limit: int, *, truncate: bool = False, r
         size = 0
         while size <= limit:
             # What fstat announced and one byte more (which shows the end or a file grown past it): asking for
-            # 1 MB every time allocated a 1 MB buffer per read (~15 us, most of the cost of reading a 4 KB report).
+            # 1 MB every time allocated a 1 MB buffer per read, for reports of a few KB.
             want = min(expected - size + 1 if expected > size else _SMALL_CHUNK, limit + 1 - size)
             chunk = os.read(fd, want)
             if not chunk:

@@ -5,6 +5,8 @@ It is what `check --json` prints and what `check --from FILE` reads back on anot
 
 from __future__ import annotations
 
+from typing import Any
+
 from doctor import __version__
 from doctor.model.findings import (
     CHECK_STATES,
@@ -17,10 +19,6 @@ from doctor.model.findings import (
     as_report_dict,
 )
 from doctor.model.snapshot import Snapshot
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 REPORT_SCHEMA_VERSION = 1  # major: bump only on an incompatible change; readers refuse other majors
 

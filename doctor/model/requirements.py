@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from doctor.errors import DoctorError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 BACKENDS = ("cuda", "rocm", "mps", "gpu", "cpu")
 RULE = "requirements"

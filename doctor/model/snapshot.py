@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import functools
 import types
+import typing
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from typing import Any
 
 from doctor.model.amd import Amd, HipKernels
 from doctor.model.environment import ALONE_WHEN_UNREAD, WHEN_STATED, WRITTEN, Environment, stated
 from doctor.model.facts import Fact
 
-# typing (~4 ms to import) only where a report is read back (field_types, _reader, _as_is), not on a check.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    Reader = Callable[[Any, str], Any]
+Reader = Callable[[Any, str], Any]
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -370,9 +367,7 @@ class SnapshotFormatError(ValueError):
 def field_types(cls: type) -> tuple[tuple[str, Any], ...]:
     """(name, resolved type) of each field of a dataclass, computed once per class: resolving the
     string annotations (typing.get_type_hints) was most of the time of reading a report back. ``Any`` is
-    handed in: the modules that define the records import it only for type checkers."""
-    import typing
-
+    handed in for a record module that names it in annotations without importing it."""
     hints = typing.get_type_hints(cls, localns={"Any": typing.Any})
     return tuple((f.name, hints[f.name]) for f in fields(cls))
 
@@ -385,8 +380,6 @@ def _build(tp: Any, data: Any, where: str = "snapshot") -> Any:
 def _reader(tp: Any) -> Reader:
     """How to read JSON data as ``tp``, worked out once per type: asking typing and dataclasses about
     every value again cost more than the rest of reading a report back (the environment's many sections)."""
-    import typing
-
     if is_dataclass(tp):
         return _dataclass_reader(tp)
     origin = typing.get_origin(tp)
@@ -428,8 +421,6 @@ _ANY_TYPE = frozenset((str, int, float, bool, type(None), list, dict))
 def _as_is(tp: Any) -> frozenset:
     """The exact types of JSON values that the reader of ``tp`` returns unchanged: text, integers, booleans and
     null where the type takes them (a float reader makes an integer a float: never as is), anything for Any."""
-    import typing
-
     if tp is typing.Any:
         return _ANY_TYPE
     if tp in (str, int, bool):

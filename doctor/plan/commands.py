@@ -9,8 +9,8 @@ inside the target interpreter.
 uv's ``--torch-backend`` is deliberately not used: it picks the index from uv's own driver detection
 (the driver's CUDA only, not the GPU's architectures nor the compat table), so it can disagree with
 the plan, and it follows a mirror only through ``UV_TORCH_BACKEND_INDEX``. Exact local-version pins
-plus an explicit ``--index-url`` are equivalent where it is right and exact where it is not
-(PROBES.md §6).
+plus an explicit ``--index-url`` are equivalent where it is right and exact where it is not (uv's
+crates/uv-torch/src/backend.rs and docs/guides/integration/pytorch.md).
 """
 
 from __future__ import annotations

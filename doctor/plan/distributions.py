@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from doctor.compat.coverage import RUNS, bound_verdict
 from doctor.compat.distributions import (
@@ -28,8 +29,7 @@ from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor
 from doctor.plan.commands import Commands, conda_install_argv, render_argv
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+if TYPE_CHECKING:  # annotations only: importing it would load all of compat (wheels, table) with the plan
     from doctor.compat.assessment import Assessment
 
 JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"

@@ -1,5 +1,5 @@
-"""``--mirror NAME``: the PyTorch wheel mirrors whose layout the reference documents (PROBES.md §6, "Known
-mirrors of download.pytorch.org/whl"), each with the argument form its layout needs. Pure data and string
+"""``--mirror NAME``: known mirrors of download.pytorch.org/whl, each with the argument form its layout
+needs (each preset's ``about`` names the mirror's own page that shows its layout). Pure data and string
 work: the request that checks a mirror really serves the chosen file is a probe (doctor/probes/mirror.py),
 and `fix` falls back to the official index when it does not (doctor/app/fix.py).
 
@@ -33,7 +33,7 @@ class Mirror:
     name: str
     layout: str
     base: str
-    about: str  # where the reference documents it
+    about: str  # the mirror's own page that shows its layout
 
     def source(self) -> InstallSource | None:
         """How the install commands reach it (None: it cannot serve PyTorch's wheels)."""
@@ -60,13 +60,13 @@ class Mirror:
 
 PRESETS = {
     "nju": Mirror("nju", INDEX, "https://mirrors.nju.edu.cn/pytorch/whl",
-                  "PROBES.md §6: NJU, a PEP 503 simple layout used with --index-url"),
+                  "https://mirrors.nju.edu.cn/pytorch/whl/"),
     "aliyun": Mirror("aliyun", FLAT, "https://mirrors.aliyun.com/pytorch-wheels",
-                     "PROBES.md §6: Aliyun, a flat file listing: -f with fully pinned +cuXXX versions"),
+                     "https://mirrors.aliyun.com/pytorch-wheels/"),
     "sjtu": Mirror("sjtu", FLAT_ALL, "https://mirror.sjtu.edu.cn/pytorch-wheels",
-                   "PROBES.md §6: SJTU, -f .../pytorch-wheels/torch_stable.html (find-links)"),
+                   "https://mirror.sjtu.edu.cn/pytorch-wheels/torch_stable.html"),
     "tuna": Mirror("tuna", PYPI, "https://pypi.tuna.tsinghua.edu.cn/simple",
-                   "PROBES.md §6: TUNA/Tsinghua mirrors PyPI only (PyPI's default variant, no +cuXXX)"),
+                   "https://mirrors.tuna.tsinghua.edu.cn/help/pypi/"),
 }
 
 

@@ -13,6 +13,7 @@ always move together. An externally managed Python (PEP 668) gets a virtual envi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from doctor.compat.distributions import NIGHTLY, SOURCE
 from doctor.compat.drivers import DriverChange, driver_advice
@@ -50,8 +51,7 @@ from doctor.plan.ways import (
     wheel_pins,
 )
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+if TYPE_CHECKING:  # annotations only: importing it would load all of compat (wheels, table) with the plan
     from doctor.compat.assessment import Assessment
 
 __all__ = ["DRIVER_FIRST", "HEALTHY", "INSTALL", "MANUAL", "NONE", "Plan", "Step", "WHEEL_FINDINGS",

@@ -7,6 +7,7 @@ as structured data (the plan's ``alternatives``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from doctor.compat.distributions import PYTORCH_CONDA
 from doctor.compat.drivers import DriverAdvice
@@ -18,8 +19,7 @@ from doctor.model.snapshot import Snapshot
 from doctor.model.versions import split_local, variant_of
 from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_argv
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: the plan loads without the dataclasses module
+if TYPE_CHECKING:  # annotations only: importing it would load all of compat (wheels, table) with the plan
     from doctor.compat.assessment import Assessment
 
 VENV_FOLDER = ".venv"  # where the plan makes an environment for an externally managed Python (in the working folder)

@@ -16,6 +16,7 @@ import threading
 import time
 
 from doctor.model.snapshot import BinaryKernels, Dist
+from doctor.probes.kernels import read_kernels
 
 ABSENT = "absent"
 _TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
@@ -35,7 +36,7 @@ _TORCH_LIBS = ("libtorch_cuda.so", "torch_cuda.dll", "libtorch_cuda_cu.so", "tor
 _TORCHVISION_LIBS = ("_C.so", "_C.pyd")
 
 
-# Paths are text here, never pathlib's (~4.5 ms of every start with urllib.parse and ipaddress).
+# Paths are text here (os.path), as the probes hand them over.
 
 
 def find_torch_cuda_library(site_packages) -> str | None:
@@ -96,8 +97,6 @@ def read_binary(path: str | None, what: str) -> BinaryKernels:
     if path is None:
         return BinaryKernels(status=ABSENT, why=f"no {what} library found")
     try:
-        from doctor.probes.kernels import read_kernels  # ~3 ms with struct: only when a library is read
-
         found = read_kernels(path)
         needed = read_cuda_needed(path)
     except Exception as exc:  # noqa: BLE001 - a reader bug becomes a fact, never a crash
@@ -168,8 +167,8 @@ def _needed(handle) -> list[str]:
 class EarlyRead:
     """torch's library read while the inspector still runs: a venv's or conda environment's site-packages sits
     at a fixed place below its python (``<env>/lib/python3.X/site-packages``), so the likely library can be read
-    before the inspector says where torch is. On a cold page cache that read waits for the disk (~45 ms for
-    torch 2.14.1's 503 MB library); started early, it waits beside the inspector instead of after it. Its
+    before the inspector says where torch is. On a cold page cache that read waits for the disk (torch
+    2.14.1's library is 503 MB); started early, it waits beside the inspector instead of after it. Its
     result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
 
     def __init__(self, python: str | None):

@@ -8,9 +8,11 @@ None of them raises: a probe that crashes anyway becomes a fact saying so.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from doctor import __version__
 from doctor.model.environment import Environment
@@ -253,22 +255,11 @@ def _host_fallback():
 
 
 def _now_utc() -> str:
-    """``datetime.now(timezone.utc).isoformat(timespec="seconds")`` ("2026-11-30T14:05:09+00:00"), without
-    importing datetime (~1 ms)."""
-    import time
-
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    """Now, in UTC, to the second: "2026-11-30T14:05:09+00:00"."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _hostname() -> str:
-    """gethostname(); on POSIX the kernel's node name, which is what it returns, without importing socket."""
-    if hasattr(os, "uname"):
-        try:
-            return os.uname().nodename
-        except OSError:
-            pass
-    import socket
-
     try:
         return socket.gethostname()
     except OSError:

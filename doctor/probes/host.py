@@ -1,7 +1,7 @@
 """The host probe: OS, machine, libc, WSL and container kind, from cheap file reads only.
 
 No subprocess here: everything comes from ``platform`` and a few files under ``root`` (a fake
-root directory in tests), so the probe costs well under a millisecond. WSL and the container kind
+root directory in tests). WSL and the container kind
 are decided once, by the environment probe's families (``doctor/probes/environment/wsl.py`` and
 ``containers.py``, where their precedence is documented); the host records their answer.
 """
@@ -9,8 +9,8 @@ are decided once, by the environment probe's families (``doctor/probes/environme
 from __future__ import annotations
 
 import os
+import platform
 import shutil
-import sys
 from collections.abc import Mapping
 from types import ModuleType
 
@@ -69,7 +69,7 @@ def probe_host(
     root: str = "/", env: Mapping[str, str] | None = None, platform_module: ModuleType | None = None
 ) -> Host:
     """Describe this machine. Never raises: what cannot be read is left empty."""
-    plat = platform_module or _platform()
+    plat = platform_module or platform
     system = (plat.system() or "").strip().lower()
     system = {"win32": "windows", "cygwin": "windows"}.get(system, system)
     host = Host(os=system, machine=normalise_machine(system, plat.machine() or ""))
@@ -84,50 +84,6 @@ def probe_host(
     host.scheduler = detect_scheduler(env)
     host.pythons, host.uv = find_pythons(env)
     return host
-
-
-class _Posix:
-    """What probe_host asks of ``platform``, read as platform itself reads it on POSIX (``os.uname()``, and
-    ``os.confstr("CS_GNU_LIBC_VERSION")`` first for the C library), without importing it: platform costs ~2 ms
-    and a dozen regular expressions of every run."""
-
-    def __init__(self, uname):
-        self._uname = uname
-
-    def system(self) -> str:
-        return self._uname.sysname
-
-    def machine(self) -> str:
-        return self._uname.machine
-
-    def release(self) -> str:
-        return self._uname.release
-
-    def version(self) -> str:
-        return self._uname.version
-
-    def libc_ver(self) -> tuple[str, str]:
-        try:
-            parts = (os.confstr("CS_GNU_LIBC_VERSION") or "").split(maxsplit=1)
-        except (AttributeError, ValueError, OSError):
-            parts = []
-        if len(parts) == 2:
-            return parts[0], parts[1]
-        import platform
-
-        return platform.libc_ver()
-
-
-def _platform():
-    """platform, or on POSIX the same answers without importing it (_Posix)."""
-    if hasattr(os, "uname") and not sys.platform.startswith(("win", "cygwin")):
-        try:
-            return _Posix(os.uname())
-        except OSError:
-            pass
-    import platform
-
-    return platform
 
 
 # A job's own variables, set by the scheduler in every job (Slurm: SLURM_JOB_ID; PBS/Torque: PBS_JOBID;

@@ -13,16 +13,13 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from doctor.compat.builds import cuda_from_requires
 from doctor.model.environment import Conda, CondaRecord, DistRecord, PythonFacts, UserSite
 from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
 from doctor.runner import RunResult, run
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 INSPECTOR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "target", "inspector.py")
 

@@ -2,7 +2,7 @@
 
 ``torch.cuda.get_arch_list()`` needs torch imported; this reads the same answer straight from
 ``torch/lib/libtorch_cuda.so`` (``torch_cuda.dll`` on Windows, torchvision's ``_C.so``/``_C.pyd``)
-without importing anything, in milliseconds.
+without importing anything.
 
 The format, as measured on real files (torch 2.14.1 cu130, torchvision 0.20.1 cu124,
 bitsandbytes 0.45.0 for Windows) and on fatbins built with CUDA 13.0's ``fatbinary``:
@@ -27,13 +27,13 @@ bitsandbytes 0.45.0 for Windows) and on fatbins built with CUDA 13.0's ``fatbina
 Speed: only headers are read (``os.pread`` of at most 64 bytes; seek+read where there is no
 pread), payloads are skipped by their size: about 3000 reads of 48-64 bytes for torch 2.14.1's
 503 MB libtorch_cuda.so. Read one after another, each costs a disk round-trip on a cold page
-cache (~300 ms in all), so we walk the containers breadth-first from the wrapper offsets, and
+cache, so we walk the containers breadth-first from the wrapper offsets, and
 once reads have had to wait for the disk we announce the rest of that round's pages with
 ``posix_fadvise(WILLNEED)``: they arrive in parallel. From then on each header's page is announced
 as soon as its offset is known, while the round is still being parsed, so the disk works during
-the parsing (~45-50 ms cold; ~6-9 ms warm, where no advice is given and reads are timed in groups
-of 8). pread rather than mmap: a file that shrinks while we read it (pip replacing torch) gives
-a short read, not a SIGBUS, and mmap's page faults were no faster here.
+the parsing (on a warm cache no advice is given, and reads are timed in groups of 8). pread rather
+than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a
+SIGBUS, and mmap's page faults were no faster here.
 
 Which targets count as "the build supports sm_X" (``Kernels.sm``)? In torch 2.14.1 cu130 every
 one of the 475 containers holds cubins for sm_75, sm_80, sm_86, sm_90, sm_100 and sm_120: exactly
@@ -82,9 +82,7 @@ class _Unknown(Exception):
     """Internal: the input cannot be read; the message is the one-line reason."""
 
 
-# Value classes as plain named tuples: frozen dataclasses compile six methods each when the module is
-# imported (~3.5 ms for these three, on every check), and typing.NamedTuple compiles every annotation given as
-# text (~1 ms more than this); collections.namedtuple builds each in ~0.1 ms.
+# Value classes as plain named tuples: immutable, compared and hashed as tuples.
 class FatbinScan(namedtuple("FatbinScan", "containers with_code counts why", defaults=(0, 0, (), None))):
     """What one ``.nv_fatbin`` section holds, from its headers alone (``parse_fatbin``): ``containers``
     walked; ``with_code``, those holding at least one cubin or PTX entry; ``counts``, (target, containers

@@ -329,10 +329,14 @@ def _add_unfinished(runtime: TorchRuntime, out: ChildOutput, message: str, data:
 
 
 def _summary(runtime: TorchRuntime) -> str:
-    where = runtime.backend or "?"
     failed = [s for s in runtime.steps if s.status == "failed"]
     passed = sum(1 for s in runtime.steps if s.status == "ok")
-    head = f"torch {runtime.torch_version or '?'} on {where}: {passed} step(s) ok"
+    # Said as unknown, with why, never as a "?" placeholder ("torch ? on ?").
+    imported = not any(s.name == "import" for s in failed)
+    why = "the smoke test did not report it" if imported else "torch did not import"
+    version = runtime.torch_version or f"(version unknown: {why})"
+    where = f" on {runtime.backend}" if runtime.backend else ""
+    head = f"torch {version}{where}: {passed} step(s) ok"
     if not failed:
         return head
     first = failed[0]

@@ -30,6 +30,18 @@ def _headline(report: dict) -> str:
     return tr("{count} known cause(s) in {lines} line(s)", count=len(causes), lines=lines)
 
 
+def _interpreter(report: dict) -> str | None:
+    """Which Python was checked, when the report suggests a change (a cause stands): a fix names its
+    target."""
+    interp = as_object(as_object(as_object(report.get("check")).get("snapshot")).get("interpreter"))
+    standing = [c for c in as_list(report.get("causes")) if as_object(c).get("verdict") != "ruled-out"]
+    if not standing or not report.get("probed") or not interp.get("path"):
+        return None
+    reason = (localize(Msg("the traceback's site-packages")) if report.get("interpreter_from_traceback")
+              else interp.get("reason") or localize(Msg("unknown")))
+    return tr("The fixes below are for {path} (chosen: {reason}).", path=interp["path"], reason=reason)
+
+
 def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
     from rich.text import Text
 
@@ -38,6 +50,8 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
                    + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
         con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
+    if _interpreter(report):
+        con.print(Text("  " + _interpreter(report)), soft_wrap=True)
     con.print()
     for cause in as_list(report.get("causes")):
         glyph, style, label = _verdict(cause)
@@ -87,6 +101,8 @@ def _plan(con, check: dict) -> None:
 
 def render_explain_markdown(report: dict) -> str:
     parts = [f"### torchdoctor explain: {_headline(report)}", ""]  # (the headline in the run's language)
+    if _interpreter(report):
+        parts += [cell(_interpreter(report)), ""]
     causes = [c for c in as_list(report.get("causes")) if isinstance(c, dict)]
     if causes:
         parts += [f"| | {tr('cause')} | {tr('verdict')} | {tr('line')} |", "| --- | --- | --- | --- |"]

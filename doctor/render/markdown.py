@@ -10,18 +10,29 @@ import re
 from typing import Any
 
 from doctor.model.i18n import Msg, localize, tr
-from doctor.render.verdict import checks_text, headline
+from doctor.render.verdict import (
+    checks_text,
+    driver_words,
+    exit_code,
+    headline,
+    no_gpu,
+    plan_line,
+    torch_warnings,
+    torch_words,
+)
 
 ICONS = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}
 # The summary table's labels as people read them (summary_rows keeps the English ones: JUnit property names).
 LABELS = {"NVIDIA driver": Msg("NVIDIA driver"), "GPUs": Msg("GPUs"), "Environment": Msg("Environment"),
-          "Platform": Msg("Platform"), "torch import": Msg("torch import")}
+          "Platform": Msg("Platform"), "torch import": Msg("torch import"),
+          "torch warnings": Msg("torch warnings")}
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 STATES = {"skipped": Msg("skipped"), "unknown": Msg("unknown")}
 
 
 def render_markdown(report: dict) -> str:
     snap = as_object(report.get("snapshot"))
-    findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
+    findings = by_severity(f for f in as_list(report.get("findings")) if isinstance(f, dict))
     parts = [f"### torchdoctor: {cell(headline(report))}", ""]
 
     parts += ["| | |", "| --- | --- |"]
@@ -40,7 +51,13 @@ def render_markdown(report: dict) -> str:
 
     parts += check_lines(report)
 
+    closing = plan_line(report)
+    if closing is not None:
+        parts += [cell(closing), ""]
     notes, commands = fix_lines(report)
+    if closing is not None and exit_code(report) in (0, None) and not any(
+            f.get("severity") in ("error", "warning") for f in findings):
+        notes, commands = [], []  # the text says "nothing to change": so does this
     if notes or commands:
         parts += [f"**{tr('Fix')}**", ""]
         parts += [f"- {cell(localize(n))}" for n in notes]
@@ -81,7 +98,7 @@ def summary_rows(snap: dict) -> list[tuple[str, str]]:
     elif runtime.get("torch_version"):
         torch_text = str(runtime["torch_version"])
     else:
-        torch_text = f"not installed ({install.get('status', 'unknown')})"
+        torch_text = torch_words(snap) or "?"
     for name in ("torchvision", "torchaudio"):
         dist = as_object(install.get(name))
         if dist:
@@ -89,19 +106,13 @@ def summary_rows(snap: dict) -> list[tuple[str, str]]:
 
     driver = _fact(nvidia.get("driver_version"))
     max_cuda = _fact(nvidia.get("cuda_driver_version"))
-    driver_text = (
-        f"{driver} (max CUDA {max_cuda or 'unknown'})"
-        if driver
-        else f"unknown: {_why(nvidia.get('driver_version'))}"
-    )
-    if nvidia.get("status") and nvidia.get("status") != "ok":
-        driver_text += f"; NVIDIA status {nvidia['status']}"
+    driver_text = f"{driver} (max CUDA {max_cuda or localize(Msg('unknown'))})" if driver else driver_words(nvidia)
 
     gpus = []
     for gpu in as_list(nvidia.get("gpus")):
         gpu = as_object(gpu)
         cc = _fact(gpu.get("compute_capability"))
-        extra = [f"CC {cc}" if cc else "CC ?"]
+        extra = [f"CC {cc}" if cc else f"CC {localize(Msg('unknown'))}"]
         if gpu.get("memory_total_mib"):
             extra.append(f"{gpu['memory_total_mib']} MiB")
         gpus.append(f"{gpu.get('index', '?')}: {gpu.get('name') or '?'} ({', '.join(extra)})")
@@ -134,14 +145,24 @@ def summary_rows(snap: dict) -> list[tuple[str, str]]:
     elif runtime.get("detail"):
         import_text += f": {runtime['detail']}"
 
+    if gpus:
+        gpus_text = "<br>".join(gpus)
+    elif no_gpu(nvidia):
+        gpus_text = localize(Msg("no GPU"))
+    elif nvidia.get("status") in (None, "unknown"):
+        gpus_text = localize(Msg("unknown"))
+    else:
+        gpus_text = localize(Msg("none found"))
+    warned = torch_warnings(runtime)
     return [
         ("torch", torch_text),
-        ("NVIDIA driver", driver_text),
-        ("GPUs", "<br>".join(gpus) if gpus else "none found"),
+        ("NVIDIA driver", str(driver_text)),
+        ("GPUs", gpus_text),
         ("Python", python),
         ("Environment", kind),
         ("Platform", platform),
         ("torch import", import_text),
+        *([("torch warnings", "<br>".join(warned))] if warned else []),
     ]  # every value is a str, whatever types a hand-edited report holds
 
 
@@ -156,8 +177,10 @@ def fix_lines(report: dict) -> tuple[list[str], list[str]]:
             commands.append(str(step["command"]))
         elif step.get("description"):
             notes.append(str(step["description"]))
-    if not steps:
+    if not steps:  # the findings' own commands; a note's are no fix of anything
         for f in as_list(report.get("findings")):
+            if as_object(f).get("severity") not in ("error", "warning"):
+                continue
             fix = as_object(as_object(f).get("fix"))
             for cmd in as_list(fix.get("commands")):
                 if cmd not in commands:
@@ -183,6 +206,11 @@ def check_lines(report: dict) -> list[str]:
         lines += [f"<details><summary>{tr('Not checked: {count}', count=len(gaps))}</summary>", "", *rows, "",
                   "</details>", ""]
     return lines
+
+
+def by_severity(findings) -> list[dict]:
+    """Errors first, then warnings, then notes; the report's order within each."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 3))
 
 
 def _build_kind(torch: dict) -> str:
@@ -227,10 +255,6 @@ def _fact(value: Any) -> str | None:
         v = value.get("value")
         return None if v is None else str(v)
     return None
-
-
-def _why(value: Any) -> str:
-    return str(value.get("why") or "not reported") if isinstance(value, dict) else "not reported"
 
 
 def as_object(value: Any) -> dict:

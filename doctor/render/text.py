@@ -1,4 +1,7 @@
-"""Human output: the machine in a few lines, findings with ✓ / ! / ✗, then the fix block.
+"""Human output: the machine in a few lines, then what needs doing (errors, then warnings, each with its fix
+under it), the checks that could not tell (`?`), the notes, the verdict and the fix block. `-v` adds every
+check's state, the details and where second-hand facts come from; `-q` keeps only the errors, the warnings and
+the fix, and prints nothing on a healthy machine.
 
 Rendered from the report dict alone, so a report read back with --from looks the same as a live
 check. rich handles colour: none when piped, NO_COLOR respected; commands are printed without
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 from doctor.model.i18n import Msg, localize, pad, tr
 from doctor.render.console import console
+from doctor.render.verdict import driver_words, rests_on_words, torch_warnings, torch_words
 
 # Findings by severity, checks by state. Glyphs outside ASCII have ASCII stand-ins where the output
 # cannot encode them (doctor/app/streams.py).
@@ -28,6 +32,18 @@ def word(value) -> str:
     return str(localize(STATE_WORDS.get(value, value)))
 
 
+SEVERITY_ORDER = ("error", "warning", "info")
+
+
+def _severity_rank(finding: dict) -> int:
+    severity = finding.get("severity")
+    return SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else len(SEVERITY_ORDER)
+
+
+def _unknown() -> str:
+    return str(localize(Msg("unknown")))
+
+
 def _fact(f: dict | None) -> str | None:
     if not f:
         return None
@@ -44,29 +60,33 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     max_cuda = nv.get("cuda_driver_version") or {}
     if driver:
         src = max_cuda.get("source") or (nv.get("driver_version") or {}).get("source", "")
-        rows.append((tr("Driver"), tr("{driver} · supports CUDA ≤ {cuda}", driver=driver, cuda=max_cuda.get('value') or '?')
-                     + (f" ({localize(src)})" if src else "")))
-    else:
-        status = STATE_WORDS.get(nv.get('status', 'unknown'), nv.get('status'))
-        rows.append((tr("Driver"), tr("none ({status}: {detail})", status=status, detail=nv.get("detail"))
-                     if nv.get("detail") else tr("none ({status})", status=status)))
+        if max_cuda.get("value"):
+            supports = tr("{driver} · supports CUDA ≤ {cuda}", driver=driver, cuda=max_cuda["value"])
+        else:
+            supports = tr("{driver} · the highest CUDA it supports is unknown", driver=driver)
+        rows.append((tr("Driver"), supports + (f" ({localize(src)})" if src else "")))
+    else:  # "none: no GPU (why)", "unknown (why)": the words every format uses
+        rows.append((tr("Driver"), driver_words(nv)))
     for g in nv.get("gpus") or []:
         cc = (g.get("compute_capability") or {})
         mem = f" · {g['memory_total_mib']} MiB" if g.get("memory_total_mib") else ""
         ccs = (" · " + tr("CC {cc}", cc=cc.get("value"))
                + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "")) if cc.get("value") \
-            else " · " + tr("CC {cc}", cc="?")
+            else " · " + tr("CC {cc}", cc=_unknown())
         rows.append((tr("GPU {index}", index=g.get('index')), f"{g.get('name')}{ccs}{mem}"))
     found = tr("; found as {path}", path=interp['found_as']) if interp.get("found_as") else ""
     if interp.get("error"):
         why = [str(localize(line)) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
-        rows.append(("Python", "\n".join([f"{interp.get('path') or '?'}: {localize(interp.get('error'))}", *why])))
+        where = interp.get('path') or _unknown()
+        rows.append(("Python", "\n".join([f"{where}: {localize(interp.get('error'))}", *why])))
     elif not interp.get("path"):  # a collect_env text names the version, not the interpreter
         rows.append(("Python", tr("{version} (from {reason}, which does not state its path)",
-                                  version=interp.get('version') or '?', reason=interp.get('reason') or '?')))
+                                  version=interp.get('version') or _unknown(),
+                                  reason=interp.get('reason') or _unknown())))
     else:
         rows.append(("Python", tr("{path} · {version} · {kind} (chosen: {reason}{found})", path=interp.get('path'),
-                                  version=interp.get('version'), kind=interp.get('env_kind') or '?',
+                                  version=interp.get('version') or _unknown(),
+                                  kind=interp.get('env_kind') or _unknown(),
                                   reason=interp.get('reason'), found=found)))
     torch = inst.get("torch")
     if torch:
@@ -78,19 +98,21 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
             if d:
                 parts.append(f"{name} {d.get('build_version') or d.get('version')}")
         rows.append(("torch", " · ".join(parts)))
-    elif interp.get("error"):
-        rows.append(("torch", tr("not known: the interpreter could not be inspected")))
-    else:
-        rows.append(("torch", tr("not installed") if inst.get("status") == "absent" else
-                     localize(inst.get("detail") or inst.get("status", "?"))))
+    else:  # "not installed", or unknown and why: the words every format uses
+        rows.append(("torch", torch_words(snap)))
     status = rt.get("status")
+    runtime = None
     if status == "skipped":
-        rows.append((tr("Runtime"), localize(rt.get("detail")) or tr("not run")))
+        runtime = localize(rt.get("detail")) or tr("not run")
     elif status == "ok":
-        rows.append((tr("Runtime"), _runtime_ok(rt)))
+        runtime = _runtime_ok(rt)
     elif status:
         secs = tr(" after {seconds:.1f}s", seconds=rt['seconds']) if isinstance(rt.get("seconds"), (int, float)) else ""
-        rows.append((tr("Runtime"), f"{status}{secs}: {localize(rt.get('detail')) or ''}".strip()))
+        runtime = f"{status}{secs}: {localize(rt.get('detail')) or ''}".strip()
+    if runtime is not None:
+        # what torch itself warned (NumPy missing, ...), a line each under the runtime
+        warned = [tr("torch warned: {warning}", warning=w) for w in torch_warnings(rt)]
+        rows.append((tr("Runtime"), "\n".join([str(runtime), *warned])))
     return rows
 
 
@@ -99,7 +121,7 @@ def _runtime_ok(rt: dict) -> str:
     steps = [s for s in rt.get("steps") or [] if isinstance(s, dict)]
     imported = next((s for s in steps if s.get("name") == "import"), None)
     secs = imported.get("seconds") if imported else None
-    version = rt.get('torch_version') or '?'
+    version = rt.get('torch_version') or _unknown()
     head = tr("torch {version} imported in {seconds:.1f}s", version=version, seconds=secs) if isinstance(
         secs, (int, float)) else tr("torch {version} imported", version=version)
     backend = rt.get("backend")
@@ -133,9 +155,11 @@ def _row(con, key: str, value: str) -> None:
         con.print(Text(f"{'':12}{more.strip()}"))
 
 
-def _check_lines(con, checks: list[dict], show: set[str]) -> None:
+def _check_lines(con, checks: list[dict], show: set[str]) -> bool:
+    """The checks in these states, a line each; whether there was any."""
     from rich.text import Text
 
+    said = False
     for c in checks:
         status = c.get("status") if isinstance(c, dict) else None
         if not isinstance(status, str) or status not in show:
@@ -146,6 +170,8 @@ def _check_lines(con, checks: list[dict], show: set[str]) -> None:
             line.append(tr("  ({state}: {note})", state=word(status), note=c['note']),
                         style="dim" if status == "skipped" else "yellow")
         con.print(line)
+        said = True
+    return said
 
 
 def render_text(report: dict, verbose: bool = False, mode: str = "check", file=None, width=None,
@@ -154,7 +180,7 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
     ``terminal``: False for a file written with -o (never styled); None lets rich decide."""
     from rich.text import Text
 
-    from doctor.render.verdict import plan_line, verdict_line
+    from doctor.render.verdict import verdict_line
 
     con = console(file, width, terminal=terminal)
     snap = report.get("snapshot") or {}
@@ -162,11 +188,16 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
     tool = report.get("tool") or {}
     findings = report.get("findings") or []
     checks = report.get("checks") or []
-    if quiet and not findings and (report.get("summary") or {}).get("exit_code", 0) == 0:
-        return
+    code = (report.get("summary") or {}).get("exit_code", 0)
+    ranked = sorted((f for f in findings if isinstance(f, dict)), key=_severity_rank)
+    serious = [f for f in ranked if f.get("severity") in ("error", "warning")]
+    notes = [f for f in ranked if f not in serious]
+    if quiet and not serious and code == 0:
+        return  # -q: nothing needs doing, nothing is said
     if not quiet:
-        con.print(Text(tr("torchdoctor {version} · compat table {table}", version=tool.get('version', '?'),
-                          table=table.get('version', '?')), style="bold"))
+        con.print(Text(tr("torchdoctor {version} · compat table {table}",
+                          version=tool.get("version") or _unknown(), table=table.get("version") or _unknown()),
+                       style="bold"))
         if snap.get("origin") and snap.get("origin") != "probe":
             con.print(Text(tr("(re-diagnosed from a {origin}, not probed here)", origin=ORIGINS.get(snap['origin'], snap['origin'])),
                            style="dim"))
@@ -180,40 +211,57 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
                 con.print(Text(f"            {pad(word(s.get('status')), 7)} {s.get('name'):<16} {secs:>8}  "
                                f"{localize(s.get('message', ''))}"))
         con.print()
-        # Every check's state: all of them with -v or when nothing was found; the unknown ones always
-        # (a gap in what was checked is worth a line); failed checks show as their findings below.
-        show = {"passed", "skipped", "unknown"} if verbose or not findings else {"unknown"}
-        _check_lines(con, checks, show)
 
-    for f in findings:
-        glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))
-        line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(f.get("id")), style),
-                             f"  {localize(f.get('title'))}")
-        con.print(line)
-        if f.get("detail") and (verbose or f.get("severity") == "error"):
-            con.print(Text(f"      {localize(f['detail'])}", style="dim"))
-        fix = f.get("fix") or {}
-        if fix.get("summary") and (verbose or not fix.get("commands")):
-            con.print(Text("      " + tr("fix: {summary}", summary=fix['summary'])))
-        if fix.get("commands") and f.get("id") not in set((report.get("plan") or {}).get("addresses") or []):
-            for cmd in fix["commands"]:
-                con.print(Text(f"        {cmd}", style="bold"), soft_wrap=True)
-        if verbose and f.get("evidence"):
-            for k, v in f["evidence"].items():
-                con.print(Text(f"      · {k}: {v}", style="dim"))
-        if f.get("unverified"):
-            con.print(Text("      " + tr("(rests on unverified table rows: {rows})", rows=', '.join(f['unverified'])),
-                           style="yellow"))
-    if findings or not quiet:
+    # What needs doing first, each with its fix under it; then the checks that could not tell (every check's
+    # state with -v); then the notes.
+    addressed = set((report.get("plan") or {}).get("addresses") or [])
+    for f in serious:
+        _finding(con, f, verbose, quiet, addressed)
+    said = bool(serious)
+    if not quiet:
+        said |= _check_lines(con, checks, {"passed", "skipped", "unknown"} if verbose else {"unknown"})
+        for f in notes:
+            _finding(con, f, verbose, quiet, addressed)
+        said |= bool(notes)
+    if said:
         con.print()
-    con.print(Text(f"  {verdict_line(report)}", style="bold"))
+    con.print(Text(f"  {verdict_line(report)}", style="bold"))  # with the exit code it agrees with
+    con.print()
+    _plan(con, report, verbose, quiet, mode)
+
+
+def _finding(con, f: dict, verbose: bool, quiet: bool, addressed: set) -> None:
+    from rich.text import Text
+
+    glyph, style = GLYPH.get(str(f.get("severity")), ("?", ""))
+    con.print(Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(f.get("id")), style),
+                            f"  {localize(f.get('title'))}"))
+    if f.get("detail") and not quiet and (verbose or f.get("severity") == "error"):
+        con.print(Text(f"      {localize(f['detail'])}", style="dim"))
+    fix = f.get("fix") or {}
+    if fix.get("summary"):
+        con.print(Text("      " + tr("fix: {summary}", summary=fix['summary'])))
+    if fix.get("commands") and f.get("id") not in addressed:
+        for cmd in fix["commands"]:
+            con.print(Text(f"        {cmd}", style="bold"), soft_wrap=True)
+    if verbose and f.get("evidence"):
+        for k, v in f["evidence"].items():
+            con.print(Text(f"      · {k}: {v}", style="dim"))
+    if verbose:  # where a second-hand fact comes from, in words; without -v it is not said at all
+        for words in rests_on_words(f.get("unverified")):
+            con.print(Text("      " + tr("(how sure: {words})", words=words), style="dim"))
+
+
+def _plan(con, report: dict, verbose: bool, quiet: bool, mode: str) -> None:
+    from rich.text import Text
+
+    from doctor.render.verdict import plan_line
 
     plan = report.get("plan") or {}
-    con.print()
     status = plan.get("status")
     closing = plan_line(report)
+    code = (report.get("summary") or {}).get("exit_code", 0)
     if closing is not None:
-        code = (report.get("summary") or {}).get("exit_code", 0)
         con.print(Text(closing, style="green" if code == 0 else "yellow"))
     elif status == "none":
         con.print(Text(tr("Fix: {reason}", reason=plan.get('reason')), style="yellow"))
@@ -230,6 +278,6 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
                 con.print(Text(f"     {step['command']}", style="bold"), soft_wrap=True)
         for n in plan.get("notes") or []:
             con.print(Text("  " + tr("note: {note}", note=n), style="dim"))
-        if plan.get("unverified"):
-            con.print(Text("  " + tr("(this choice rests on unverified table rows: {rows})",
-                                     rows=', '.join(plan['unverified'])), style="yellow"))
+        if verbose:
+            for words in rests_on_words(plan.get("unverified")):
+                con.print(Text("  " + tr("(how sure: {words})", words=words), style="dim"))

@@ -4,6 +4,7 @@ the checks by state, and the line under the plan. Pure: the report dict in, stri
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from doctor.model.i18n import N_, Msg, join, localize
@@ -119,5 +120,95 @@ def plan_line(report: dict) -> str | None:
     if status != "healthy":
         return None
     if code in (0, None):
+        if any(f.get("severity") == "warning" for f in findings):  # not "nothing" right under a warning's fix
+            return localize(Msg("Fix: nothing to install; each warning above says what to change."))
         return localize(Msg("Fix: nothing to change."))
     return localize(Msg("Fix: no install command fixes this: follow each finding's fix above."))
+
+
+# --- the machine in words every format shares (text, Markdown, JUnit, fleet say the same) -----------------
+
+# The NVIDIA stack when no driver version is known, by the probe's status (doctor/model/snapshot.py).
+NVIDIA_WORDS = {
+    "no-gpu": N_("none: no GPU"),
+    "no-driver": N_("none: an NVIDIA GPU is on the PCI bus but no driver answers"),
+    "driver-library-mismatch": N_("not usable: the driver library and the kernel module differ (a reboot fixes it)"),
+    "container-lost-gpu": N_("not usable: this container lost access to its GPUs"),
+    "no-permission": N_("not usable: no permission to open the GPU devices"),
+}
+
+
+def driver_words(nvidia: Any) -> str | None:
+    """The driver when none is known: "none: no GPU (why)", "unknown (why)", "not usable: ..." in the run's
+    language; None when the report has a driver version (each format shows that its own way)."""
+    nvidia = _obj(nvidia)
+    if _obj(nvidia.get("driver_version")).get("value"):
+        return None
+    status = nvidia.get("status")
+    words = Msg(NVIDIA_WORDS[status]) if status in NVIDIA_WORDS else Msg("unknown")
+    detail = nvidia.get("detail") or _obj(nvidia.get("driver_version")).get("why")
+    return localize(Msg("{state} ({detail})", state=words, detail=detail) if detail else words)
+
+
+def no_gpu(nvidia: Any) -> bool:
+    """The probe found no NVIDIA GPU at all (not: could not tell)."""
+    return _obj(nvidia).get("status") == "no-gpu"
+
+
+def torch_words(snapshot: Any) -> str | None:
+    """torch when the report has no build of it: "not installed", or "unknown" with why; None when it has."""
+    snapshot = _obj(snapshot)
+    install, interp = _obj(snapshot.get("install")), _obj(snapshot.get("interpreter"))
+    if _obj(install.get("torch")):
+        return None
+    if interp.get("error"):
+        return localize(Msg("unknown: the interpreter could not be inspected"))
+    if install.get("status") == "absent":
+        return localize(Msg("not installed"))
+    why = install.get("detail")
+    return localize(Msg("unknown ({why})", why=why) if why else Msg("unknown"))
+
+
+def torch_warnings(runtime: Any, at_most: int = 5) -> list[str]:
+    """What torch itself warned while the smoke test ran (NumPy missing, a GPU it cannot use): the first
+    line of each, as torch said it."""
+    lines = [str(w).strip().splitlines()[0] for w in _list(_obj(runtime).get("warnings")) if str(w).strip()]
+    return lines[:at_most]
+
+
+# Table rows a conclusion rests on that nobody read from a primary artefact (doctor/compat: "torch 2.7: patches",
+# "arch list 2.7/cu128", "cuda 12.8", ...), said in words. The first pattern that matches says it.
+_ROW_WORDS = (
+    (re.compile(r"torch (?P<minor>\S+): patches$"),
+     N_("the patch releases of torch {minor} come from release notes and package listings, not from a wheel "
+        "torchdoctor has read")),
+    (re.compile(r"torch (?P<minor>\S+): variants\.(?P<platform>\S+)$"),
+     N_("the CUDA builds of torch {minor} for {platform} come from release notes, not from a wheel torchdoctor "
+        "has read")),
+    (re.compile(r"arch list (?P<minor>[^/\s]+)/(?P<variant>\S+)$"),
+     N_("the GPUs the torch {minor} {variant} build has kernels for come from PyTorch's build scripts, not from a "
+        "wheel torchdoctor has read")),
+    (re.compile(r"cuda (?P<cuda>\S+)$"),
+     N_("the driver CUDA {cuda} needs comes from copies of NVIDIA's release notes, not from NVIDIA's own page")),
+    (re.compile(r"cuda_toolkits (?P<cuda>\S+)$"),
+     N_("the GPUs CUDA {cuda} can compile for come from compiler sources, not from NVIDIA's own notes")),
+    (re.compile(r"cudnn (?P<cudnn>[^/\s]+)/CUDA (?P<cuda>\S+)$"),
+     N_("the GPUs cuDNN {cudnn} supports come from NVIDIA's support matrices, not from the library itself")),
+    (re.compile(r"cuDNN of torch (?P<minor>\S+) (?P<variant>\S+)$"),
+     N_("the cuDNN of torch {minor} {variant} is inferred from the release's other builds")),
+)
+
+
+def rests_on_words(rows: Any) -> list[str]:
+    """Each second-hand table row a verdict or a plan rests on, as a sentence (`-v` says these)."""
+    out = []
+    for row in _list(rows):
+        row = str(row)
+        for pattern, template in _ROW_WORDS:
+            match = pattern.match(row)
+            if match:
+                out.append(localize(Msg(template, **match.groupdict())))
+                break
+        else:
+            out.append(localize(Msg("the table row \"{row}\" is not confirmed from a primary source", row=row)))
+    return out

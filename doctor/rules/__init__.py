@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from doctor.model.findings import (
     CRASHED,
@@ -34,8 +35,7 @@ from doctor.model.findings import (
 from doctor.model.i18n import Msg, join
 from doctor.model.snapshot import NVIDIA_NO_GPU, NVIDIA_OK, NVIDIA_UNKNOWN, Snapshot
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: the engine runs what it is handed, it derives nothing
+if TYPE_CHECKING:  # annotations only: the engine runs what it is handed, it derives nothing
     from doctor.compat.assessment import Assessment
 
 RuleFunc = Callable[..., list[Finding]]  # (assessment) -> findings (or an Outcome)

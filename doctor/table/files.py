@@ -1,18 +1,15 @@
-"""Where the bundled data files are (stdlib only, cheap to import): doctor/compat_tables/ in an installed
+"""Where the bundled data files are (stdlib only): doctor/compat_tables/ in an installed
 wheel, <repo>/compat_tables/ in a checkout."""
 
 from __future__ import annotations
 
 import os
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pathlib (~4.5 ms with urllib.parse and ipaddress) only where a Path is asked for
-    from pathlib import Path
+from pathlib import Path
 
 
 def bundled_path(name: str) -> str:
-    """The bundled data file ``name`` ("pytorch.json", "signatures.json"), as text: a check finds its table
-    without importing pathlib."""
+    """The bundled data file ``name`` ("pytorch.json", "signatures.json"), as text, the form
+    os.path and open take."""
     package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     installed = os.path.join(package, "compat_tables", name)
     if os.path.isfile(installed):
@@ -22,6 +19,4 @@ def bundled_path(name: str) -> str:
 
 def bundled(name: str) -> Path:
     """``bundled_path(name)`` as a Path."""
-    from pathlib import Path
-
     return Path(bundled_path(name))

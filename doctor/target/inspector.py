@@ -186,8 +186,8 @@ def _dist_record(dist, name):
 class _DistInfo(object):
     """The part of ``importlib.metadata.PathDistribution`` this script uses, for a *.dist-info folder.
 
-    Importing importlib.metadata (email, pathlib, zipfile, csv) costs ~30 ms of every check, most of
-    the inspector's time; a dist-info folder is simple enough to read directly (PEP 376/566).
+    importlib.metadata imports email, pathlib, zipfile and csv, most of the inspector's work; a dist-info
+    folder is simple enough to read directly (PEP 376/566).
     """
 
     def __init__(self, path):

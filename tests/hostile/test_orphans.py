@@ -147,7 +147,7 @@ def play(scenario: Scenario, world: World, root: Path) -> Record:
 
         def hung_children() -> list:
             """Children of the fake venv's python alive for a second (the inspector of a fake venv is done
-            in ~50 ms; the hung one stays), torchrun's stand-in itself not counted. Found by what they run
+            well before; the hung one stays), torchrun's stand-in itself not counted. Found by what they run
             in, not by the product's file names, which a restructure may change."""
             now = time.time()
             found = []

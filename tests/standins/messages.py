@@ -1,12 +1,12 @@
 """torch's real message texts, for the stand-in torch and the runtime rule tests.
 
-Where each comes from is noted beside it. "PROBES.md" is /work/shared/reference/PROBES.md (compiled
-from the torch 2.13.0 / 2.14.1 wheels, torch's C++ sources and issue threads). None was recorded on
-live NVIDIA hardware here; the texts are torch's own format strings filled in as torch would.
+Where each comes from is noted beside it: the torch 2.13.0 / 2.14.1 wheels' Python files, torch's C++
+sources (pytorch/pytorch c10/cuda/) and issue threads. None was recorded on live NVIDIA hardware here;
+the texts are torch's own format strings filled in as torch would.
 """
 
-# PROBES.md §3.3, `_check_cubins` (torch/cuda/__init__.py, identical in 2.13.0 and 2.14.1): the classic
-# RTX 50xx (sm_120) on a cu126 build case, with the arch list PROBES.md gives for it.
+# `_check_cubins` (torch/cuda/__init__.py, identical in 2.13.0 and 2.14.1): the classic RTX 50xx (sm_120)
+# on a cu126 build case, with the cu126 build's arch list.
 ARCH_WARNING_OLD = (
     "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
     "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n"
@@ -15,7 +15,7 @@ ARCH_WARNING_OLD = (
 )
 ARCH_LIST_CU126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 
-# PROBES.md §3.3, `_check_capability` (2.13/2.14 text): a Pascal card on a cu130 build.
+# `_check_capability` (torch/cuda/__init__.py, 2.13/2.14 text): a Pascal card on a cu130 build.
 ARCH_WARNING_NEW = (
     "Found GPU0 NVIDIA GeForce GTX 1080 which is of compute capability (CC) 6.1.\n"
     "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it supports:\n"
@@ -30,7 +30,7 @@ ARCH_WARNING_NEW = (
     "  For CUDA 12.6 use pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126\n"
 )
 
-# PROBES.md §3.3: the kernel launch that follows, as torch ≈2.1–2.6 words it (c10/cuda/CUDAException.cpp,
+# The kernel launch that follows, as torch ≈2.1–2.6 words it (c10/cuda/CUDAException.cpp,
 # pytorch#100691), raised as torch.AcceleratorError in current torch.
 NO_KERNEL_IMAGE = (
     "CUDA error: no kernel image is available for execution on the device\n"
@@ -40,7 +40,7 @@ NO_KERNEL_IMAGE = (
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
 )
 
-# PROBES.md §3.3 and §4: ROCm's counterpart (pytorch#132570), in the hipified wording of the lines above.
+# ROCm's counterpart (pytorch#132570), in the hipified wording of the lines above.
 HIP_INVALID_DEVICE_FUNCTION = (
     "HIP error: invalid device function\n"
     "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
@@ -49,7 +49,7 @@ HIP_INVALID_DEVICE_FUNCTION = (
     "Compile with `TORCH_USE_HIP_DSA` to enable device-side assertions.\n"
 )
 
-# PROBES.md §3.3, c10/cuda/CUDAFunctions.cpp; 12040 is the ComfyUI log's value (CUDA 12.4).
+# c10/cuda/CUDAFunctions.cpp; 12040 is the ComfyUI log's value (CUDA 12.4).
 DRIVER_TOO_OLD = (
     "The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver by "
     "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
@@ -61,10 +61,10 @@ NO_DRIVER = (
     "from http://www.nvidia.com/Download/index.aspx"
 )
 
-# PROBES.md §3.3, torch/cuda/__init__.py `_lazy_init` (read in the 2.13.0 wheel too).
+# torch/cuda/__init__.py `_lazy_init` (read in the 2.13.0 wheel too).
 NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
-# PROBES.md §3.3: cudaErrorDevicesUnavailable (46) in current torch's wording.
+# cudaErrorDevicesUnavailable (46) in current torch's wording (c10/cuda/CUDAException.cpp).
 BUSY = (
     "CUDA error: CUDA-capable device(s) is/are busy or unavailable\n"
     "Search for `cudaErrorDevicesUnavailable' in "
@@ -75,7 +75,7 @@ BUSY = (
 # The widely reported cuDNN handle failure (torch's "cuDNN error: " prefix + cudnnGetErrorString).
 CUDNN_NOT_INITIALIZED = "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
 
-# PROBES.md §3.2, torch/backends/cudnn/__init__.py (2.13.0 wheel; note the double space torch has).
+# torch/backends/cudnn/__init__.py (2.13.0 wheel; note the double space torch has).
 CUDNN_INCOMPATIBLE = (
     "cuDNN version incompatibility: PyTorch was compiled  against (9, 10, 2) but found runtime version "
     "(9, 1, 0). PyTorch already comes bundled with cuDNN. One option to resolving this error is to ensure "
@@ -92,7 +92,7 @@ OUT_OF_MEMORY = (
     "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 )
 
-# PROBES.md §5.4 (pytorch#138460): a system libnvJitLink on LD_LIBRARY_PATH shadowing the pip one.
+# pytorch#138460: a system libnvJitLink on LD_LIBRARY_PATH shadowing the pip one.
 UNDEFINED_NVJITLINK = (
     "/venv/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
     "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"

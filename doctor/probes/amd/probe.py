@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from doctor.model.amd import (
     AMD_NO_DEVICE,
@@ -48,10 +49,6 @@ from doctor.probes.amd.sysfs import (
 )
 from doctor.probes.amd.tools import TOOLS, ask_tool, find_tool
 from doctor.runner import run
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
 VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")

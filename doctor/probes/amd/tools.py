@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from shutil import which
+from typing import Any
 
 from doctor.probes.amd.parsers import (
     ToolAnswer,
@@ -16,10 +17,6 @@ from doctor.probes.amd.parsers import (
     parse_rocminfo,
 )
 from doctor.runner import run
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 # name, argv after the program, parser
 TOOLS = (

@@ -7,13 +7,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from doctor.model.environment import Cpu, Memory, Shm
 from doctor.probes.environment.files import read_text, under
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- /dev/shm -----------------------------------------------------------------------------------
 
@@ -184,8 +181,8 @@ def probe_memory(
     swap_memory: Callable[[], Any] | None = None,
     root: str | None = None,
 ) -> Memory:
-    """RAM and swap. On Linux from ``<root>/proc/meminfo`` (psutil's own source, without psutil's ~10 ms
-    import on every check); elsewhere, or when that file is unreadable, from psutil."""
+    """RAM and swap. On Linux from ``<root>/proc/meminfo`` (psutil's own source, read under the fake root in
+    tests); elsewhere, or when that file is unreadable, from psutil."""
     if root is not None and virtual_memory is None and swap_memory is None:
         text = read_text(root, "/proc/meminfo")
         parsed = parse_meminfo(text) if text else None

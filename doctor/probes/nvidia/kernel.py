@@ -31,7 +31,7 @@ def read_pci_nvidia_devices(root: str = "/") -> list[str] | None:
         names = os.listdir(base)
     except OSError:
         return None
-    for name in names:  # glob's "*/vendor" (no hidden entries), without importing glob
+    for name in names:  # each device's folder (no hidden entries), as glob's "*/vendor" would list them
         device = os.path.join(base, name)
         vendor_path = os.path.join(device, "vendor")
         if name.startswith(".") or not os.path.lexists(vendor_path):

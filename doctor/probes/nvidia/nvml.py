@@ -6,7 +6,7 @@ in torchdoctor's process: a ``libnvidia-ml.so.1`` that segfaults or aborts while
 ``nvmlInit`` kills only the child (a fact: "NVML crashed: SIGSEGV"), one that hangs costs the time limit
 (the runner ends the child's group), and one that prints on load writes into the child's stderr, not
 onto our ``--json`` stdout. The child runs while the inspector and the smoke test run (doctor/probes/
-collect.py), so its start-up (~40 ms of CPU) hides behind theirs. A module object handed in (tests'
+collect.py), so its start-up hides behind theirs. A module object handed in (tests'
 fakes) is still asked in-process, in a daemon thread bounded by the same timeout.
 """
 
@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from doctor.model.files import read_bytes
 from doctor.model.snapshot import Fact, Gpu
@@ -25,10 +26,6 @@ from doctor.model.versions import cuda_from_int
 from doctor.probes.nvidia import nvml_query
 from doctor.probes.nvidia.parsers import classify_nvml_error, classify_nvml_failure, normalise_bus_id
 from doctor.runner import run, signal_name
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
@@ -79,21 +76,16 @@ QUERY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_qu
 
 
 def pynvml_missing() -> str | None:
-    """Why ``import pynvml`` cannot work here (without importing it), or None when it can be tried.
+    """Why ``import pynvml`` cannot work here (without importing it: the import itself runs in a child),
+    or None when it can be tried."""
+    import importlib.util
 
-    importlib.util.find_spec's search for a top-level name, without importing importlib.util (~1.5 ms):
-    a module already imported counts, else each finder on sys.meta_path is asked in turn."""
-    missing = "not importable (ModuleNotFoundError: No module named 'pynvml')"
-    if "pynvml" in sys.modules:  # None there blocks the import
-        return None if sys.modules["pynvml"] is not None else missing
     try:
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            if find_spec is not None and find_spec("pynvml", None) is not None:
-                return None
-    except (ImportError, ValueError) as exc:
+        if importlib.util.find_spec("pynvml") is not None:
+            return None
+    except (ImportError, ValueError) as exc:  # a None in sys.modules, a broken finder
         return f"not importable ({type(exc).__name__}: {exc})"
-    return missing
+    return "not importable (ModuleNotFoundError: No module named 'pynvml')"
 
 
 # Where the dynamic loader finds libnvidia-ml.so.1 without LD_LIBRARY_PATH: its cache, and the default and

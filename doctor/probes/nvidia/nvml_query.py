@@ -14,10 +14,7 @@ import json
 import os
 import sys
 import warnings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
+from typing import Any
 
 GPU_CALLS = (
     "nvmlDeviceGetName",

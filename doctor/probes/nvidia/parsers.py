@@ -6,6 +6,7 @@ tests/fixtures/nvidia/ (a new recording there is a new test).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
@@ -15,10 +16,6 @@ from doctor.model.snapshot import (
     NVIDIA_NO_PERMISSION,
     NVIDIA_UNKNOWN,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # The columns torchdoctor asks ``nvidia-smi --query-gpu`` for (smi.py builds the argv from these).
 QUERY_FIELDS = ("index", "name", "uuid", "memory.total", "pci.bus_id", "driver_version")
@@ -41,7 +38,8 @@ _NVML_CLASS_CODES = {
     "NVMLError_Unknown": NVML_UNKNOWN,
 }
 
-# nvidia-smi failure texts (PROBES.md §2.2), checked in order, case-insensitively.
+# nvidia-smi failure texts as users' reports quote them (NVIDIA/nvidia-container-toolkit#48,
+# microsoft/WSL#11888), checked in order, case-insensitively.
 _SMI_FAILURES = (
     ("driver/library version mismatch", NVIDIA_MISMATCH),
     ("failed to initialize nvml: unknown error", NVIDIA_CONTAINER_LOST),

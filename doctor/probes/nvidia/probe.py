@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
@@ -41,10 +42,6 @@ from doctor.probes.nvidia.parsers import (
 from doctor.probes.nvidia.smi import SmiOutcome, find_nvidia_smi, query_smi, this_system
 from doctor.probes.overrides import ENV_CUDA, ENV_DRIVER, BadOverride, read_overrides
 from doctor.runner import run
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 _NVML_CODE_STATUS = {
     NVML_LIB_RM_MISMATCH: NVIDIA_MISMATCH,

@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from doctor.model.snapshot import NVIDIA_OK, NVIDIA_UNKNOWN, Fact, Gpu
 from doctor.probes.nvidia.parsers import (
@@ -22,10 +23,6 @@ from doctor.probes.nvidia.parsers import (
     parse_smi_query,
 )
 from doctor.runner import RunResult, run
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 

@@ -4,6 +4,7 @@ the shell lines that set a library path."""
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from doctor.compat.builds import Build
 from doctor.model import snapshot as S
@@ -11,10 +12,6 @@ from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
 from doctor.model.versions import version_tuple
 from doctor.rules import Outcome, not_observed, unknown
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 GIB = 1024**3
 MIB = 1024**2

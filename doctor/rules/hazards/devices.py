@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
@@ -11,10 +12,6 @@ from doctor.model.findings import INFO, WARNING, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.rules import skipped
 from doctor.rules.hazards.common import missing, usable_gpus
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------------
 
@@ -36,7 +33,7 @@ def _strtoul(text: str) -> int:
 
 
 def parse_visible_devices(value: str) -> dict[str, Any]:
-    """Parse CUDA_VISIBLE_DEVICES the way torch's ``_parse_visible_devices`` does (PROBES.md §3.5).
+    """Parse CUDA_VISIBLE_DEVICES the way torch's ``_parse_visible_devices`` does (torch/cuda/__init__.py).
 
     Returns {"kind": "index"|"uuid"|"mig", "entries": [...], "duplicate": entry or None,
     "ignored": [entries after the first invalid/negative one]}. A repeated entry empties the list.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
@@ -28,10 +29,6 @@ from doctor.model.snapshot import Snapshot, as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, export, mm, reinstall, same_dir, split_path, torch_cuda
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
 

@@ -4,6 +4,7 @@ CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when build
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.builds import Build
@@ -23,10 +24,6 @@ from doctor.rules.hazards.common import (
     split_path,
     torch_cuda,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # in annotations only: importing typing costs ~4 ms of every start
-    from typing import Any
 
 # Library family -> the pip distributions that ship it (CUDA 12 names, then CUDA 13 names).
 _FAMILY_DISTS = {
