@@ -26,6 +26,9 @@ _WINDOWS_RELEASE_CAUSES = {
 }
 
 
+_FIXED_IN = {"2.4.0": "2.4.1"}
+
+
 def windows_dll_hint(snapshot: S.Snapshot, retry: str) -> tuple[str, Fix]:
     """The likely causes of a Windows import failure: the release's own known DLL problem first, then a
     missing or old Microsoft Visual C++ runtime, which every torch DLL (c10.dll first) links against."""
@@ -36,12 +39,13 @@ def windows_dll_hint(snapshot: S.Snapshot, retry: str) -> tuple[str, Fix]:
     if known:
         hint += Msg(" {known} Otherwise:", known=known)
     hint += Msg(" a missing or old Microsoft Visual C++ Redistributable (vcruntime140.dll, "
-        "vcruntime140_1.dll, "
-                "msvcp140.dll), which shows as \"[WinError 126] The specified module could not be found\" or "
-                "\"[WinError 1114] A dynamic link library (DLL) initialization routine failed\" while "
-                "loading "
-                "torch\\lib\\c10.dll (pytorch/pytorch#32916).")
+                "vcruntime140_1.dll, msvcp140.dll), which shows as \"[WinError 126] The specified module "
+                "could not be found\" or \"[WinError 1114] A dynamic link library (DLL) initialization routine "
+                "failed\" while loading torch\\lib\\c10.dll (pytorch/pytorch#32916).")
+    if known:
+        return hint, Fix(Msg("Install torch {fixed} or later (or the MSVC build tools); if the import "
+                             "still fails, the latest Microsoft Visual C++ Redistributable (x64). Then retry "
+                             "the import.", fixed=_FIXED_IN[version]),
+                         [retry], ["https://github.com/pytorch/pytorch/issues/131662", VC_REDIST])
     return hint, Fix(Msg("Install the latest Microsoft Visual C++ Redistributable (x64), then retry the "
-        "import."),
-                     [retry], [VC_REDIST, "https://github.com/pytorch/pytorch/issues/131662"] if known
-                     else [VC_REDIST])
+                         "import."), [retry], [VC_REDIST])
