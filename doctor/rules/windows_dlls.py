@@ -40,8 +40,8 @@ def windows_dll_hint(snapshot: S.Snapshot, retry: str) -> tuple[str, Fix]:
         hint += Msg(" {known} Otherwise:", known=known)
     hint += Msg(" a missing or old Microsoft Visual C++ Redistributable (vcruntime140.dll, "
                 "vcruntime140_1.dll, msvcp140.dll), which shows as \"[WinError 126] The specified module "
-                "could not be found\" or \"[WinError 1114] A dynamic link library (DLL) initialization routine "
-                "failed\" while loading torch\\lib\\c10.dll (pytorch/pytorch#32916).")
+                "could not be found\" or \"[WinError 1114] A dynamic link library (DLL) initialization "
+                "routine failed\" while loading torch\\lib\\c10.dll (pytorch/pytorch#32916).")
     if known:
         return hint, Fix(Msg("Install torch {fixed} or later (or the MSVC build tools); if the import "
                              "still fails, the latest Microsoft Visual C++ Redistributable (x64). Then retry "
