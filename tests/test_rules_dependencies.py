@@ -90,3 +90,17 @@ def test_numpy_abi_boundary(table, version, os_name, numpy, bad):
     snap.host.os = os_name
     found = check_numpy_abi(assess(snap, table))
     assert [f.id for f in found] == (["numpy-too-new-for-torch"] if bad else [])
+
+
+def test_missing_cuda_wheels_whose_libraries_are_on_the_library_path_are_a_warning():
+    # an HPC module or a CUDA image puts cuDNN on LD_LIBRARY_PATH: torch may load that one instead
+    from doctor.model.environment import CudaLib, Libraries, LibraryDir
+
+    snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2")])
+    cudnn = LibraryDir(path="/opt/cudnn/lib", exists=True, libs=[CudaLib(file="libcudnn.so.9", family="cudnn")])
+    snap.environment.libraries = Libraries(variable="LD_LIBRARY_PATH", value="/opt/cudnn/lib", dirs=[cudnn])
+    found = check_declared_requirements(assess(snap, None))
+    assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", WARNING)]
+    assert "/opt/cudnn/lib" in found[0].detail
+    snap.environment.libraries.dirs = []  # nothing there: the import fails
+    assert check_declared_requirements(assess(snap, None))[0].severity == ERROR

@@ -140,10 +140,17 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
                 actions=[Action(INSTALL, tuple(_pin(u) for u in cudnn), declared=True)]),
         ))
     if others:
-        native = [u for u in others if u["native"] or u["installed"] is None]
-        severity = ERROR if native else WARNING
+        needed = [u for u in others if u["native"] or u["installed"] is None]
+        missing_native = [u for u in needed if u["native"] and u["installed"] is None]
+        # all that is missing is CUDA wheels whose libraries are on the library path (an HPC module, a CUDA
+        # image): torch may load those instead, so this is pip's complaint, not proof the import fails
+        elsewhere = _on_library_path(snap, missing_native) if len(missing_native) == len(needed) else []
+        severity = ERROR if needed and not elsewhere else WARNING
         listing = "; ".join(_describe(u) for u in others)
         detail = Msg("{listing}. pip check reports the same.", listing=listing)
+        if severity == WARNING and elsewhere:
+            detail += Msg(" Their libraries are on the library path ({dirs}): torch may load those instead.",
+                          dirs=", ".join(elsewhere))
         if any(u["native"] for u in others):
             detail += Msg(" The CUDA libraries come as separate wheels (nvidia-*, cuda-toolkit) that torch "
                           "loads at import: without them `import torch` fails (\"libcudnn.so.9: cannot open "
@@ -162,6 +169,31 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
     if not findings and undecided:
         return unknown(Msg("some requirements could not be judged: {lines}", lines="; ".join(undecided)))
     return findings
+
+
+# nvidia wheel name (without "nvidia-" and "-cuXX") -> the library family the environment probe reads
+_WHEEL_FAMILY = {"cudnn": "cudnn", "cublas": "cublas", "nvjitlink": "nvjitlink", "cuda-runtime": "cudart",
+                 "nccl": "nccl", "cusparse": "cusparse"}
+
+
+def _on_library_path(snap: S.Snapshot, missing: list[dict]) -> list[str]:
+    """The library-path folders that hold the library of every missing nvidia-* wheel, or [] when one of them
+    is not there (or is not a library the environment probe reads: cuda-toolkit's many, cuFFT, ...)."""
+    libs = snap.environment.libraries
+    if not missing or libs is None:
+        return []
+    folders = []
+    for item in missing:
+        stem = item["name"].removeprefix("nvidia-")
+        for suffix in _CUDA_SUFFIX:
+            stem = stem.removesuffix(suffix)
+        family = _WHEEL_FAMILY.get(stem) if item["name"].startswith("nvidia-") else None
+        holding = [d.path for d in libs.dirs
+                   if family and d.path and any(lib.family == family for lib in d.libs)]
+        if not holding:
+            return []
+        folders += holding
+    return list(dict.fromkeys(folders))
 
 
 def _on_pythonpath(snap: S.Snapshot) -> bool:
