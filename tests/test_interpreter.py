@@ -78,6 +78,38 @@ def test_choose_interpreter_precedence(tmp_path, present, expected, reason):
     assert why == reason.format(root=tmp_path)
 
 
+@pytest.mark.parametrize(("present", "expected"), [
+    ({"own", "dotvenv", "python3"}, "/opt/td/bin/python"),  # torchdoctor's own env with torch: before ./.venv
+    ({"own", "venv", "python3"}, "venv/bin/python"),  # an activated environment still comes first
+    ({"dotvenv", "python3"}, "work/.venv/bin/python"),  # its own env without torch counts for nothing
+])
+def test_torchdoctors_own_environment_when_it_holds_torch(tmp_path, present, expected):
+    env = {"VIRTUAL_ENV": _env_folder(tmp_path, "venv")} if "venv" in present else {}
+    (tmp_path / "work").mkdir()
+    if "dotvenv" in present:
+        _env_folder(tmp_path / "work", ".venv")
+    own = (lambda: "/opt/td/bin/python") if "own" in present else (lambda: None)
+    path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which({"python3": "/usr/bin/python3"}),
+                                   own=own)
+    assert path == (expected if expected.startswith("/") else str(tmp_path / expected))
+    if expected.startswith("/opt"):
+        assert why == "torchdoctor's own environment, which holds torch"
+
+
+def test_own_environment_python_looks_for_torch_on_disk(tmp_path, monkeypatch):
+    import sysconfig
+
+    from doctor.probes.interpreter import own_environment_python
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"purelib": str(site), "platlib": str(site)})
+    assert own_environment_python() is None
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('never imported')\n")
+    assert own_environment_python() == sys.executable
+
+
 def test_explicit_python_file_folder_and_command(tmp_path):
     exe = tmp_path / "env" / "bin" / "python"
     exe.parent.mkdir(parents=True)
@@ -291,7 +323,7 @@ def test_crashing_interpreter(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["2.7", "3.6", "3.7"])
+@pytest.mark.parametrize("version", ["2.7"])
 def test_too_old_python_gives_a_clean_error(version):
     python = find_python(version)
     if python is None:
@@ -300,10 +332,27 @@ def test_too_old_python_gives_a_clean_error(version):
     assert interpreter.version.startswith(version + ".")
     assert (
         interpreter.error
-        == f"Python {interpreter.version} is too old: torch needs 3.8+ (current releases need 3.10+)"
+        == f"Python {interpreter.version} is too old: torch needs 3.6+ (current releases need 3.10+)"
     )
     assert install.status == "error" and install.detail == interpreter.error
     assert env.error == interpreter.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.6", "3.7"])
+def test_python_36_and_37_are_inspected_like_any_other(tmp_path, version):
+    # torch 1.x published wheels for both: the inspector runs there (no importlib.metadata on either)
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} interpreter (pyenv or python{version} on PATH)")
+    exe = make_fake_env(tmp_path / "venv", python=python, torch="1.10.2+cu113", cuda="11.3",
+                        torchvision="0.11.3+cu113")
+    interpreter, install, env = inspect_interpreter_full(str(exe), "--python")
+    assert interpreter.error is None and interpreter.version.startswith(version + ".")
+    assert install.status == "ok" and install.torch.version == "1.10.2+cu113" and install.torch.cuda == "11.3"
+    assert install.torchvision.version == "0.11.3+cu113"
+    assert ["torch", "1.10.2+cu113"] in [row[:2] for row in env.installed]
+    assert env.markers["python_version"] == version and env.markers["sys_platform"] == sys.platform
 
 
 def test_running_interpreter_itself_is_inspected():

@@ -48,8 +48,12 @@ def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
     gpus = snap.nvidia.gpus
     ccs = tuple(cc for cc in (parse_cc(g.compute_capability.value) for g in gpus) if cc)
     present = bool(gpus) or bool(snap.nvidia.pci_devices) or snap.nvidia.status not in ("no-gpu", "unknown")
+    platform = snap.host.platform
+    if snap.interpreter.bits == 32:
+        # a 32-bit Python installs 32-bit wheels whatever the OS is: torch publishes none
+        platform = f"{snap.host.os}-{'x86' if snap.host.os == 'windows' else 'i686'}"
     return Machine(
-        platform=snap.host.platform,
+        platform=platform,
         os=snap.host.os,
         python=snap.interpreter.version or None,
         gpu_ccs=ccs,

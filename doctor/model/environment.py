@@ -288,6 +288,11 @@ class PythonFacts:
     error: str | None = None  # the inspector could not run: why
     # What an interrupted pip left in the sys.path folders: its "~" stash and *.dist-info without RECORD.
     leftovers: list[str] | None = stated()
+    # Every distribution on sys.path as [name, version, folder], in sys.path order (the first of a name is the
+    # one imported): what torch's declared requirements are checked against.
+    installed: list[list[str]] | None = stated()
+    markers: dict[str, str] | None = stated()  # PEP 508 marker variables of the target interpreter
+    pythonpath: str | None = stated()  # $PYTHONPATH as the target saw it
 
 
 # --- collect_env text -----------------------------------------------------------------------------
@@ -302,6 +307,18 @@ class CollectEnvText:
     cudnn_candidates: list[str] = field(default_factory=list)  # system cuDNN files, not torch's
     pip: list[str] = field(default_factory=list)  # the [pip] lines
     conda: list[str] = field(default_factory=list)  # the [conda] lines
+
+
+# --- Windows ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WindowsFacts:
+    """Windows settings that decide whether torch installs: the 260-character path limit."""
+
+    # HKLM\SYSTEM\CurrentControlSet\Control\FileSystem LongPathsEnabled == 1; None: not read (see why)
+    long_paths_enabled: bool | None = None
+    why: str | None = reason()
 
 
 # --- all of them ----------------------------------------------------------------------------------
@@ -320,6 +337,7 @@ class Environment:
     cuda_home: CudaHome | None = stated()
     wsl: Wsl | None = stated()
     loader: Loader | None = stated()  # Linux only
+    windows: WindowsFacts | None = stated()  # only on Windows
     python: PythonFacts | None = stated()
     hostname: str | None = stated()
     collect_env: CollectEnvText | None = stated()  # only in snapshots read from collect_env text
@@ -337,4 +355,5 @@ SECTIONS: dict[str, type] = {
     "cuda_home": CudaHome,
     "wsl": Wsl,
     "loader": Loader,
+    "windows": WindowsFacts,
 }

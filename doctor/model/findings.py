@@ -43,6 +43,8 @@ class Action:
     # index. ``packages`` and ``variant`` are then only the fallback when the plan names none. So a finding
     # that reinstalls torch can never name another build than the plan beside it.
     plan: bool = False
+    # ``packages`` are requirements as torch's metadata declares them (extras and ranges: "numpy<2"), not pins
+    declared: bool = False
 
 
 @dataclass

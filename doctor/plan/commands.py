@@ -172,6 +172,21 @@ def pin_problem(spec: str) -> str | None:
 _PIN_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+(==[A-Za-z0-9.+!_-]+)?")
 
 
+def requirement_problem(spec: str) -> str | None:
+    """Why a requirement as torch's metadata (or the table) states it must not go into a command, or None: it
+    may have extras and a range ("cuda-toolkit[cublas,...]==13.0.3", "numpy<2"), but no marker, URL or space;
+    packaging decides. Never quotes the value (see pin_problem)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(spec)
+    except InvalidRequirement:
+        requirement = None
+    if requirement is None or requirement.url or requirement.marker or spec != "".join(spec.split()):
+        return "a requirement read from the machine is not a plain PEP 508 requirement"
+    return None
+
+
 def with_report_argv(install: list[str], report: str) -> list[str]:
     """A pip install that also writes pip's JSON ``--report`` of what it installed, and from where."""
     return install[:4] + ["--report", report] + install[4:]
@@ -252,7 +267,7 @@ class Commands:
             return action.text
         if action.kind == CONDA_REMOVE:
             return render_argv([self.conda, "remove", "-p", action.text, *action.packages], self.os)
-        problems = [p for p in map(pin_problem, action.packages) if p]
+        problems = [p for p in map(requirement_problem if action.declared else pin_problem, action.packages) if p]
         if problems and action.kind != UNINSTALL:  # an uninstall names what is there; it installs nothing
             return shells.refusal(shells.shell_for(self.os), "; ".join(problems))
         command = render_argv(self.argv(action), self.os)

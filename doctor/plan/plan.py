@@ -103,7 +103,9 @@ class Plan:
 
 def commands_for(snap: Snapshot, **options) -> Commands:
     """The command builder for this snapshot's interpreter and OS (options: installer, source, uv)."""
-    return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
+    # without a path (a collect_env paste): the py launcher on Windows, which has no python3
+    default = "py" if snap.host.os == "windows" else "python3"
+    return Commands(python=snap.interpreter.path or default, os=snap.host.os or "linux", **options)
 
 
 @dataclass(slots=True)

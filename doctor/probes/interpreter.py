@@ -40,17 +40,37 @@ def python_in_env(folder: str) -> str | None:
     return None
 
 
+OWN_ENVIRONMENT = "torchdoctor's own environment, which holds torch"
+
+
+def own_environment_python() -> str | None:
+    """The interpreter torchdoctor runs in, when its environment holds torch (a torch/ package in its
+    site-packages, looked at on disk, never imported): torchdoctor installed beside torch and run by path
+    (``.venv/bin/torchdoctor check`` in a Dockerfile or a CI job) is meant for that environment."""
+    import sys
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    for key in ("purelib", "platlib"):
+        folder = paths.get(key)
+        if folder and os.path.isfile(os.path.join(folder, "torch", "__init__.py")):
+            return sys.executable or None
+    return None
+
+
 def choose_interpreter(
     python: str | None,
     env: Mapping[str, str],
     cwd: str,
     which: Callable[..., str | None] = shutil.which,
+    own: Callable[[], str | None] = own_environment_python,
 ) -> tuple[str | None, str]:
     """Pick the interpreter whose torch the user runs, and say why.
 
     Order: ``--python`` (a file, an env folder, or a command on PATH), ``VIRTUAL_ENV``,
-    ``CONDA_PREFIX``, ``./.venv`` under cwd, then ``python3`` and ``python`` on PATH. An active
-    venv beats conda because its python comes first on PATH. Returns (None, why) if none is found.
+    ``CONDA_PREFIX``, torchdoctor's own environment when it holds torch, ``./.venv`` under cwd, then
+    ``python3`` and ``python`` on PATH. An active venv beats conda because its python comes first on
+    PATH. Returns (None, why) if none is found.
     """
     if python:
         return _explicit_python(python, env, cwd, which)
@@ -64,6 +84,10 @@ def choose_interpreter(
         if found:
             return found, f"{variable}={folder}"
         skipped.append(f"{variable}={folder} has no python")
+
+    mine = own()
+    if mine:
+        return mine, OWN_ENVIRONMENT
 
     dot_venv = os.path.join(cwd, ".venv")
     if os.path.isdir(dot_venv):
@@ -406,8 +430,23 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
         externally_managed_text=raw.get("externally_managed_text"),
         problems=list(data.get("problems") or []),
         leftovers=[str(p) for p in data.get("leftovers") or [] if isinstance(p, str)] or None,
+        installed=_installed(data.get("installed")),
+        markers=_markers(data.get("markers")),
+        pythonpath=data.get("pythonpath") if isinstance(data.get("pythonpath"), str) else None,
         error=error,
     )
+
+
+def _installed(raw: Any) -> list[list[str]] | None:
+    if not isinstance(raw, list):
+        return None
+    return [[str(x) for x in row[:3]] for row in raw if isinstance(row, list) and len(row) >= 2]
+
+
+def _markers(raw: Any) -> dict[str, str] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 _DIST_KEYS = ("name", "version", "location", "installer", "path")

@@ -21,6 +21,7 @@ from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fi
 from doctor.model.i18n import Msg, join
 from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule, origin_name, skipped, unknown
+from doctor.rules.windows_dlls import WINDOWS_DLL, windows_dll_hint
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -145,7 +146,8 @@ def _base_evidence(snapshot: S.Snapshot, seen: _Seen | None = None) -> dict:
 
 
 def _python(snapshot: S.Snapshot) -> str:
-    path = snapshot.interpreter.path or "python"
+    # Windows: the py launcher when the paste does not name the interpreter (there is no python3 there)
+    path = snapshot.interpreter.path or ("py" if snapshot.host.os == "windows" else "python")
     return f'"{path}"' if " " in path else path
 
 
@@ -539,20 +541,18 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
             Msg("Stop LD_LIBRARY_PATH from overriding torch's own CUDA libraries, then retry the import."),
             [SHOW_LD_PATH, UNSET_LD_PATH, retry],
         )
+    elif snapshot.host.os == "windows" and (WINDOWS_DLL.search(message) or "PyTorch version: N/A" in message):
+        hint, fix = windows_dll_hint(snapshot, retry)
     elif _words("smoke-import-library-missing").search(message):
         hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or broken.")
         fix = Fix(Msg("Reinstall torch with its dependencies."), actions=[_reinstall(snapshot)])
     else:
         hint = ""
         fix = Fix(Msg("Reinstall torch; if that does not help, search for the message."), actions=[_reinstall(snapshot)])
-    return Finding(
-        "torch-import-error",
-        ERROR,
-        Msg("import torch fails"),
-        Msg("`import torch` raised {clip}.{hint}", clip=_clip(message), hint=hint),
-        ev,
-        fix,
-    )
+    pasted = snapshot.origin == "collect_env" and step is None  # the message is collect_env's N/A, not torch's
+    return Finding("torch-import-error", ERROR, Msg("import torch fails"),
+                   Msg("{clip}.{hint}" if pasted else "`import torch` raised {clip}.{hint}", clip=_clip(message),
+                       hint=hint), ev, fix)
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:

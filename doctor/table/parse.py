@@ -27,6 +27,7 @@ from doctor.table.rows import (
     GpuModel,
     JetPackRow,
     MajorFloor,
+    NumpyAbi,
     Patch,
     Release,
     _public,
@@ -188,6 +189,7 @@ class _Parser:
             data, "cudnn", self.cudnn_row, lambda c: (c.cudnn, c.cuda_major), "cuDNN row", True
         )
         companions = self.companion_rules(data)
+        numpy_abi = self.section(data, "numpy_abi", self.numpy_row, lambda n: (n.torch, n.os), "numpy_abi row", True)
         jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
         support = self.section(data, "driver_support", self.support_row, lambda d: d.last_branch,
                                "driver_support last_branch", True)
@@ -214,6 +216,7 @@ class _Parser:
             tuple(jetpack),
             tuple(support),
             tuple(forward),
+            tuple(numpy_abi),
         )
 
     def section(
@@ -389,6 +392,20 @@ class _Parser:
         cuda_major = self.get(row, "cuda_major", where, (int,))
         cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
         return CudnnSupport(cudnn, cuda_major, cc, *self.provenance(row, where))
+
+    def numpy_row(self, row: dict, where: str) -> NumpyAbi:
+        specs = {}
+        for key in ("torch", "numpy"):
+            text = self.string(row, key, where)
+            try:
+                SpecifierSet(text)
+            except InvalidSpecifier:
+                raise self.fail(f"{where}.{key}", f"{text!r} is not a version specifier") from None
+            specs[key] = text
+        os_name = self.string(row, "os", where)
+        if os_name not in ("all", "linux", "windows", "darwin"):
+            raise self.fail(f"{where}.os", f"{os_name!r} is not one of all, linux, windows, darwin")
+        return NumpyAbi(specs["torch"], os_name, specs["numpy"], *self.provenance(row, where))
 
     def jetpack_row(self, row: dict, where: str) -> JetPackRow:
         l4t = self.string(row, "l4t", where, _L4T_RE, "a Jetson Linux release (major or major.minor)")

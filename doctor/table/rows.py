@@ -192,6 +192,18 @@ class CompanionCudaCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class NumpyAbi:
+    """torch builds that were compiled against NumPy 1's C API: with NumPy 2 they import, but every NumPy
+    conversion fails ("Numpy is not available", "_ARRAY_API not found")."""
+
+    torch: str  # a specifier set of the torch versions the row covers, "<2.3"
+    os: str  # the host OS the row applies to ("windows"), or "all"
+    numpy: str  # the NumPy those builds work with, "<2"
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class JetPackRow:
     l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
     jetpack: str  # "6.1, 6.2, 6.2.1"

@@ -1,9 +1,9 @@
 """Describe this interpreter and its installed torch as one JSON object, WITHOUT importing torch.
 
 torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is
-stdlib-only and must run on Python 3.8 to 3.14. The whole file also stays *parsable* by Python
-2.7 and 3.6 (no f-strings, annotations, keyword-only arguments) so that a too-old target prints
-a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
+stdlib-only and must run on Python 3.6 to 3.14 (torch 1.x had wheels for 3.6 and 3.7). The whole
+file also stays *parsable* by Python 2.7 (no f-strings, annotations, keyword-only arguments) so that
+a too-old target prints a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
 package without executing it, ``version.py`` is parsed with ``ast``, dist-info is read as text.
 """
 
@@ -25,7 +25,7 @@ import re  # noqa: E402
 from collections import Counter  # noqa: E402
 
 SCHEMA = 1
-MIN_PYTHON = (3, 8)
+MIN_PYTHON = (3, 6)
 PACKAGES = ("torch", "torchvision", "torchaudio")
 # Distributions worth listing besides the three packages (duplicates, CUDA wheels, NVML bindings).
 EXTRA_DISTS = ("pynvml", "nvidia-ml-py", "cuda-toolkit", "cuda-bindings", "triton", "pytorch-triton")
@@ -50,7 +50,7 @@ def _too_old():
     return {
         "inspector": SCHEMA,
         "error": "too-old",
-        "detail": "Python %s is too old: torch needs 3.8+ (current releases need 3.10+)" % version,
+        "detail": "Python %s is too old: torch needs 3.6+ (current releases need 3.10+)" % version,
         "interpreter": {"version": version, "implementation": impl, "executable": sys.executable},
     }
 
@@ -289,8 +289,10 @@ def _distributions():
         fast = None
     if fast is not None:
         return fast
-    import importlib.metadata as metadata
-
+    try:
+        import importlib.metadata as metadata
+    except ImportError:  # Python 3.6 and 3.7: no importlib.metadata, read the folders ourselves
+        return _sibling("installed").scanned_distributions(_DistInfo)
     return list(metadata.distributions())
 
 
@@ -586,7 +588,11 @@ def _missing_from_record(folder, dist_info):
         return False  # no RECORD: find_leftovers lists it as such
     if not data.endswith("\n"):
         return True
-    for row in csv.reader(data.splitlines()):
+    try:
+        rows = list(csv.reader(data.splitlines()))
+    except csv.Error:  # a NUL byte or a broken quote: not the RECORD an install that finished writes
+        return True
+    for row in rows:
         relative = row[0] if row else ""
         if not relative.endswith(".py") or relative.startswith(("..", "/")):
             continue
@@ -624,6 +630,17 @@ def describe_conda(prefix):
 # --- main ---------------------------------------------------------------------------------------
 
 
+def _sibling(name):
+    """A stdlib-only module beside this file, loaded by path (this folder is off sys.path, on purpose)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("_torchdoctor_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def inspect():
     out = {"inspector": SCHEMA, "problems": []}
     out["interpreter"] = describe_interpreter()
@@ -642,7 +659,18 @@ def inspect():
             out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
-    out["leftovers"] = find_leftovers(records)
+    try:
+        out["leftovers"] = find_leftovers(records)
+    except Exception as exc:  # a RECORD the csv module cannot read (a NUL byte) must not cost the whole answer
+        out["problems"].append("looking for leftovers failed: %s: %s" % (type(exc).__name__, exc))
+    try:
+        installed = _sibling("installed")
+        out["installed"] = installed.installed_versions()
+        out["markers"] = installed.marker_environment()
+    except Exception as exc:
+        out["problems"].append("listing installed versions failed: %s: %s" % (type(exc).__name__, exc))
+    # PYTHONPATH folders come before site-packages: a torch there shadows the environment's own
+    out["pythonpath"] = os.environ.get("PYTHONPATH")
     try:
         out["conda"] = describe_conda(sys.prefix)
     except Exception as exc:

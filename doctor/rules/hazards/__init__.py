@@ -70,13 +70,15 @@ RULES = [
             "user-site-torch-shadows",
             "conda-cuda-mismatch",
             "interrupted-install-leftovers",
+            "pythonpath-torch-shadows",
         ),
     ),
     Rule(
         "interpreter-hygiene",
         Msg("the target Python is a 64-bit, user-owned environment"),
         check_interpreter_hygiene,
-        ("python-32-bit", "externally-managed-python", "conda-base-environment"),
+        ("python-32-bit", "externally-managed-python", "conda-base-environment", "windows-store-python",
+         "windows-long-paths-disabled"),
     ),
     Rule(
         "wsl",
