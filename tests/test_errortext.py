@@ -61,10 +61,8 @@ EXPLAIN_ONLY_IDS = {
     "macos-x86-no-torch-wheels": "x86_64 macOS sees no torch after 2.2.2",
     "python-under-rosetta": "an x86_64 Python under Rosetta on Apple Silicon",
     "windows-dll-init-failed": "WinError 1114 initialising a torch DLL",
-    "windows-long-paths-disabled": "pip hit the 260-character path limit",
     "wsl-libcuda-not-on-path": "libcuda.so of the Windows driver not found under WSL2",
     "ptxas-too-old-for-gpu": "Triton's ptxas does not know the GPU",
-    "numpy2-with-old-torch": "NumPy 2 beside a torch built for NumPy 1.x",
     "gpu-newer-than-build-range": "the range warning for a GPU just above the build's newest architecture",
 }
 # ids `torchdoctor distributed` reports (doctor/distributed.py); used only in `related`

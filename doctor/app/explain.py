@@ -210,7 +210,7 @@ def verdicts(causes: list[dict], diag, where: str = "this machine") -> None:
                               "fix": {"summary": hit.fix.summary if hit.fix else "",
                                       "commands": list(hit.fix.commands) if hit.fix else []}}
             continue
-        fact = fact_verdict(cause["id"], diag.snapshot, cause["match"]["groups"])
+        fact = fact_verdict(cause["id"], diag.facts, cause["match"]["groups"]) if diag.facts else None
         if fact is not None:
             cause["verdict"], cause["why"] = fact
             continue

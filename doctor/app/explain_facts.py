@@ -11,10 +11,13 @@ answer stands.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from doctor.compat.builds import torch_build
 from doctor.model.amd import AMD_NO_GPU, AMD_OK
 from doctor.model.snapshot import NVIDIA_NO_DRIVER, NVIDIA_NO_GPU, NVIDIA_OK, Snapshot
+
+if TYPE_CHECKING:  # annotations only: the assessment is handed in by the diagnosis
+    from doctor.compat.assessment import Assessment
 
 CONFIRMED = "confirmed"
 RULED_OUT = "ruled-out"
@@ -38,10 +41,12 @@ def _vendors(snap: Snapshot) -> set[str] | None:
     return set() if nvidia_none and amd_none else None
 
 
-def _build(snap: Snapshot):
+def _build(facts: Assessment):
+    """The installed torch's build, as the assessment derived it; None unless torch was read whole."""
+    snap = facts.snap
     if snap.install.status != "ok" or snap.install.torch is None:
         return None
-    return torch_build(snap)
+    return facts.build
 
 
 def _where(snap: Snapshot) -> str:
@@ -55,8 +60,9 @@ def _os(snap: Snapshot) -> str:
 # --- per cause ------------------------------------------------------------------------------------------
 
 
-def _torch_cpu_build(snap: Snapshot, groups: dict) -> Verdict | None:
-    build = _build(snap)
+def _torch_cpu_build(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
+    build = _build(facts)
     if build is None:
         return (UNKNOWN, f"no torch found in {_where(snap)}") if snap.install.status == "absent" else None
     if build.kind == "cpu":
@@ -67,15 +73,17 @@ def _torch_cpu_build(snap: Snapshot, groups: dict) -> Verdict | None:
     return None
 
 
-def _needs_a_gpu(snap: Snapshot, groups: dict) -> Verdict | None:
+def _needs_a_gpu(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     if _vendors(snap) == set():
         return RULED_OUT, ("this machine has no GPU (no NVIDIA or AMD device): the message came from "
                            "another machine")
     return None
 
 
-def _wrong_vendor(snap: Snapshot, groups: dict) -> Verdict | None:
-    build, vendors = _build(snap), _vendors(snap)
+def _wrong_vendor(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
+    build, vendors = _build(facts), _vendors(snap)
     if build is None or vendors is None:
         return None
     if build.kind == "rocm" and vendors == {"nvidia"}:
@@ -89,25 +97,28 @@ def _wrong_vendor(snap: Snapshot, groups: dict) -> Verdict | None:
     return None
 
 
-def _rocm_under_wsl(snap: Snapshot, groups: dict) -> Verdict | None:
+def _rocm_under_wsl(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     if not snap.host.wsl:
         return RULED_OUT, "this machine is not WSL2"
-    build = _build(snap)
+    build = _build(facts)
     if build is not None and build.kind == "rocm":
         return CONFIRMED, (f"WSL2, and {_where(snap)} has torch {build.label}, a ROCm build with its own "
                            "HSA runtime")
     return None
 
 
-def _not_wsl(snap: Snapshot, groups: dict) -> Verdict | None:
+def _not_wsl(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     if not snap.host.wsl:
         return RULED_OUT, "this machine is not WSL2: the message came from another machine"
     return None
 
 
-def _wsl_libcuda(snap: Snapshot, groups: dict) -> Verdict | None:
+def _wsl_libcuda(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     if not snap.host.wsl:
-        return _not_wsl(snap, groups)
+        return _not_wsl(facts, groups)
     wsl, libs = snap.environment.wsl, snap.environment.libraries
     if wsl is None or wsl.ld_so_conf is None or libs is None or libs.why is not None:
         return None
@@ -123,7 +134,8 @@ def _wsl_libcuda(snap: Snapshot, groups: dict) -> Verdict | None:
     return None
 
 
-def _hsa_override(snap: Snapshot, groups: dict) -> Verdict | None:
+def _hsa_override(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     amd = snap.amd
     if amd is None:
         return None
@@ -137,8 +149,9 @@ def _hsa_override(snap: Snapshot, groups: dict) -> Verdict | None:
     return None
 
 
-def _on_os(name: str) -> Callable[[Snapshot, dict], Verdict | None]:
-    def verdict(snap: Snapshot, groups: dict) -> Verdict | None:
+def _on_os(name: str) -> Callable[[Assessment, dict], Verdict | None]:
+    def verdict(facts: Assessment, groups: dict) -> Verdict | None:
+        snap = facts.snap
         if snap.host.os and snap.host.os != name:
             return RULED_OUT, f"this machine runs {_os(snap)}: the message came from another machine"
         return None
@@ -146,7 +159,8 @@ def _on_os(name: str) -> Callable[[Snapshot, dict], Verdict | None]:
     return verdict
 
 
-def _python_32_bit(snap: Snapshot, groups: dict) -> Verdict | None:
+def _python_32_bit(facts: Assessment, groups: dict) -> Verdict | None:
+    snap = facts.snap
     bits = snap.interpreter.bits
     if bits == 32:
         return CONFIRMED, f"{_where(snap)} is a 32-bit Python"
@@ -161,9 +175,10 @@ _WHEEL_OF = (("nccl", "nvidia-nccl-cu"), ("libnccl", "nvidia-nccl-cu"), ("nvjitl
              ("libcublas", "nvidia-cublas-cu"))
 
 
-def _pinned_wheel(snap: Snapshot, groups: dict, prefix: str | None = None) -> Verdict | None:
+def _pinned_wheel(facts: Assessment, groups: dict, prefix: str | None = None) -> Verdict | None:
     """A missing symbol of NCCL, nvJitLink, cudart or cuBLAS: is the wheel torch pins installed at another
     version than the pin (one installed later over it)?"""
+    snap = facts.snap
     named = (groups.get("lib") or groups.get("symbol") or "").lower().lstrip("_")
     prefix = prefix or next((wheel for start, wheel in _WHEEL_OF if named.startswith(start)), None)
     torch = snap.install.torch if snap.install.status == "ok" else None
@@ -194,7 +209,7 @@ def _pinned_wheel(snap: Snapshot, groups: dict, prefix: str | None = None) -> Ve
     return None
 
 
-FACTS: dict[str, Callable[[Snapshot, dict], Verdict | None]] = {
+FACTS: dict[str, Callable[[Assessment, dict], Verdict | None]] = {
     "torch-cpu-build": _torch_cpu_build,
     "gpu-arch-unsupported": _needs_a_gpu,
     "gpu-newer-than-build-range": _needs_a_gpu,
@@ -214,11 +229,12 @@ FACTS: dict[str, Callable[[Snapshot, dict], Verdict | None]] = {
     "windows-long-paths-disabled": _on_os("windows"),
     "python-32-bit": _python_32_bit,
     "torch-cuda-symbol-error": _pinned_wheel,
-    "nvjitlink-symbol-missing": lambda snap, groups: _pinned_wheel(snap, groups, "nvidia-nvjitlink-cu"),
+    "nvjitlink-symbol-missing": lambda facts, groups: _pinned_wheel(facts, groups, "nvidia-nvjitlink-cu"),
 }
 
 
-def fact_verdict(finding: str, snap: Snapshot, groups: dict) -> Verdict | None:
-    """(verdict, why) from the machine's facts for a cause, or None: the rules decide."""
+def fact_verdict(finding: str, facts: Assessment, groups: dict) -> Verdict | None:
+    """(verdict, why) from the machine's facts (the diagnosis's assessment) for a cause, or None: the rules
+    decide."""
     judge = FACTS.get(finding)
-    return judge(snap, groups) if judge is not None else None
+    return judge(facts, groups) if judge is not None else None
