@@ -148,7 +148,7 @@ def _base_evidence(snapshot: S.Snapshot, seen: _Seen | None = None) -> dict:
 def _python(snapshot: S.Snapshot) -> str:
     # Windows: the py launcher when the paste does not name the interpreter (there is no python3 there)
     path = snapshot.interpreter.path or ("py" if snapshot.host.os == "windows" else "python")
-    return f'"{path}"' if " " in path else path
+    return shells.quote(path, shells.shell_for(snapshot.host.os), first=True)
 
 
 def _kernels_ran(snapshot: S.Snapshot) -> bool:

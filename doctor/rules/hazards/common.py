@@ -3,10 +3,10 @@ the shell lines that set a library path."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from doctor.compat.builds import Build
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
@@ -95,7 +95,7 @@ def export(variable: str, dirs: list[str], windows: bool = False) -> str:
         return f'$env:{variable} = "{";".join(dirs)}"'
     if not dirs:
         return f"unset {variable}"
-    return f"export {variable}={shlex.quote(':'.join(dirs))}"
+    return f"export {variable}={shells.quote(':'.join(dirs))}"
 
 
 def split_path(value: str | None, windows: bool = False) -> list[str]:

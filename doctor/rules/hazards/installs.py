@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
+from doctor.model import shells
 from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import (
     CONDA_REMOVE,
@@ -203,9 +203,10 @@ def check_install_leftovers(facts: Assessment) -> list[Finding]:
     broken = [p for p in paths if _base(p).endswith(".dist-info") and not _base(p).startswith("~")]
     windows = snap.host.os == "windows"
     if windows:
-        remove = "Remove-Item -Recurse -Force -LiteralPath " + ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+        remove = "Remove-Item -Recurse -Force -LiteralPath " + ", ".join(shells.quote(p, shells.POWERSHELL)
+                                                                         for p in paths)
     else:
-        remove = "rm -rf -- " + " ".join(shlex.quote(p) for p in paths)
+        remove = "rm -rf -- " + " ".join(shells.quote(p) for p in paths)
     actions = [Action(SHELL, text=remove)]
     for path in broken:
         name, _, version = _base(path)[: -len(".dist-info")].partition("-")

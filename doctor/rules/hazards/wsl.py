@@ -4,10 +4,9 @@ build and the driver does not answer: the GPU cannot be used."""
 
 from __future__ import annotations
 
-import shlex
-
 from doctor.compat.assessment import Assessment
 from doctor.compat.wsl import wsl_version
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.environment import Libraries, Wsl
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -59,7 +58,7 @@ def check_wsl(facts: Assessment) -> list[Finding]:
             ]
             commands.append(export("LD_LIBRARY_PATH", [WSL_LIB_DIR] + rest))
         for conf_file in dict.fromkeys(o["file"] for o in conf_offenders):
-            commands.append(Msg("sudo mv {quote} {quote}.disabled && sudo ldconfig", quote=shlex.quote(conf_file)))
+            commands.append(Msg("sudo mv {quote} {quote}.disabled && sudo ldconfig", quote=shells.quote(conf_file)))
         where = [f"{e.path} ({', '.join(e.driver_libs)}) in LD_LIBRARY_PATH" for e in offenders] + [
             f"{o['dir']} ({', '.join(o['driver_libs'])}) from {o['file']}" for o in conf_offenders
         ]
@@ -97,7 +96,7 @@ def _wsl1(wsl: Wsl, cuda: bool, release: str | None) -> Finding:
             "WSL 2 passes the GPU through.", release=release or "?"),
         {"kernel_release": release, "wsl.evidence": list(wsl.evidence), "distro": wsl.distro},
         Fix(Msg("Convert the distribution to WSL 2, in Windows (PowerShell or cmd), then open it again."),
-            [f"wsl --set-version {shlex.quote(distro) if wsl.distro else distro} 2  # in Windows",
+            [f"wsl --set-version {shells.quote(distro, shells.POWERSHELL) if wsl.distro else distro} 2  # in Windows",
              "wsl --set-default-version 2  # in Windows, for distributions installed later"],
             [WSL_VERSIONS, WSL_GUIDE]),
     )
@@ -106,10 +105,10 @@ def _wsl1(wsl: Wsl, cuda: bool, release: str | None) -> Finding:
 def _linux_driver(wsl: Wsl, linux_driver: list[str], packages: list[str], severity: str) -> Finding:
     """A Linux NVIDIA driver inside WSL 2: its libcuda/libnvidia-ml and nvidia-smi shadow the Windows driver's."""
     if packages:
-        commands = [f"sudo apt-get purge {' '.join(shlex.quote(p) for p in packages)}"]
+        commands = [f"sudo apt-get purge {' '.join(shells.quote(p) for p in packages)}"]
     else:  # its files without dpkg's status at hand: dpkg names the package that owns one
         files = [p for p in linux_driver if ".so." in p]
-        commands = [f"sudo apt-get purge $(dpkg -S {shlex.quote(f)} | cut -d: -f1)" for f in files[:1]]
+        commands = [f"sudo apt-get purge $(dpkg -S {shells.quote(f)} | cut -d: -f1)" for f in files[:1]]
         if any("dkms" in p or "/proc/driver" in p or "/sys/module" in p for p in linux_driver):
             commands.append(Msg("dkms status  # then: sudo apt-get purge the nvidia-dkms-* package it names"))
     commands.append("sudo apt-get autoremove --purge")
