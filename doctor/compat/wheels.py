@@ -422,6 +422,13 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
     return later
 
 
+def choose_on_python(table, machine: Machine, python: str, asked: str) -> tuple[Machine, Choice]:
+    """The wheel of torch ``asked`` for this machine as if it ran another Python (``python``: "3.12" or
+    "3.12.4"), and that machine."""
+    there = replace(machine, python=f"{python}.0" if python.count(".") == 1 else python, free_threaded=False)
+    return there, choose(table, there, None, wanted=f"=={asked}")
+
+
 def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
     """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
     the installed version when that one does not match it."""

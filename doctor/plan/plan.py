@@ -26,7 +26,7 @@ from doctor.compat.wheels import (
     Choice,
     Fit,
     Machine,
-    choose,
+    choose_on_python,
     in_spec,
     public_spec,
     python_label,
@@ -361,9 +361,7 @@ def _other_python_way(run: _Run, asked: str) -> dict | None:
     other = python_in_range(run.snap, release.python_min, release.python_max)
     if other is None:
         return None
-    there = replace(machine, python=f"{other.version}.0" if other.version.count(".") == 1 else other.version,
-                    free_threaded=False)
-    pick = choose(run.table, there, None, wanted=f"=={asked}")
+    there, pick = choose_on_python(run.table, machine, other.version, asked)
     fit = pick.target or pick.needs_driver
     summary = f"Or use Python {other.version} for torch {asked}"
     if fit is None:
