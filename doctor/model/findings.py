@@ -16,6 +16,7 @@ ERROR = "error"
 WARNING = "warning"
 INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
+INTERNAL_ERROR_ID = "internal-rule-error"  # a rule that crashed: its own finding, exit 3
 
 
 # Action kinds: what a fix asks a package manager (or the shell) to do.
