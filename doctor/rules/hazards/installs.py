@@ -224,13 +224,14 @@ def check_install_leftovers(facts: Assessment) -> list[Finding]:
             ERROR if broken else WARNING,
             Msg("an interrupted install left {len} item(s) in {folders}", len=len(paths), folders=', '.join(folders)),
             Msg("pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; ")
-            + (Msg("{items} has no RECORD, so pip can neither uninstall nor upgrade "
-               "it (\"RECORD file not found\"); ", items=', '.join(_base(p) for p in broken)) if broken else "")
+            + (Msg("{items} has no whole RECORD (none, one cut off, or one listing files that are not there), "
+                   "so pip can neither uninstall nor upgrade it cleanly; ",
+                   items=', '.join(_base(p) for p in broken)) if broken else "")
             + Msg("these were left when an install stopped half way. Left there, pip check and imports see a mix "
             "of two builds."),
             {"leftovers": paths},
             Fix(
-                Msg("Remove the leftovers") + (Msg(", then reinstall what has no RECORD") if broken else "")
+                Msg("Remove the leftovers") + (Msg(", then reinstall what has no whole RECORD") if broken else "")
                 + Msg(" (a restore file from torchdoctor fix brings back the builds from before)."),
                 actions=actions,
             ),
