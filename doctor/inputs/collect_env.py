@@ -252,6 +252,12 @@ def _host(fields: dict[str, str], unknowns: list[str]) -> Host:
             host.machine = "arm64" if "arm" in os_line.lower() else "x86_64"
         elif host.os == "windows" and "32-bit" in os_line:
             host.machine = "x86"
+    if not host.machine and host.os == "windows":
+        # "OS: Microsoft Windows 11 Home" names no architecture; the Python version line names the one the
+        # interpreter was built for ("[MSC v.1940 64 bit (AMD64)]"), which is what torch's wheels follow.
+        m = re.search(r"\[MSC v\.\d+ (?:64|32) bit \((AMD64|ARM64|Intel)\)\]", _value(fields.get("python_version")) or "")
+        if m:
+            host.machine = {"AMD64": "x86_64", "ARM64": "arm64", "Intel": "x86"}[m.group(1)]
     if not host.libc:
         m = re.match(r"^(glibc|musl)-([\d.]+)$", _value(fields.get("libc_version")) or "")
         if m:

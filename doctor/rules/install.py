@@ -54,6 +54,10 @@ def check_torch_installed(facts: Assessment) -> list[Finding]:
             Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")
                 if interp.bits != 32 else Msg("Install a 64-bit Python first (see python-32-bit).")),
         )]
+    if inst.status == "unknown":  # e.g. a collect_env text that lists no packages: never "passed"
+        return unknown(Msg("whether torch is installed is unknown ({detail}); {how} tells",
+                           detail=inst.detail or Msg("the install was not read"),
+                           how="python -m pip show torch"))
     if inst.status == "error":
         return [Finding(
             "torch-inspect-failed", WARNING,
