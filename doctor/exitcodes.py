@@ -1,4 +1,4 @@
-"""Exit codes, in one place. Documented in `torchdoctor --help` and README.md."""
+"""Exit codes, in one place. Documented in `torchdoctor --help` and docs/usage.md (every use of each code)."""
 
 OK = 0  # no error finding (warnings alone do not fail unless --strict)
 FINDINGS = 1  # at least one error finding (or a warning with --strict)
