@@ -65,7 +65,7 @@ EXPLAIN_ONLY_IDS = {
     "ptxas-too-old-for-gpu": "Triton's ptxas does not know the GPU",
     "gpu-newer-than-build-range": "the range warning for a GPU just above the build's newest architecture",
 }
-# ids `torchdoctor distributed` reports (doctor/distributed.py); used only in `related`
+# ids `torchdoctor distributed` reports (the doctor/distributed/ package); used only in `related`
 DISTRIBUTED_IDS = {"distributed-nccl-error", "distributed-collective-failed"}
 
 

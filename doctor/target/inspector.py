@@ -338,7 +338,7 @@ def list_dists():
 
 
 # torch's generated version.py is a few lines of `name[: type] = literal`; reading those with a regex
-# saves importing ast (several ms of every check). Any other line sends the whole file to ast.
+# spares every check the import of ast. Any other line sends the whole file to ast.
 _SIMPLE_LINE = re.compile(
     r"""^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][A-Za-z0-9_.\[\], ]*)?\s*=\s*"""
     r"""(?P<value>'[^'\\\n]*'|"[^"\\\n]*"|None|True|False|-?[0-9]+)"""
