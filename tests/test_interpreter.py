@@ -87,7 +87,7 @@ def test_torchdoctors_own_environment_when_it_holds_torch(tmp_path, present, exp
     env = {"VIRTUAL_ENV": _env_folder(tmp_path, "venv")} if "venv" in present else {}
     (tmp_path / "work").mkdir()
     if "dotvenv" in present:
-        _env_folder(tmp_path / "work", ".venv")
+        _real_venv(tmp_path / "work" / ".venv")  # only a real venv in the working folder is run
     own = (lambda: "/opt/td/bin/python") if "own" in present else (lambda: None)
     path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which({"python3": "/usr/bin/python3"}),
                                    own=own)
