@@ -8,7 +8,7 @@ from doctor import exitcodes
 
 # What a terminal must never get raw from a message that quotes an input: C0 controls (newlines too:
 # the message is one line), DEL and C1 controls (0x9b is a CSI on some terminals).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # and bidi controls
 MAX_MESSAGE = 1000
 
 

@@ -1,4 +1,4 @@
-"""Exit codes, in one place. Documented in `torchdoctor --help` and README.md."""
+"""Exit codes, in one place. Documented in `torchdoctor --help` and docs/usage.md (every use of each code)."""
 
 OK = 0  # no error finding (warnings alone do not fail unless --strict)
 FINDINGS = 1  # at least one error finding (or a warning with --strict)
@@ -6,7 +6,8 @@ USAGE = 2  # bad command line, unreadable input (a table, a report), or output t
 INTERNAL = 3  # torchdoctor itself failed: please report it
 REQUIREMENT = 4  # a CI requirement (--require, --min-gpus, ...) is not met
 FIX_FAILED = 5  # `fix` ran and a step failed; the restore command was printed
-REFUSED = 6  # `fix` refused to change the environment (no consent, PEP 668, conda base)
+REFUSED = 6  # `fix` refused, nothing changed: no consent, PEP 668, conda base, changes outside torch,
+# a foreign package source, another fix holding the environment's lock
 INTERRUPTED = 130
 
 HELP = """Exit codes:
@@ -16,5 +17,7 @@ HELP = """Exit codes:
   3  internal error in torchdoctor (please report it)
   4  a CI requirement (--require, --min-gpus, ...) is not met
   5  fix: a step failed (the restore command is printed)
-  6  fix: refused (no consent, externally-managed or conda base environment)
+  6  fix: refused, nothing changed (no consent, externally-managed or conda base environment,
+     changes outside torch without --force, a package source the plan does not name,
+     another fix holding the environment's lock)
   130 interrupted"""

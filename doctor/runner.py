@@ -152,8 +152,14 @@ def kill_marked(owner: str | None = None) -> int:
     except ImportError:
         return 0
     me, found = os.getpid(), []
-    for proc in psutil.process_iter(["pid"]):
+    try:
+        born = psutil.Process(me).create_time()  # what started before us cannot carry our mark
+    except (psutil.Error, OSError):
+        born = 0.0
+    for proc in psutil.process_iter(["pid", "create_time"]):
         try:
+            if (proc.info["create_time"] or 0.0) < born - 1.0:
+                continue
             if proc.pid != me and proc.environ().get(OWNER_VAR) == owner:
                 found.append(proc)
         except (psutil.Error, OSError):
@@ -229,7 +235,45 @@ def _new_group(hard_limit: float | None = None) -> dict:
     return {"preexec_fn": setup}
 
 
+_SPAWNED = threading.Event()  # a child was started: at the end, its daemons are looked for (kill_leftovers)
+
+
+def kill_leftovers() -> int:
+    """At the end of a run that started children: SIGKILL the processes they left behind carrying our mark (a
+    daemon a target's start-up code started in a session of its own, which no group kill reaches). Linux reads
+    /proc itself (psutil is not loaded on check's path); elsewhere ``kill_marked``. Returns how many."""
+    if not _SPAWNED.is_set():
+        return 0
+    if not os.path.isfile("/proc/self/stat"):
+        return kill_marked()
+    mark = f"\0{OWNER_VAR}={os.getpid()}\0".encode()
+    born = _start_ticks("self")
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid() or _start_ticks(name) < born:
+            continue  # what started before us cannot carry our mark
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if mark not in b"\0" + handle.read(1 << 20):
+                    continue
+            os.kill(int(name), signal.SIGKILL)
+            killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
+def _start_ticks(pid: str) -> int:
+    """When the process started, in clock ticks since boot (/proc/<pid>/stat, field 22); -1 if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read(4096).rpartition(b")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 def _spawn(args: list[str], timeout: float, env: Mapping[str, str] | None, **popen) -> subprocess.Popen:
+    _SPAWNED.set()
     child_env = dict(os.environ if env is None else env)
     child_env[OWNER_VAR] = str(os.getpid())
     return subprocess.Popen(args, env=child_env, **popen, **_new_group(timeout + HARD_GRACE_S))
@@ -335,11 +379,14 @@ def run(
                          seconds=time.perf_counter() - start)
     _track(proc, sessions)
     timed_out = False
+    readers: list[_Reader] = []
+    feeder = None
     try:
         stop = (lambda: _stop_politely(proc)) if sessions else (lambda: _kill_group(proc))
         readers = [_Reader(proc.stdout, max_output, stop, on_line), _Reader(proc.stderr, max_output, stop)]
         if stdin is not None:
-            threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
+            feeder = threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True)
+            feeder.start()
         if not _await(proc, readers, timeout):
             timed_out = True
             stop()
@@ -353,6 +400,7 @@ def run(
         raise
     finally:
         _untrack(proc)
+        _close_pipes(proc, readers, feeder)
     if sessions and timed_out:
         kill_marked()
     overflowed = any(r.over for r in readers)
@@ -365,6 +413,19 @@ def run(
         seconds=time.perf_counter() - start,
         overflowed=overflowed and not timed_out,
     )
+
+
+def _close_pipes(proc: subprocess.Popen, readers: Sequence[_Reader] = (), feeder=None) -> None:
+    """Close our ends of the child's pipes (a long fix or distributed run would otherwise keep a few
+    descriptors per command until the garbage collector came by). A pipe a thread still reads or writes (a
+    descendant holds its other end) is left to that thread: closing it under a blocked read would block."""
+    busy = {id(r.stream) for r in readers if r.is_alive()}
+    if feeder is not None and feeder.is_alive():
+        busy.add(id(proc.stdin))
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None and id(pipe) not in busy:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
 
 
 def _feed(pipe, data: bytes) -> None:
@@ -475,8 +536,8 @@ def stream_run(
     lines: queue.Queue[str | None] = queue.Queue(maxsize=10_000)
     assert proc.stdout is not None
     # keep=False: a step's output is not held in memory, only its last STREAM_TAIL lines below
-    _Reader(proc.stdout, MAX_STREAM, lambda: _kill_group(proc), on_line=lines.put, keep=False,
-            on_end=lambda: lines.put(None))
+    reader = _Reader(proc.stdout, MAX_STREAM, lambda: _kill_group(proc), on_line=lines.put, keep=False,
+                     on_end=lambda: lines.put(None))
     timer = threading.Timer(timeout, on_timeout)
     timer.daemon = True
     timer.start()
@@ -507,6 +568,8 @@ def stream_run(
     finally:
         timer.cancel()
         _untrack(proc)
+        reader.join(0.5)
+        _close_pipes(proc, [reader])
     seconds = time.perf_counter() - start
     if fired.is_set():
         return RunResult(args, None, "\n".join(tail), timed_out=True, seconds=seconds)

@@ -182,7 +182,7 @@ def build_schema() -> dict[str, Any]:
             "redacted": {
                 "type": "boolean",
                 "description": "false: written with --no-redact where torchdoctor redacts (report, -o, "
-                "markdown, github, junit); absent otherwise (since issue 27).",
+                "markdown, github, junit); absent otherwise, and in reports of older versions.",
             },
             "summary": {
                 "type": "object",

@@ -49,6 +49,7 @@ def make_fake_env(
     build_version: str | None = None,
     hip: str | None = None,
     libtorch_cuda: bool | None = None,
+    deps: bool = True,
 ) -> Path:
     """Create the venv and return the path of its python.
 
@@ -61,6 +62,9 @@ def make_fake_env(
     versions without one (default: ``cuda``). ``installer``: INSTALLER text (None: no file).
     ``import_behaviour``: "raise" (default), "ok", "hang", "segfault" or "exit".
     ``libtorch_cuda``: list torch/lib/libtorch_cuda.so in RECORD (default: when ``cuda`` is set).
+    ``deps``: also install, metadata-only, what torch, torchvision and torchaudio declare (each requirement whose
+    marker holds for this interpreter, at a version it allows), as pip would have (default); False leaves them
+    out, as ``pip install --no-deps`` does.
     ``torch=None`` builds a venv without torch.
     """
     if import_behaviour not in _INIT_BODIES:
@@ -108,7 +112,46 @@ def make_fake_env(
         }
         pin = [f"torch (=={torch_base})"] if torch_base else ["torch"]
         add_dist_info(site, name, version, ["numpy"] + pin, installer, files)
+    if deps:
+        install_declared(site, python)
     return python_of(root)
+
+
+def install_declared(site: Path, python: str) -> None:
+    """Write a metadata-only distribution for every requirement the torch family in ``site`` declares and that
+    holds for ``python`` (its markers evaluated there), at the lowest version the requirement allows."""
+    import json
+
+    from packaging.requirements import Requirement
+
+    env = json.loads(subprocess.run(
+        [python, "-c", "import json, os, platform, sys; print(json.dumps({'os_name': os.name, "
+         "'sys_platform': sys.platform, 'platform_machine': platform.machine(), 'platform_system': "
+         "platform.system(), 'python_version': '%d.%d' % sys.version_info[:2], 'python_full_version': "
+         "platform.python_version(), 'implementation_name': sys.implementation.name, "
+         "'platform_python_implementation': platform.python_implementation(), 'extra': ''}))"],
+        check=True, capture_output=True, text=True).stdout)
+    present = {p.name.split("-")[0].lower().replace("_", "-") for p in Path(site).glob("*.dist-info")}
+    wanted: dict[str, str] = {}
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        for line in (dist_info / "METADATA").read_text().splitlines():
+            if not line.startswith("Requires-Dist: "):
+                continue
+            req = Requirement(line[len("Requires-Dist: "):])
+            name = req.name.lower().replace("_", "-")
+            if name in present or (req.marker is not None and not req.marker.evaluate(env)):
+                continue
+            wanted.setdefault(name, _lowest(req))
+    for name, version in wanted.items():
+        add_dist_info(site, name, version)
+
+
+def _lowest(req) -> str:
+    """A version the requirement allows: its == or >= bound ("12.6.*" becomes "12.6.0"), else 1.0."""
+    for spec in req.specifier:
+        if spec.operator in ("==", "===", ">=", "~="):
+            return spec.version.replace(".*", ".0")
+    return "1.0"
 
 
 def default_torch_requires(cuda: str | None) -> list[str]:

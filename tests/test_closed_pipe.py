@@ -149,3 +149,15 @@ def test_a_reader_that_left_is_not_counted(monkeypatch):
     stream.write("the report")
     monkeypatch.setattr(sys, "stdout", stream)
     assert process.output_failed(1) == 1
+
+
+@pytest.mark.parametrize("args", [["rules"], ["rules", "--format", "json"], ["report"], ["check", "--no-smoke"]])
+def test_a_closed_stdout_is_no_reader_not_an_internal_error(args, tmp_path):
+    """``torchdoctor rules >&-``: Python starts with ``sys.stdout`` None; it used to be exit 3 (AttributeError).
+    Now the output goes nowhere, as into a pipe whose reader left, and the exit code is the verdict's."""
+    env = _env({"TORCHDOCTOR_SYSROOT": str(tmp_path)})
+    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "doctor", *args],
+                          stderr=subprocess.PIPE, env=env, timeout=120, cwd=tmp_path)
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode in (0, 1), err
+    assert "internal error" not in err and "Traceback" not in err, err

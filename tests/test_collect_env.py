@@ -144,10 +144,28 @@ EXPECTED = {
         "install.torch.build_version": None,
         "install.torch.cuda": "12.4",
         "install.cuda_from_requires": "12.4",
-        "runtime.status": "skipped",
+        "runtime.status": "import-error",  # N/A with torch in the package list: its import failed
         "runtime.cuda_available": None,
         "nvidia.driver_version.value": "470.256.02",
         "gpu_names": ["NVIDIA GeForce RTX 3060"],
+    },
+    "composed-2.4.0-cu121-windows-not-importable.txt": {
+        "host.os": "windows",
+        "host.machine": "x86_64",
+        "interpreter.bits": 64,
+        "install.torch.version": "2.4.0+cu121",
+        "runtime.status": "import-error",
+        "nvidia.driver_version.value": "560.94",
+        "gpu_names": ["NVIDIA GeForce RTX 4070"],
+    },
+    "composed-windows-32bit-python.txt": {
+        "host.os": "windows",
+        "host.machine": "x86_64",  # the OS is 64-bit; the Python is not
+        "interpreter.bits": 32,
+        "interpreter.version": "3.12.4",
+        "install.status": "absent",
+        "runtime.status": "skipped",
+        "gpu_names": ["NVIDIA GeForce GTX 1660 SUPER"],
     },
     "composed-2.14.1-cu130-rtx5090-r610.txt": {
         "interpreter.version": "3.13.7",

@@ -51,8 +51,21 @@ EXPLAIN_ONLY_IDS = {
     "torchaudio-backend-missing": "torchaudio has no I/O backend",
     "wheel-platform-unsupported": "a wheel built for another Python/platform",
     "windows-dll-load-failed": "WinError 126/127 loading torch's DLLs",
+    # the platform families (tests/fixtures/explain/README.md)
+    "hsa-override-gfx-wrong": "HSA_OVERRIDE_GFX_VERSION names an ISA the GPU cannot run",
+    "rocm-amdgpu-ids-missing": "libdrm cannot find amdgpu.ids (harmless)",
+    "rocm-wsl-runtime-missing": "ROCm torch under WSL2 without AMD's WSL runtime",
+    "mps-op-not-implemented": "an operator without an MPS kernel",
+    "mps-macos-too-old": "macOS older than MPS (or the operator) needs",
+    "macos-arch-mismatch": "x86_64 and arm64 libraries mixed on macOS",
+    "macos-x86-no-torch-wheels": "x86_64 macOS sees no torch after 2.2.2",
+    "python-under-rosetta": "an x86_64 Python under Rosetta on Apple Silicon",
+    "windows-dll-init-failed": "WinError 1114 initialising a torch DLL",
+    "wsl-libcuda-not-on-path": "libcuda.so of the Windows driver not found under WSL2",
+    "ptxas-too-old-for-gpu": "Triton's ptxas does not know the GPU",
+    "gpu-newer-than-build-range": "the range warning for a GPU just above the build's newest architecture",
 }
-# ids `torchdoctor distributed` reports (doctor/distributed.py); used only in `related`
+# ids `torchdoctor distributed` reports (the doctor/distributed/ package); used only in `related`
 DISTRIBUTED_IDS = {"distributed-nccl-error", "distributed-collective-failed"}
 
 
@@ -169,32 +182,56 @@ def test_corpus_shape():
     assert len(dev) + len(holdout) >= 100
     assert 0.15 <= len(holdout) / (len(dev) + len(holdout)) <= 0.25
     for row in dev + holdout:
-        assert set(row) == {"text", "expected", "source", "split"}
+        assert set(row) - {"family"} == {"text", "expected", "source", "split"}
+        assert row.get("family", "amd") in FAMILIES
         assert row["source"].startswith("https://")
         assert row["text"].strip()
     sources = [r["source"] for r in dev + holdout]
     assert len(sources) == len(set(sources)), "one entry per thread"
 
 
+FAMILIES = ("amd", "apple", "windows", "libraries", "older", "range", "containers", "collect_env")
+
+
+def _by_family(sigs, rows) -> str:
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        right = _first(sigs, row["text"]) == row["expected"]
+        for key in (row["family"], "families") if "family" in row else ("original",):
+            counts.setdefault(key, [0, 0])
+            counts[key][0] += right
+            counts[key][1] += 1
+    return ", ".join(f"{k} {ok}/{n}" for k, (ok, n) in counts.items())
+
+
 def test_dev_accuracy(sigs):
     rows = _corpus("dev")
     accuracy, misses = _accuracy(sigs, rows)
-    print(f"\ndev accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    print(f"\ndev accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)}): {_by_family(sigs, rows)}")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
     assert accuracy >= 0.90
+    families = [r for r in rows if "family" in r]
+    assert _accuracy(sigs, families)[0] >= 0.90
 
 
 def test_holdout_accuracy(sigs):
     # Never tuned on: computed and printed. The assertion was added after the first look at the result.
     rows = _corpus("holdout")
     accuracy, misses = _accuracy(sigs, rows)
-    print(f"\nholdout accuracy: {accuracy:.3f} ({len(rows) - len(misses)}/{len(rows)})")
+    right = len(rows) - len(misses)
+    print(f"\nholdout accuracy: {accuracy:.3f} ({right}/{len(rows)}): {_by_family(sigs, rows)}")
     for expected, got, source in misses:
         print(f"  miss: expected {expected}, got {got}: {source}")
     # First look: 52/52. Later changes (source URLs, two DataLoader wordings read from DataLoader.cpp)
     # came from the torch source, not from holdout results; it stayed 52/52.
-    assert accuracy >= 0.80
+    # With the platform families (signatures 2026.12.01, written on dev only): first look 70/77, the 52
+    # older entries all right and 18 of the 25 new ones. Two rows added afterwards for messages the issue
+    # names (cuDNN 9's loader, NCCL's unhandled CUDA error; written from dev threads) made it 71/77 (19/25).
+    # The thresholds are the first look, not tuned to.
+    assert accuracy >= 0.90
+    families = [r for r in rows if "family" in r]
+    assert _accuracy(sigs, families)[0] >= 0.72
 
 
 def _ansi(text):
@@ -346,7 +383,7 @@ def test_utf16_without_bom_is_read_through_its_nuls(sigs):
     assert _first(sigs, data) == "cudnn-library-missing"
 
 
-def test_huge_input_keeps_the_end_and_says_so(sigs):
+def test_huge_input_is_searched_from_start_to_end(sigs):
     filler = "x" * 99 + "\n"
     text = (
         "RuntimeError: Found no NVIDIA driver on your system\n"
@@ -354,9 +391,37 @@ def test_huge_input_keeps_the_end_and_says_so(sigs):
         + "RuntimeError: Torch not compiled with CUDA enabled\n"
     )
     result = explain_text(text, sigs)
-    assert [f.finding for f in result.findings] == ["torch-cpu-build"]  # the start was dropped
-    assert any("dropped" in note for note in result.notes)
-    assert result.lines <= em.MAX_INPUT_CHARS // 100 + 2
+    assert sorted(f.finding for f in result.findings) == ["nvidia-driver-missing", "torch-cpu-build"]
+    assert sorted(f.line for f in result.findings) == [1, 200_002]
+    assert result.lines == 200_002 and result.notes == ()
+
+
+def test_a_stream_of_pieces_is_the_same_as_the_whole(sigs):
+    text = (b"intro\r\n" + b"RuntimeError: Torch not compiled with CUDA enabled\r\n" + "运行\r\n".encode()
+            + b"RuntimeError: No CUDA GPUs are available\r\n")
+    whole = explain_text(text, sigs)
+    # split everywhere, including between CR and LF and inside a multi-byte character
+    for size in (1, 2, 3, 7):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        parts = em.explain_stream(pieces, sigs)
+        assert [(f.finding, f.line) for f in parts.findings] == [(f.finding, f.line) for f in whole.findings]
+        assert parts.lines == whole.lines == 4 and parts.notes == ()
+
+
+def test_what_could_not_be_read_is_counted(sigs):
+    long_line = "y" * (em.MAX_LINE_CHARS + 12_345)
+    data = (b"ok \xfd\xfe\xff\n" + b"a\x00b\x01\n" + long_line.encode()
+            + b" Torch not compiled with CUDA enabled\n" + b"RuntimeError: No CUDA GPUs are available\n")
+    result = explain_text(data, sigs)
+    assert [f.finding for f in result.findings] == ["cuda-visible-devices-hides-all"]
+    assert result.lines == 4
+    assert "3 byte(s) were not valid UTF-8 text and were replaced" in result.notes
+    assert "1 NUL byte(s) were removed" in result.notes
+    assert "1 other control character(s) were removed" in result.notes
+    assert "1 line(s) longer than 4096 characters were searched in overlapping pieces" in result.notes
+    cut = len(" Torch not compiled with CUDA enabled") + 12_345
+    assert (f"1 line(s) longer than {em.MAX_LINE_CHARS} characters were searched up to there: {cut} "
+            "character(s) after that were not searched") in result.notes
 
 
 def test_pathological_line_does_not_hang(sigs):
@@ -448,6 +513,12 @@ def _with_row(raw, index=0, **changes):
         ({"related": ["Not An Id"]}, "related", "kebab-case"),
         ({"colour": "red"}, "colour", "unknown field"),
         ({"meaning": "  "}, "meaning", "must not be empty"),
+        ({"lines": 0}, "lines", "between 1 and"),
+        ({"lines": 41}, "lines", "between 1 and"),
+        ({"lines": True}, "lines", "between 1 and"),
+        ({"judge": "astrology", "outcome": "x"}, "judge", "must be one of"),
+        ({"judge": "capability-range"}, "outcome", "needs both"),
+        ({"outcome": "below-min"}, "outcome", "needs both"),
     ],
 )
 def test_bad_row_is_one_line_naming_row_and_field(raw_signatures, changes, field, why):
@@ -565,3 +636,66 @@ def test_the_smoke_test_rule_reads_rows_that_exist_and_uses_every_smoke_test_row
         sigs.regex(row)  # a KeyError names a row the rule reads that the file does not have
     assert {w.id for w in sigs.smoke_test} <= named, "a smoke_test row no code reads"
     assert {w.finding for w in sigs.smoke_test} <= set(runtime.RULES[0].ids)
+
+
+# --- multi-line and judged rows ----------------------------------------------------------------------------
+
+
+def test_every_judge_the_loader_accepts_is_one_the_matcher_has():
+    assert set(sg.JUDGES) == set(em.JUDGES)
+
+
+@pytest.mark.parametrize(
+    ("cc", "low", "high", "outcome"),
+    [
+        ("12.1", "8.0", "12.0", "above-max-same-major"),  # GB10 against a cu128/cu129 build
+        ("8.9", "3.7", "8.6", "above-max-same-major"),
+        ("12.0", "5.0", "9.0", "above-max-newer-major"),  # RTX 5090 against a cu124 build
+        ("10.0", "5.0", "9.0", "above-max-newer-major"),
+        ("3.7", "5.0", "9.0", "below-min"),
+        ("8.6", "5.0", "9.0", "within"),
+    ],
+)
+def test_capability_range_judge(cc, low, high, outcome):
+    assert em.capability_range({"cc": cc, "min": low, "max": high}) == outcome
+
+
+def test_capability_range_judge_needs_every_number():
+    assert em.capability_range({"cc": "12.1", "min": "8.0"}) is None
+    assert em.capability_range({"cc": "%d.%d", "min": "8.0", "max": "12.0"}) is None
+
+
+RANGE_LINES = ("Found GPU0 {gpu} which is of cuda capability {cc}.{sep}Minimum and Maximum cuda capability "
+               "supported by this version of PyTorch is{sep}({low}) - ({high})")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "cc", "low", "high", "sep", "finding", "title_word"),
+    [
+        ("NVIDIA GB10", "12.1", "8.0", "12.0", "\n    ", "gpu-newer-than-build-range", "harmless"),
+        ("NVIDIA GB10", "12.1", "8.0", "12.0", " ", "gpu-newer-than-build-range", "harmless"),
+        ("NVIDIA GeForce RTX 5090", "12.0", "5.0", "9.0", "\n", "gpu-arch-unsupported", "newer"),
+        ("Tesla K80", "3.7", "5.0", "9.0", "\n", "gpu-arch-unsupported", "older"),
+    ],
+)
+def test_range_warning_is_judged_by_its_numbers(sigs, gpu, cc, low, high, sep, finding, title_word):
+    text = RANGE_LINES.format(gpu=gpu, cc=cc, low=low, high=high, sep=sep)
+    findings = explain_text(text, sigs).findings
+    assert [f.finding for f in findings] == [finding]  # the general "Found GPU0" prefix adds no cause
+    assert title_word in findings[0].title
+    assert findings[0].line == 1
+
+
+def test_a_multi_line_row_spans_a_block_boundary(sigs):
+    # the range warning split over two blocks of the stream: the matcher holds the last lines back
+    text = "Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.\n"
+    rest = "Minimum and Maximum cuda capability supported by this version of PyTorch is\n(8.0) - (12.0)\n"
+    pieces = ["x\n" * 10, text, rest]
+    result = em.explain_stream(pieces, sigs)
+    assert [(f.finding, f.line) for f in result.findings] == [("gpu-newer-than-build-range", 11)]
+
+
+def test_a_multi_line_row_whose_words_start_before_the_needle(sigs):
+    text = "My GPU is an AMD Radeon RX 6700 XT.\n\nRuntimeError: Found no NVIDIA driver on your system.\n"
+    first = explain_text(text, sigs).findings[0]
+    assert (first.finding, first.line) == ("torch-wrong-vendor-build", 1)

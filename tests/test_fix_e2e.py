@@ -188,11 +188,12 @@ def test_pip_fix_turns_cpu_into_cu121_keeps_numpy_and_the_restore_command_brings
     assert set(after) - set(before) == {"nvidia-cuda-runtime-cu12"}
     restore_file = next((tmp_path / "state").rglob("torchdoctor-restore-*.txt"))
     assert "torch==2.5.1+cpu  # from the /whl/cpu index" in restore_file.read_text()
-    uninstall, install = restore_command(res.stdout)
+    clean, uninstall, install = restore_command(res.stdout)
+    assert clean[1] == "-c"  # what an interrupted install left goes first (issue 27)
     # The CUDA wheel the fix pulled in was not there before: pins cannot remove it, the uninstall does.
     assert uninstall[-4:] == ["pip", "uninstall", "-y", "nvidia-cuda-runtime-cu12"]
     assert install[-2:] == ["--index-url", world["index"].as_uri() + "/cpu"]
-    run_restore([uninstall, install])
+    run_restore([clean, uninstall, install])
     assert_builds(venv, CPU)
     assert installed(venv) == before  # nvidia-cuda-runtime-cu12 is gone, nothing else moved
 

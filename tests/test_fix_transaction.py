@@ -80,6 +80,46 @@ def test_the_lock_refuses_a_second_fix_on_the_same_environment(tmp_path):
         pass
 
 
+def test_the_lock_lives_in_the_environment_whatever_home_says(tmp_path):
+    """Two fixes with different $HOME (or XDG_STATE_HOME), or through another path to the same folder (a bind
+    mount has another real path: the lock is on the file in the environment, so on its inode), still take turns."""
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    (tmp_path / "link").symlink_to(prefix)
+    one = {"HOME": str(tmp_path / "alice"), "XDG_STATE_HOME": str(tmp_path / "alice")}
+    two = {"HOME": str(tmp_path / "bob")}
+    with EnvironmentLock(str(prefix), one):
+        with pytest.raises(DoctorError, match="another torchdoctor fix"):
+            with EnvironmentLock(str(tmp_path / "link"), two):
+                pass
+    assert (prefix / ".torchdoctor-fix.lock").is_file()
+    assert not (tmp_path / "alice").exists() and not (tmp_path / "bob").exists()
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_an_environment_that_cannot_hold_the_lock_is_refused(tmp_path):
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    prefix.chmod(0o555)
+    try:
+        with pytest.raises(DoctorError, match="cannot lock") as caught:
+            with EnvironmentLock(str(prefix)):
+                pass
+        assert caught.value.exit_code == exitcodes.REFUSED
+    finally:
+        prefix.chmod(0o755)
+
+
+def test_a_lock_path_planted_as_a_symlink_is_refused(tmp_path):
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    (prefix / ".torchdoctor-fix.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DoctorError, match="cannot lock"):
+        with EnvironmentLock(str(prefix)):
+            pass
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     env = {"XDG_STATE_HOME": str(tmp_path), "HOME": str(tmp_path)}
     holder = subprocess.Popen([
@@ -217,7 +257,7 @@ def test_a_fix_waits_for_no_one_when_another_holds_the_environment(table, tmp_pa
     fake = FakeInstaller()
     machine = fake_machine(fake, [cpu_snapshot()], table, tmp_path)
     start = time.monotonic()
-    with EnvironmentLock(cpu_snapshot().interpreter.prefix or "/home/u/venv", machine.env):
+    with machine.lock(cpu_snapshot().interpreter.prefix or "/home/u/venv", machine.env):
         with pytest.raises(DoctorError, match="another torchdoctor fix") as caught:
             run_fix(opts(), FixOptions(yes=True), machine)
     assert caught.value.exit_code == exitcodes.REFUSED and fake.steps == 0 and time.monotonic() - start < 10
@@ -233,3 +273,81 @@ def table():
 
 def test_runresult_fakes_stay_compatible():
     assert RunResult(["x"], 0).ok and not RunResult(["x"], 0, overflowed=True).ok
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    """ENOSPC while the restore file is written (a full state folder or --restore-file disk): one line, exit 2,
+    and no file at all under the name or beside it (before: exit 3 and a 0-byte file that blocked the name)."""
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    for chosen in (True, False):
+        target = tmp_path / f"restore-{chosen}.txt"
+        with pytest.raises(DoctorError, match="No space left on device; nothing was changed") as caught:
+            create_file(target, "torch==2.6.0\n", chosen_by_user=chosen)
+        assert caught.value.exit_code == exitcodes.USAGE
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    assert create_file(tmp_path / "restore-True.txt", "x\n", chosen_by_user=True).read_text() == "x\n"
+
+
+def test_a_taken_name_gets_a_suffix_and_the_file_names_itself(tmp_path):
+    (tmp_path / "r.txt").write_text("someone else's\n")
+    written = create_file(tmp_path / "r.txt", lambda at: f"# restore with: pip install -r {at}\n", chosen_by_user=False)
+    assert written == tmp_path / "r-2.txt" and written.read_text() == f"# restore with: pip install -r {written}\n"
+    assert (tmp_path / "r.txt").read_text() == "someone else's\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r-2.txt", "r.txt"]
+
+
+def test_a_venv_path_with_a_newline_keeps_the_restore_file_whole():
+    """Every line of the file is a comment or an exact pin, whatever the interpreter's path holds."""
+    from doctor.fix.restore import restore_argvs, restore_command, restore_text
+    from doctor.plan.commands import InstallSource
+
+    python = "/tmp/evil\ntorch==0.0.1 --index-url http://evil\n/bin/python"
+    before = {"torch": "2.6.0+cu126", "numpy": "1.26.4"}
+    argvs = restore_argvs("pip", python, before, ["torch"], InstallSource(), "/tmp/r\nx.txt",
+                          clean=[python, "-c", "pass", "/sp", "--"])
+    text = restore_text(python, before, restore_command(argvs), [], "now", cleans=True)
+    for line in text.splitlines():
+        assert line.startswith("#") or line.startswith("torch==2.6.0+cu126  #"), line
+
+
+def test_the_restore_files_clean_up_step_clears_what_a_killed_install_left(tmp_path):
+    """The first command of a restore file (rollback.clean_argv), run as the user would run it: pip's stashes
+    go, a torch-family dist-info cut off while written goes, and so does the torch folder no whole install owns
+    any more; what a whole install owns, and a user's own "~$notes.txt" file, stay."""
+    site, state = _site(tmp_path)
+    (site / "torch").rename(site / "~orch")
+    (site / "torch-2.6.0+cu126.dist-info").rename(site / "~orch-2.6.0+cu126.dist-info")
+    _dist(site, "torch", "2.7.1+cu128", ["torch/__init__.py"])
+    with open(site / "torch-2.7.1+cu128.dist-info" / "RECORD", "a") as handle:
+        handle.write("torch/lib/pad/0001.bin,sha")  # cut off: uv was killed while writing it
+    (site / "~$notes.txt").write_text("mine")
+    argv = rollback.clean_argv(sys.executable, state)
+    assert argv[1] == "-c" and argv[-2:] == ["torch", "torchvision"]
+    subprocess.run(argv, check=True, timeout=60)
+    assert sorted(p.name for p in site.iterdir()) == [
+        "torchvision", "torchvision-0.21.0+cu126.dist-info", "~$notes.txt"]
+
+
+def test_the_lock_holds_through_a_bind_mount(tmp_path):
+    """The same environment seen through a bind mount (another real path, the same inode): one fix at a time.
+    Needs the right to mount (root in a container here); skipped elsewhere."""
+    prefix, other = tmp_path / "venv", tmp_path / "mounted"
+    prefix.mkdir()
+    other.mkdir()
+    done = subprocess.run(["mount", "--bind", str(prefix), str(other)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        assert os.path.realpath(other) != os.path.realpath(prefix)
+        with EnvironmentLock(str(prefix), {"HOME": str(tmp_path / "a")}):
+            with pytest.raises(DoctorError, match="another torchdoctor fix"):
+                with EnvironmentLock(str(other), {"HOME": str(tmp_path / "b")}):
+                    pass
+    finally:
+        subprocess.run(["umount", "-l", str(other)], capture_output=True)

@@ -26,6 +26,7 @@ from doctor.fix.preview import Change, Preview, parse_pip_report, parse_uv_dry_r
 from doctor.fix.project import detect_project, project_change, target_project
 from doctor.fix.restore import restore_argvs, restore_command
 from doctor.fix.run import FixOptions, Machine, run_fix
+from doctor.fix.state import EnvironmentLock
 from doctor.model.environment import Conda, CondaRecord, PythonFacts
 from doctor.model.versions import variant_of
 from doctor.plan import commands, installers
@@ -134,7 +135,9 @@ def fake_machine(fake, snaps, table, tmp_path, stdin=None):
         snap = queue.pop(0) if len(queue) > 1 else queue[0]
         return table, diagnose(snap, table, commands=commands(snap) if commands else None)
 
+    (tmp_path / "env").mkdir(exist_ok=True)  # the fake environment's folder, where its lock lives
     return Machine(
+        lock=lambda prefix, env: EnvironmentLock(str(tmp_path / "env"), env),
         runner=fake.runner,
         stream=fake.stream,
         stdin=stdin or io.StringIO(""),
@@ -230,7 +233,9 @@ def test_pep668_and_conda_base_are_refused_unless_forced(table, tmp_path, interp
 
 
 def test_a_step_failing_midway_is_rolled_back(table, tmp_path, capsys):
-    snap = cpu_snapshot(env_kind="conda", prefix="/home/u/miniforge/envs/t")
+    prefix = tmp_path / "miniforge" / "envs" / "t"  # the lock lives in the environment: it must exist
+    prefix.mkdir(parents=True)
+    snap = cpu_snapshot(env_kind="conda", prefix=str(prefix))
     snap.environment.python = PythonFacts(conda=Conda(records=[
         CondaRecord(name="pytorch", version="2.7.1", build="py3.12_cpu_0", channel="pytorch"),
         CondaRecord(name="cpuonly", version="2.0", build="0", channel="pytorch"),
@@ -244,7 +249,7 @@ def test_a_step_failing_midway_is_rolled_back(table, tmp_path, capsys):
         "conda",
         "remove",
         "-p",
-        "/home/u/miniforge/envs/t",
+        str(prefix),
         "--force",
         "-y",
         "pytorch",

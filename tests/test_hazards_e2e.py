@@ -172,8 +172,10 @@ def test_second_torch_on_pythonpath(tmp_path, cuda_env):
         extra, "torch", "2.4.0", files={"torch/__init__.py": "raise RuntimeError('not imported')\n"}
     )
     report = cli_check(cuda_env, {"PYTHONPATH": str(extra)})
-    found = finding(report, "duplicate-torch-installs")
+    # the copy on PYTHONPATH is the one imported: the remedy is the variable, never an uninstall (issue 29)
+    found = finding(report, "pythonpath-torch-shadows")
     assert len(found["evidence"]["dists"]) == 2
+    assert found["fix"]["commands"] == ["unset PYTHONPATH"]
 
 
 # --- a real small /dev/shm (private mount namespace) ----------------------------------------------

@@ -17,7 +17,7 @@ from doctor.probes.host import probe_host
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hazards"
 GIB = 1024**3
-SECTIONS = {"container", "shm", "cpu", "memory", "visible_devices", "libraries", "cuda_home", "wsl"}
+SECTIONS = {"container", "shm", "cpu", "memory", "visible_devices", "libraries", "cuda_home", "wsl", "loader"}
 
 
 def put(root: Path, path: str, text: str = "") -> Path:
@@ -432,3 +432,4 @@ def test_probe_environment_windows_skips_linux_only_parts(tmp_path):
     assert facts.libraries.variable == "PATH"
     assert as_plain(facts.shm) == {"why": "no /dev/shm on Windows"}
     assert facts.wsl.is_wsl is False
+    assert facts.loader is None  # the dynamic loader's folders are Linux's

@@ -23,7 +23,7 @@ from doctor.target import inspector
 FIXTURES = Path(__file__).parent / "fixtures" / "inspector"
 # The interpreters this project's machines have (pyenv); 3.14 is covered by the inspector's code
 # but not run here, since no 3.14 interpreter is installed.
-TARGET_VERSIONS = ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
+TARGET_VERSIONS = ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
 
 
 def _python_or_skip(version: str) -> str:
@@ -78,7 +78,12 @@ def test_inspector_on_each_real_interpreter(tmp_path, version):
     assert install.torchaudio.build_version == "2.6.0+cu126"
 
     assert env.executable == str(python)
-    assert [d.name for d in env.dists] == ["torch", "torchaudio", "torchvision"]
+    # the CUDA wheels torch declares (fakeenv installs what is declared, as pip does), then the trio
+    assert [d.name for d in env.dists] == ["nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "torch", "torchaudio",
+                                           "torchvision"]
+    installed = {row[0]: row[1] for row in env.installed}
+    assert installed["torch"] == "2.6.0+cu126" and installed["numpy"] and installed["filelock"]
+    assert env.markers["python_version"] == version and env.markers["implementation_name"] == "cpython"
     assert env.torch_origin == str(site_packages(tmp_path / "env") / "torch" / "__init__.py")
     assert str(site_packages(tmp_path / "env")) in env.sys_path
     assert env.pyvenv_cfg["include-system-site-packages"] == "false"
@@ -184,11 +189,12 @@ def test_pythonpath_copy_wins_and_is_described(tmp_path, monkeypatch):
     assert install.torch.location == str(shadow)
     assert env.torch_origin == str(shadow / "torch" / "__init__.py")
     assert [d.version for d in env.dists if d.name == "torch"] == ["2.4.0+cu118", "2.6.0+cu126"]
+    assert env.pythonpath == str(shadow)
 
 
 @pytest.mark.slow
 def test_stale_dist_info_without_package(tmp_path):
-    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6")
+    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6", deps=False)
     shutil.rmtree(site_packages(tmp_path / "env") / "torch")
     _, install, env = inspect_interpreter_full(str(python), "--python")
     assert install.status == "absent"
@@ -198,7 +204,7 @@ def test_stale_dist_info_without_package(tmp_path):
 
 @pytest.mark.slow
 def test_nvidia_and_nvml_dists_are_listed(tmp_path):
-    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6")
+    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6", deps=False)
     site = site_packages(tmp_path / "env")
     add_dist_info(site, "nvidia-cudnn-cu12", "9.5.1.17")
     add_dist_info(site, "nvidia-ml-py", "12.560.30")
@@ -253,6 +259,7 @@ def test_nothing_next_to_the_script_can_shadow(tmp_path):
     folder = tmp_path / "probes"
     folder.mkdir()
     shutil.copy(INSPECTOR, folder / "inspector.py")
+    shutil.copy(Path(INSPECTOR).parent / "installed.py", folder / "installed.py")
     (folder / "json.py").write_text("raise SystemExit('shadowed json')\n")
     (folder / "torch").mkdir()
     (folder / "torch" / "__init__.py").write_text("")
@@ -263,6 +270,19 @@ def test_nothing_next_to_the_script_can_shadow(tmp_path):
     data = json.loads(done.stdout)
     assert data["packages"]["torch"] is None
     assert str(folder) not in data["interpreter"]["sys_path"]
+
+
+@pytest.mark.slow
+def test_inspector_without_its_sibling_still_describes_torch(tmp_path):
+    """installed.py missing (a copied inspector): the rest of the answer stands, and the gap is a problem."""
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    shutil.copy(INSPECTOR, folder / "inspector.py")
+    python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6")
+    done = subprocess.run([str(python), str(folder / "inspector.py")], capture_output=True, text=True, timeout=60)
+    data = json.loads(done.stdout)
+    assert data["packages"]["torch"]["version"] == "2.6.0+cu126"
+    assert "installed" not in data and any("listing installed versions failed" in p for p in data["problems"])
 
 
 @pytest.mark.slow
@@ -363,6 +383,42 @@ def test_leftovers_of_an_interrupted_pip(tmp_path, monkeypatch):
         (site / name).mkdir(parents=True)
         for file in files:
             (site / name / file).write_text("")
-    monkeypatch.setattr(sys, "path", [str(site), "", str(tmp_path / "absent")])
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
     assert [Path(p).name for p in inspector.find_leftovers()] == [
         "numpy-2.0.0.dist-info", "torch-2.7.0.dist-info", "~orch", "~orch-2.6.0.dist-info"]
+
+
+def test_leftovers_only_by_pip_naming_in_site_packages(tmp_path, monkeypatch):
+    """A user's "~$Report.docx" or "~notes/" is not pip's: only folders named the way pip stashes them, and only
+    in the interpreter's own site-packages (a folder on PYTHONPATH is the user's)."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    for folder in (site, work):
+        (folder / "~notes").mkdir(parents=True)
+        (folder / "~$Report.docx").write_text("")
+        (folder / "stray-1.0.dist-info").mkdir()
+    (site / "~-rch").mkdir()
+    (site / "~$odd").mkdir()
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
+    monkeypatch.setattr(sys, "path", [str(work), str(site)])
+    assert [Path(p).name for p in inspector.find_leftovers()] == ["stray-1.0.dist-info", "~-rch", "~notes"]
+    assert inspector.PIP_STASH.match("~orch-2.6.0+cu126.dist-info") and not inspector.PIP_STASH.match("~$Report")
+
+
+def test_a_half_written_torch_is_a_leftover(tmp_path, monkeypatch):
+    """A torch whose RECORD lists files that are not there, or a package folder no dist-info describes."""
+    site = tmp_path / "site"
+    dist = site / "torch-2.7.1.dist-info"
+    dist.mkdir(parents=True)
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("")
+    (dist / "RECORD").write_text("torch/__init__.py,,\ntorch/nn.py,,\ntorch/lib/libtorch.so,,\n"
+                                 "torch-2.7.1.dist-info/RECORD,,\n")
+    record = {"name": "torch", "path": str(dist), "location": str(site)}
+    monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
+    assert inspector.find_leftovers([record]) == [str(dist)]
+    (site / "torch" / "nn.py").write_text("")
+    assert inspector.find_leftovers([record]) == []  # whole (a missing library is the smoke test's to find)
+    assert inspector.find_leftovers([]) == [str(site / "torch")]  # no dist-info describes it
+    with open(dist / "RECORD", "a") as handle:
+        handle.write("torch/lib/pad/0001.bin,sha")  # cut off while written (uv killed)
+    assert inspector.find_leftovers([record]) == [str(dist)]

@@ -34,6 +34,14 @@ def _env_folder(root: Path, name: str, layout: str = "bin/python") -> str:
     return str(root / name)
 
 
+def _real_venv(folder: Path, target: str | None = None) -> Path:
+    """A venv's shape: pyvenv.cfg, and bin/python a symlink to an interpreter (this one unless ``target``)."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "pyvenv.cfg").write_text(f"home = {os.path.dirname(sys.executable)}\n")
+    (folder / "bin" / "python").symlink_to(target or os.path.realpath(sys.executable))
+    return folder / "bin" / "python"
+
+
 def _which(found: dict[str, str]):
     def which(name, path=None):
         return found.get(name)
@@ -47,7 +55,8 @@ def _which(found: dict[str, str]):
 PRECEDENCE = [
     ({"venv", "conda", "dotvenv", "python3"}, "venv/bin/python", "VIRTUAL_ENV={root}/venv"),
     ({"conda", "dotvenv", "python3"}, "conda/bin/python", "CONDA_PREFIX={root}/conda"),
-    ({"dotvenv", "python3"}, "work/.venv/bin/python", "./.venv in the working directory"),
+    ({"dotvenv", "python3"}, "work/.venv/bin/python",
+     f"./.venv in the working folder (a venv whose python is {os.path.realpath(sys.executable)})"),
     ({"python3", "python"}, "/usr/bin/python3", "python3 on PATH"),
     ({"python"}, "/usr/bin/python", "python on PATH"),
 ]
@@ -62,11 +71,43 @@ def test_choose_interpreter_precedence(tmp_path, present, expected, reason):
         env["CONDA_PREFIX"] = _env_folder(tmp_path, "conda")
     (tmp_path / "work").mkdir()
     if "dotvenv" in present:
-        _env_folder(tmp_path / "work", ".venv")
+        _real_venv(tmp_path / "work" / ".venv")
     on_path = {n: f"/usr/bin/{n}" for n in ("python3", "python") if n in present}
     path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which(on_path))
     assert path == (expected if expected.startswith("/") else str(tmp_path / expected))
     assert why == reason.format(root=tmp_path)
+
+
+@pytest.mark.parametrize(("present", "expected"), [
+    ({"own", "dotvenv", "python3"}, "/opt/td/bin/python"),  # torchdoctor's own env with torch: before ./.venv
+    ({"own", "venv", "python3"}, "venv/bin/python"),  # an activated environment still comes first
+    ({"dotvenv", "python3"}, "work/.venv/bin/python"),  # its own env without torch counts for nothing
+])
+def test_torchdoctors_own_environment_when_it_holds_torch(tmp_path, present, expected):
+    env = {"VIRTUAL_ENV": _env_folder(tmp_path, "venv")} if "venv" in present else {}
+    (tmp_path / "work").mkdir()
+    if "dotvenv" in present:
+        _real_venv(tmp_path / "work" / ".venv")  # only a real venv in the working folder is run
+    own = (lambda: "/opt/td/bin/python") if "own" in present else (lambda: None)
+    path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which({"python3": "/usr/bin/python3"}),
+                                   own=own)
+    assert path == (expected if expected.startswith("/") else str(tmp_path / expected))
+    if expected.startswith("/opt"):
+        assert why == "torchdoctor's own environment, which holds torch"
+
+
+def test_own_environment_python_looks_for_torch_on_disk(tmp_path, monkeypatch):
+    import sysconfig
+
+    from doctor.probes.interpreter import own_environment_python
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"purelib": str(site), "platlib": str(site)})
+    assert own_environment_python() is None
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('never imported')\n")
+    assert own_environment_python() == sys.executable
 
 
 def test_explicit_python_file_folder_and_command(tmp_path):
@@ -282,7 +323,7 @@ def test_crashing_interpreter(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["2.7", "3.6", "3.7"])
+@pytest.mark.parametrize("version", ["2.7"])
 def test_too_old_python_gives_a_clean_error(version):
     python = find_python(version)
     if python is None:
@@ -291,10 +332,27 @@ def test_too_old_python_gives_a_clean_error(version):
     assert interpreter.version.startswith(version + ".")
     assert (
         interpreter.error
-        == f"Python {interpreter.version} is too old: torch needs 3.8+ (current releases need 3.10+)"
+        == f"Python {interpreter.version} is too old: torch needs 3.6+ (current releases need 3.10+)"
     )
     assert install.status == "error" and install.detail == interpreter.error
     assert env.error == interpreter.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.6", "3.7"])
+def test_python_36_and_37_are_inspected_like_any_other(tmp_path, version):
+    # torch 1.x published wheels for both: the inspector runs there (no importlib.metadata on either)
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} interpreter (pyenv or python{version} on PATH)")
+    exe = make_fake_env(tmp_path / "venv", python=python, torch="1.10.2+cu113", cuda="11.3",
+                        torchvision="0.11.3+cu113")
+    interpreter, install, env = inspect_interpreter_full(str(exe), "--python")
+    assert interpreter.error is None and interpreter.version.startswith(version + ".")
+    assert install.status == "ok" and install.torch.version == "1.10.2+cu113" and install.torch.cuda == "11.3"
+    assert install.torchvision.version == "0.11.3+cu113"
+    assert ["torch", "1.10.2+cu113"] in [row[:2] for row in env.installed]
+    assert env.markers["python_version"] == version and env.markers["sys_platform"] == sys.platform
 
 
 def test_running_interpreter_itself_is_inspected():
@@ -441,3 +499,80 @@ def test_each_inspection_names_what_is_installed_now(tmp_path):
     assert "nvidia-tinylib-cu12" in names()
     _pip(python, "uninstall", "-y", "nvidia-tinylib-cu12")
     assert "nvidia-tinylib-cu12" not in names()
+
+
+# --- ./.venv of the working folder: only a real venv runs (issue 27) ------------------------------------
+
+
+def _choose_in(work: Path):
+    return choose_interpreter(None, {}, str(work), which=_which({"python3": "/usr/bin/python3"}))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinked venvs")
+def test_dot_venv_regular_file_or_script_is_refused(tmp_path):
+    script = tmp_path / ".venv" / "bin" / "python"
+    script.parent.mkdir(parents=True)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    script.write_text("#!/bin/sh\ntouch pwned\n")
+    script.chmod(0o755)
+    path, why = _choose_in(tmp_path)
+    assert path == "/usr/bin/python3"
+    assert why.startswith("python3 on PATH (./.venv refused: ") and "regular file" in why
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinked venvs")
+def test_dot_venv_link_into_the_working_folder_is_refused(tmp_path):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "launcher").write_text("#!/bin/sh\n")
+    _real_venv(tmp_path / ".venv", target=str(tmp_path / "tools" / "launcher"))
+    path, why = _choose_in(tmp_path)
+    assert path == "/usr/bin/python3" and "inside the working folder" in why
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinked venvs")
+def test_dot_venv_without_pyvenv_cfg_is_refused(tmp_path):
+    python = _real_venv(tmp_path / ".venv")
+    (tmp_path / ".venv" / "pyvenv.cfg").unlink()
+    assert python.is_symlink()
+    path, why = _choose_in(tmp_path)
+    assert path == "/usr/bin/python3" and "no pyvenv.cfg" in why
+
+
+def test_dot_venv_on_windows_needs_a_home_outside(tmp_path):
+    from doctor.probes.interpreter import working_folder_venv
+
+    exe = tmp_path / ".venv" / "Scripts" / "python.exe"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("")
+    cfg = tmp_path / ".venv" / "pyvenv.cfg"
+    cfg.write_text(f"home = {tmp_path / 'py'}\n")
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "python.exe").write_text("")
+    assert working_folder_venv(str(exe), str(tmp_path), platform="win32")[0] is None
+    outside = tmp_path.parent / f"{tmp_path.name}-py"
+    outside.mkdir()
+    (outside / "python.exe").write_text("")
+    cfg.write_text(f"home = {outside}\n")
+    assert working_folder_venv(str(exe), str(tmp_path), platform="win32")[0] == str(outside / "python.exe")
+
+
+def test_a_half_written_torch_folder_is_not_an_install():
+    """The inspector lists a torch folder no dist-info describes as a leftover: torch is not installed (an
+    error, so the plan installs it), never a healthy torch read from version.py alone."""
+    data = {"inspector": 1, "packages": {"torch": {"folder": "/sp/torch", "origin": "/sp/torch/__init__.py",
+                                                   "version": None, "version_py": {"__version__": "2.7.1"}}},
+            "dists": [], "leftovers": ["/sp/torch"]}
+    _, install, facts = parse_inspector_output("/x/python", "r", _result(json.dumps(data)))
+    assert install.status == "absent" and "half-written torch at /sp/torch" in install.detail
+    assert facts.leftovers == ["/sp/torch"]
+
+
+def test_a_later_json_line_cannot_pass_for_the_inspector():
+    """Something printing at exit (an atexit hook in a sitecustomize) after the inspector: the object with this
+    run's nonce is the inspector's; one with another nonce, or none, printed later does not win."""
+    real = {"inspector": 1, "nonce": "n1", "interpreter": {"version": "3.11.7"}, "packages": {}, "dists": []}
+    forged = {"inspector": 1, "interpreter": {"version": "9.9"}, "packages": {}, "dists": []}
+    other = dict(forged, nonce="n0")
+    out = "\n".join(["hello from sitecustomize", json.dumps(real), json.dumps(forged), json.dumps(other)])
+    interpreter, _, _ = parse_inspector_output("/x/python", "r", _result(out), nonce="n1")
+    assert interpreter.version == "3.11.7"

@@ -204,7 +204,7 @@ def test_nvidia_visible_devices_hides_all(value):
 
 def test_driver_capabilities_without_compute():
     snap = snap_with(container=container(nodes=["/dev/nvidia0"], nvidia_driver_capabilities="utility"))
-    finding = one(containers.check_containers(assess(snap, None)), "container-missing-compute-capability")
+    finding = one(containers.check_containers(assess(snap, None)), "nvidia-driver-capabilities-no-compute")
     assert finding.fix.commands == [
         "docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."
     ]
@@ -735,7 +735,8 @@ def test_wsl_linux_driver_inside():
     finding = one(wsl.check_wsl(assess(wsl_snap(linux_driver=[lib_path, "/var/lib/dkms/nvidia"]), None)),
                   "wsl-linux-driver-installed")  # fmt: skip
     assert finding.fix.commands[0] == f"sudo apt-get purge $(dpkg -S {lib_path} | cut -d: -f1)"
-    assert finding.fix.commands[-1] == "sudo ldconfig"
+    # then ldconfig, and WSL restarted from Windows so that nothing keeps the old libraries loaded
+    assert finding.fix.commands[-2:] == ["sudo ldconfig", "wsl --shutdown  # in Windows, then open the distribution again"]
 
 
 def test_not_wsl():
@@ -750,3 +751,13 @@ def test_every_emitted_id_is_declared():
     source = "".join(path.read_text(encoding="utf-8") for path in sorted(package.glob("*.py")))
     built = set(re.findall(r'Finding\(\s*"([a-z0-9-]+)"', source))
     assert len(built) == len(declared) and built == declared, built ^ declared
+
+
+def test_torchs_own_cudnn_pin_is_what_it_uses_not_another_packages():
+    # TensorFlow's nvidia-cudnn-cu12 8.9 beside torch 2.4.1's pin on 9.1: the wheel torch loads is its own pin's
+    snap = make_snapshot(torch=torch_dist("2.4.1+cu121", "12.1", requires=[
+        'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"']))
+    snap.environment.python = PythonFacts(dists=[DistRecord(name="nvidia-cudnn-cu12", version="8.9.4.25")])
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("9.1.0.70", "torch's requirement nvidia-cudnn-cu12==9.1.0.70")
+    snap.install.torch.requires = []  # no pin: the installed wheel is all there is to go by
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("8.9.4.25", "nvidia-cudnn-cu12 8.9.4.25")

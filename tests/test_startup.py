@@ -1,7 +1,7 @@
 """Start-up regression guard, without timing anything: what each path imports, read from sys.modules in a
 fresh interpreter. tests/test_imports.py already keeps torch, pynvml, psutil and rich out of `--help` and
-torch and rich out of `check --no-smoke --json`; this adds the rest of what makes them fast
-(benchmarks/README.md has the numbers behind each line).
+torch and rich out of `check --no-smoke --json`; this adds the rest of what keeps their start-up short:
+each package listed here is one a plain command does not need to import.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ CHECK_JSON_NEVER = {"rich", "pydantic"}
 
 
 def test_check_no_smoke_json_imports_only_the_allowed_packages(tmp_path):
-    """The start-up guard of issue 17: the top-level packages `check --no-smoke --json` imports are the
+    """The start-up guard: the top-level packages `check --no-smoke --json` imports are the
     standard library and an explicit list, and never rich."""
     python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
     sysroot = tmp_path / "sysroot"

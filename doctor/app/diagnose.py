@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.compat.assessment import assess
+from doctor.compat.assessment import Assessment, assess
 from doctor.model.findings import CheckResult, Finding
 from doctor.model.requirements import Requirements
 from doctor.model.snapshot import Fact, Requested, Snapshot
@@ -21,6 +21,7 @@ class Diagnosis:
     plan: Plan
     commands: Commands  # how this run wrote every command (installer, source, shell): the plan's and the fix's
     strict: bool = False  # warnings fail the run too (--strict or the config's strict)
+    facts: Assessment | None = None  # what the rules and the plan were given (explain judges by it too)
 
 
 def enrich(snap: Snapshot, table) -> None:
@@ -75,4 +76,4 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
     # Findings are written after the plan: a finding that reinstalls torch names the plan's exact builds.
     commands.fill(findings, (tuple(plan.pins), plan.pins_variant))
     attach_commands(findings, plan)
-    return Diagnosis(snap, findings, checks, plan, commands, bool(requirements and requirements.strict))
+    return Diagnosis(snap, findings, checks, plan, commands, bool(requirements and requirements.strict), facts)

@@ -1,11 +1,15 @@
 """`torchdoctor explain`: from the error message a user has to its cause on this machine.
 
-The text (a file, stdin, or the words on the command line) is matched against the signature data
+The text (a file, stdin, or the words on the command line) is streamed through the matcher
+(doctor/inputs/errortext.py) in blocks, at any size, and matched against the signature data
 (compat_tables/signatures.json); every known message becomes a candidate cause with the id `check`
-uses. Unless --no-probe, the machine is then probed like `check` (for the interpreter the traceback
-came from when that one is here) and each candidate is confirmed, ruled out, or left unknown by what
-the rules found. Exit 1 when a cause stands (confirmed, unknown, or not checkable by probing), 0 when
-nothing was recognised or every candidate was ruled out, 2 for unreadable input.
+uses. When the whole input is a collect_env paste or a torchdoctor JSON report, the machine it describes
+is diagnosed as `check --from` does and the causes are judged there. Otherwise, unless --no-probe, this
+machine is probed like `check` (for the interpreter the traceback came from when that one is here) and
+each candidate is confirmed, ruled out, or left unknown by what the rules found and by the machine's
+facts (doctor/app/explain_facts.py). Exit 1 when a cause stands (confirmed, unknown, or not checkable by
+probing) or the pasted machine has an error finding, 0 when nothing was recognised or every candidate
+was ruled out, 2 for unreadable input.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,9 +27,9 @@ from doctor.app.options import CheckOptions
 from doctor.errors import DoctorError
 
 EXPLAIN_SCHEMA_VERSION = 1
-MAX_KEEP_BYTES = 64 * 1024 * 1024  # keep the last this much; the matcher looks at the last 4 MB anyway
-MAX_READ_BYTES = 1024 * 1024 * 1024  # stop reading an endless stream (yes | torchdoctor explain -) here
-_CHUNK = 1 << 20
+READ_BYTES = 1 << 20  # the input is read and searched in blocks of this size, never held whole
+PASTE_BYTES = 4 << 20  # an input up to this size is also tried as a collect_env paste or a JSON report
+TAIL_BYTES = 256 << 10  # the end of the input, kept to find the interpreter a traceback came from
 
 CONFIRMED = "confirmed"  # the check found this very cause on this machine
 RULED_OUT = "ruled-out"  # the check looked and this machine does not have it
@@ -50,50 +55,68 @@ class ExplainOptions:
     quiet: bool = False  # -q: no progress and no notices on stderr
 
 
-def read_input(inputs: list[str], stdin=None) -> tuple[bytes, str, bool]:
-    """(the bytes to explain, where they came from, whether reading stopped early). One existing path:
-    that file; "-" or nothing with a piped stdin: stdin; anything else: the words themselves."""
+def open_input(inputs: list[str], stdin=None) -> tuple[Iterator[bytes], str]:
+    """(the blocks of bytes to explain, where they come from). One existing path: that file; "-" or
+    nothing with a piped stdin: stdin; anything else: the words themselves. Nothing is read yet."""
     stdin = stdin or sys.stdin
     if len(inputs) == 1 and inputs[0] == "-" or not inputs:
         if not inputs and stdin.isatty():
             raise DoctorError("nothing to explain: give a file, - for stdin, or the message itself "
                               "(torchdoctor explain \"no kernel image is available ...\")")
-        data, cut = _read_bounded(stdin.buffer if hasattr(stdin, "buffer") else stdin)
-        return data, "stdin", cut
+        return _blocks(stdin.buffer if hasattr(stdin, "buffer") else stdin, "stdin"), "stdin"
     if len(inputs) == 1 and os.path.lexists(inputs[0]):
-        data, cut = _read_file(inputs[0])
-        return data, inputs[0], cut
-    return " ".join(inputs).encode("utf-8", "surrogateescape"), "command line", False
+        return _file_blocks(inputs[0]), inputs[0]
+    return iter([" ".join(inputs).encode("utf-8", "surrogateescape")]), "command line"
 
 
-def _read_file(path: str) -> tuple[bytes, bool]:
+def _file_blocks(path: str) -> Iterator[bytes]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise DoctorError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise DoctorError(f"{path}: not a regular file (for a pipe, use: ... | torchdoctor explain -)")
-        return _read_bounded(handle)
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise DoctorError(f"{path}: not a regular file (for a pipe, use: ... | torchdoctor explain -)")
+    return _blocks(handle, path, close=True)
 
 
-def _read_bounded(handle) -> tuple[bytes, bool]:
-    """(the last MAX_KEEP_BYTES of at most MAX_READ_BYTES, whether reading stopped early): errors sit at
-    the end of logs, and an endless stream must not keep us reading forever."""
-    kept: list[bytes] = []
-    size = total = 0
-    while total < MAX_READ_BYTES:
-        chunk = handle.read(_CHUNK)
-        if not chunk:
-            break
-        if isinstance(chunk, str):
-            chunk = chunk.encode("utf-8", "surrogateescape")
-        kept.append(chunk)
-        size += len(chunk)
-        total += len(chunk)
-        while size - len(kept[0]) >= MAX_KEEP_BYTES:
-            size -= len(kept.pop(0))
-    return b"".join(kept), total >= MAX_READ_BYTES
+def _blocks(handle, name: str, close: bool = False) -> Iterator[bytes]:
+    """The handle's bytes, READ_BYTES at a time, to its end (any size: the matcher keeps no text)."""
+    try:
+        while True:
+            try:
+                block = handle.read(READ_BYTES)
+            except OSError as exc:
+                raise DoctorError(f"{name}: cannot read: {exc.strerror or exc}") from None
+            if not block:
+                return
+            yield block.encode("utf-8", "surrogateescape") if isinstance(block, str) else block
+    finally:
+        if close:
+            handle.close()
+
+
+class _Kept:
+    """Passes the blocks on and keeps two bounded pieces of them: the whole input while it is no bigger
+    than PASTE_BYTES (a collect_env paste or a report is read as one), and its last TAIL_BYTES."""
+
+    def __init__(self, blocks: Iterator[bytes]) -> None:
+        self.blocks = blocks
+        self.head: bytearray | None = bytearray()
+        self.tail = b""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for block in self.blocks:
+            if self.head is not None:
+                self.head += block
+                if len(self.head) > PASTE_BYTES:
+                    self.head = None
+            self.tail = (self.tail + block)[-TAIL_BYTES:]
+            yield block
+
+    def whole(self) -> bytes | None:
+        return bytes(self.head) if self.head is not None else None
 
 
 def signatures_path() -> Path:
@@ -123,8 +146,53 @@ def traceback_interpreter(text: str) -> str | None:
     return None
 
 
-def verdicts(causes: list[dict], diag) -> None:
-    """Confirm or rule out each cause by what the rules found on this machine (in place)."""
+def pasted_machine(data: bytes | None, source: str):
+    """(kind, snapshot) when the whole input is a collect_env paste or a torchdoctor JSON report, else None:
+    then `check --from` has a machine to diagnose, and that machine is the one the message came from."""
+    if data is None or not _may_be_pasted_machine(data):
+        return None
+    from doctor.errors import ReportError
+    from doctor.inputs.reports import COLLECT_ENV, REPORT, decode_input, detect_input_kind, read_report
+
+    try:
+        text = decode_input(data, source)
+    except ReportError:
+        return None
+    kind = detect_input_kind(text)
+    if kind not in (COLLECT_ENV, REPORT):
+        return None
+    try:
+        snapshot, _meta = read_report(text, source)
+    except ReportError:
+        return None  # a log that merely starts with "{": explained from its text alone
+    return kind, snapshot
+
+
+# words only collect_env output or a torchdoctor report has: without one of them the parsers are not loaded
+_PASTE_WORDS = (b"PyTorch version", b"Is debug build", b"CUDA used to build PyTorch",
+                b"ROCM used to build PyTorch", b"Is CUDA available", b"report_schema_version")
+
+
+def _may_be_pasted_machine(data: bytes) -> bool:
+    return (data.lstrip()[:1] == b"{" or data.startswith((b"\xff\xfe", b"\xfe\xff"))
+            or any(word in data for word in _PASTE_WORDS))
+
+
+# what a check's own note says when it did not run; explain runs without the smoke test unless --smoke
+_NO_SMOKE = "--no-smoke"
+
+
+def _note(note: str) -> str:
+    if _NO_SMOKE in note:
+        return note.replace(_NO_SMOKE, "the smoke test did not run (explain --smoke runs it)")
+    return note
+
+
+def verdicts(causes: list[dict], diag, where: str = "this machine") -> None:
+    """Confirm or rule out each cause by the machine's facts (doctor/app/explain_facts.py) and what the
+    rules found there (in place). ``where``: "this machine", or the pasted machine for a collect_env
+    paste or a report."""
+    from doctor.app.explain_facts import fact_verdict
     from doctor.rules import all_rules
 
     rules_of: dict[str, list[str]] = {}  # a finding id can come from several rules (gpu-arch and runtime)
@@ -137,10 +205,14 @@ def verdicts(causes: list[dict], diag) -> None:
         ids = [cause["id"], *cause.get("related", [])]
         hit = next((found[i] for i in ids if i in found), None)
         if hit is not None:
-            cause["verdict"], cause["why"] = CONFIRMED, f"this machine has it: {hit.title}"
+            cause["verdict"], cause["why"] = CONFIRMED, f"{where} has it: {hit.title}"
             cause["check"] = {"id": hit.id, "detail": hit.detail,
                               "fix": {"summary": hit.fix.summary if hit.fix else "",
                                       "commands": list(hit.fix.commands) if hit.fix else []}}
+            continue
+        fact = fact_verdict(cause["id"], diag.facts, cause["match"]["groups"]) if diag.facts else None
+        if fact is not None:
+            cause["verdict"], cause["why"] = fact
             continue
         rules = [r for i in ids for r in rules_of.get(i, [])]
         if not rules:
@@ -151,38 +223,54 @@ def verdicts(causes: list[dict], diag) -> None:
         # rules out, so it does not stand in the way; an unknown one does
         if "passed" in statuses and statuses <= {"passed", "skipped"}:
             cause["verdict"] = RULED_OUT
-            cause["why"] = ("the check looked and this machine does not have it: the message came from another "
+            cause["why"] = (f"the check looked and {where} does not have it: the message came from another "
                             "machine, another interpreter, or a different cause")
         else:
-            # skipped (--no-smoke, not WSL) or unknown (a fact was missing): the check's own reason says why
+            # skipped (no smoke test, not WSL) or unknown (a fact missing): the check's own reason says why
             unknown = [f.title for f in diag.findings if f.rule in rules]
             unknown += [c.note for c in diag.checks if c.rule in rules and c.status != "passed" and c.note]
             cause["verdict"] = UNKNOWN
-            cause["why"] = "the check could not tell" + (f": {unknown[0]}" if unknown else "")
+            cause["why"] = "the check could not tell" + (f": {_note(str(unknown[0]))}" if unknown else "")
 
 
 def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
     """The explain report and the exit code."""
-    from doctor.inputs.errortext import explain_text
+    from doctor.inputs.errortext import explain_stream
 
-    data, source, cut = read_input(opts.inputs, stdin)
-    sigs = load_bundled_signatures()
-    result = explain_text(data, sigs)
+    blocks, source = open_input(opts.inputs, stdin)
+    sigs = load_bundled_signatures()  # compiled once for the run
+    kept = _Kept(blocks)
+    result = explain_stream(kept, sigs)
     causes = [_cause(f) for f in result.findings]
     report = {
         "explain_schema_version": EXPLAIN_SCHEMA_VERSION,
         "tool": {"name": "torchdoctor", "version": __version__},
         "signatures_version": sigs.signatures_version,
-        "input": {"source": source, "lines": result.lines, "notes": list(result.notes)
-                  + ([f"stopped reading after {MAX_READ_BYTES >> 20} MiB"] if cut else [])},
+        "input": {"source": source, "lines": result.lines, "notes": list(result.notes)},
         "probed": False,
         "causes": causes,
         "check": None,
     }
+    pasted = pasted_machine(kept.whole(), source)
+    if pasted is not None:
+        # The paste describes the machine the message came from: diagnose it as `check --from` does,
+        # not this one.
+        from doctor.app.run import exit_code_for, judge, make_report
+        from doctor.table.load import load_table
+
+        kind, snapshot = pasted
+        table = load_table(opts.table)
+        diag = judge(snapshot, table)
+        verdicts(causes, diag, where="the pasted machine")
+        code = exit_code_for(diag.findings)
+        report["rediagnosed"] = {"kind": kind, "as": "torchdoctor check --from", "exit_code": code}
+        report["check"] = make_report(table, diag, code)
+        standing = [c for c in causes if c["verdict"] != RULED_OUT]
+        return report, exitcodes.FINDINGS if standing or code == exitcodes.FINDINGS else exitcodes.OK
     if opts.probe and causes:
         from doctor.app.run import diagnose_machine, exit_code_for, make_report
 
-        text = data.decode("utf-8", "replace")
+        text = kept.tail.decode("utf-8", "replace")
         python = opts.python or traceback_interpreter(text)
         check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table, quiet=opts.quiet,
                              json=opts.format == "json" and opts.output is None, python_named=bool(opts.python))
@@ -190,6 +278,7 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
         verdicts(causes, diag)
         report["probed"] = True
         report["interpreter_from_traceback"] = bool(python and not opts.python)
+        report["interpreter"] = diag.snapshot.interpreter.path or None
         report["check"] = make_report(table, diag, exit_code_for(diag.findings))
     else:
         for cause in causes:
@@ -199,12 +288,31 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
 
 
 def _cause(f) -> dict:
-    return {
+    cause = {
         "id": f.finding, "title": f.title, "meaning": f.meaning, "fix": f.fix, "related": list(f.related),
         "match": {"line": f.line, "text": f.text, "groups": dict(f.groups), "signature": f.signature,
                   "specificity": f.specificity, "occurrences": f.occurrences},
         "torch_versions": f.torch_versions, "source": f.source,
     }
+    decoded = _decoded(f.groups)
+    if decoded:
+        cause["decoded"] = decoded
+    return cause
+
+
+def _decoded(groups) -> dict:
+    """What the numbers in a message mean: CUDA's integer driver version ("found version 11040": 11.4), torch
+    1.x's runtime error numbers."""
+    from doctor.inputs.errortext import decode_cuda_version, decode_runtime_error
+
+    decoded = {}
+    cuda = decode_cuda_version(groups.get("found_version"))
+    if cuda:
+        decoded["found_version"] = f"CUDA {cuda}"
+    error = decode_runtime_error(groups.get("runtime_code"))
+    if error:
+        decoded["runtime_code"] = error
+    return decoded
 
 
 def run_explain(opts: ExplainOptions) -> int:
@@ -235,7 +343,7 @@ def run_explain(opts: ExplainOptions) -> int:
         import io
 
         buf = io.StringIO()
-        render_explain(report, verbose=opts.verbose, file=buf, width=100)
+        render_explain(report, verbose=opts.verbose, file=buf, width=100, terminal=False)
         text = buf.getvalue()
     if report.get("redacted") is False and opts.format != "json":
         from doctor.app.output import NOT_REDACTED

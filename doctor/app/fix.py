@@ -5,11 +5,17 @@ index (the facts are not probed twice) and a line says so."""
 
 from __future__ import annotations
 
-from doctor.app.check import torch_requirement
 from doctor.app.mirror import checked_mirror, mirror_option
 from doctor.app.options import CheckOptions, source_from_options, validate
 from doctor.app.output import emit
-from doctor.app.run import diagnose_machine, exit_code_for, judge, make_report, requested_for
+from doctor.app.run import (
+    diagnose_machine,
+    exit_code_for,
+    judge,
+    make_report,
+    requested_for,
+    requirements_for,
+)
 from doctor.fix.run import FixOptions
 from doctor.plan.commands import InstallSource
 
@@ -31,7 +37,9 @@ def run_fix(opts: CheckOptions, fix) -> int:
         fix.source = mirror.source()
     if not fix.dry_run:
         refuse_existing(fix.restore_file)  # never written over, never through a symlink: said before probing
-    req = torch_requirement(opts)  # --torch: the torch the fix must end with (the plan answers it)
+    # What check reads (--torch, and [tool.torchdoctor] of ./pyproject.toml: its ignore and torch), so that
+    # check and fix never disagree about what is wrong and which torch to end with.
+    req = requirements_for(opts)
 
     def diagnose(options, commands=None):
         table, diag = diagnose_machine(options, commands=commands, requirements=req)

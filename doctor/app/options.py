@@ -72,12 +72,38 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
     from doctor.probes.interpreter import choose_interpreter as choose
 
     path, reason = choose(python, os.environ, os.getcwd())
+    refused = reason.partition("./.venv refused: ")[2]
+    if refused:
+        import sys
+
+        from doctor.errors import one_line
+
+        refused = refused[:-1] if refused.endswith(")") else refused
+        print(one_line(f"torchdoctor: not running ./.venv/ of the working folder: {refused}"),
+              file=sys.stderr)
     if python:
         if path is None:
             raise DoctorError(reason)
         if os.name == "posix" and not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise DoctorError(Msg("--python {python}: {path} is not an executable file", python=python, path=path))
     return path, reason
+
+
+def _say_index_from_environment(value: str) -> None:
+    """An index that TORCHDOCTOR_INDEX_URL_BASE set (a profile, a CI secret) and not the command line: every
+    command then installs from it, so one line on stderr says where it came from (credentials hidden)."""
+    import os
+    import sys
+
+    if os.environ.get("TORCHDOCTOR_INDEX_URL_BASE") != value:
+        return
+    if any(a == "--index-url-base" or a.startswith("--index-url-base=") for a in sys.argv[1:]):
+        return
+    from doctor.errors import one_line
+    from doctor.fix.sources import shown
+
+    print(one_line(f"torchdoctor: the index is {shown(value.strip())}, from TORCHDOCTOR_INDEX_URL_BASE"),
+          file=sys.stderr)
 
 
 def source_from_options(index_url_base: str | None, find_links: str | None, no_index: bool) -> InstallSource:
@@ -88,6 +114,7 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
         raise DoctorError(Msg("--no-index needs --find-links DIR_OR_URL (where the wheels are)"))
     base = DEFAULT_INDEX_BASE
     if index_url_base:
+        _say_index_from_environment(index_url_base)
         base = index_url_base.strip()
         if "://" not in base:
             folder = Path(base).expanduser()

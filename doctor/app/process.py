@@ -96,6 +96,24 @@ class ReaderMayLeave:
         return getattr(self._stream, name)
 
 
+def _fill_closed_streams() -> None:
+    """A run started with stdout or stderr closed (``cmd >&-``): Python sets ``sys.stdout`` to None, and the
+    next file opened gets descriptor 1, into which every child's output would then go. The descriptor gets
+    /dev/null, and the stream writes there: no reader, as with a pipe whose reader left (the exit code is the
+    verdict's)."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="replace", closefd=False))
+        except OSError:
+            continue
+
+
 def _reader_may_leave() -> list[ReaderMayLeave]:
     """stdout and stderr wrapped, where they are not terminals (a terminal that goes away is SIGHUP's, below)."""
     wrapped = []
@@ -140,6 +158,7 @@ def _unwrap(stream) -> ReaderMayLeave | None:
 
 @contextlib.contextmanager
 def guard() -> Iterator[None]:
+    _fill_closed_streams()
     wrapped = _reader_may_leave()
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -159,6 +178,7 @@ def guard() -> Iterator[None]:
         runner = sys.modules.get("doctor.runner")  # not loaded: no child was ever started
         if runner is not None:
             runner.kill_running()
+            runner.kill_leftovers()
         for sig, handler in previous.items():
             with contextlib.suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, handler)

@@ -46,7 +46,22 @@ def requirements_for(opts: CheckOptions):
     from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if os.path.isfile(path) else None
     if from_file is not None:
         check_ignored(from_file.ignore, f"{shown}: [tool.torchdoctor]: ignore")
+        _say_what_the_file_changes(shown, from_file, opts)
     return merge(cli, from_file)
+
+
+def _say_what_the_file_changes(path: str, from_file, opts: CheckOptions) -> None:
+    """A cloned repository's pyproject.toml can drop findings (``ignore``) or choose the torch (``torch``):
+    the verdict then rests on that file, so one line on stderr names it and what it set (not with -q)."""
+    said = [f"ignore = {from_file.ignore!r}"] if from_file.ignore else []
+    if from_file.torch and not opts.torch:
+        said.append(f"torch = {from_file.torch!r}")
+    if said and not opts.quiet:
+        import sys
+
+        from doctor.errors import one_line
+
+        print(one_line(f"torchdoctor: {path} [tool.torchdoctor] applies: {'; '.join(said)}"), file=sys.stderr)
 
 
 def requested_for(opts: CheckOptions, requirements=None):

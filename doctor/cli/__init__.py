@@ -8,10 +8,46 @@ from __future__ import annotations
 import sys
 
 from doctor import __version__, exitcodes
-from doctor.errors import DoctorError
+
+# What the user's environment can make torchdoctor's own Python run besides torchdoctor: modules on PYTHONPATH
+# (a project's re.py or importlib/ shadows the standard library; the target still gets PYTHONPATH, as the
+# user's `import torch` does), and PYTHONINSPECT (an interactive prompt once the run ends: a hang). Such a run
+# starts again with -E (these ignored), torchdoctor's own folder first on sys.path, '' (the working folder)
+# dropped. PYTHONHOME is left alone: this interpreter started with it, so it is its own home, and a bad one
+# stops Python before any of torchdoctor runs. So is whatever a console-script wrapper imports before main().
+_BOOT = "import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if p]; sys.argv = sys.argv[2:]; " \
+    "from doctor.cli import main; sys.exit(main())"
+
+
+def _run_isolated() -> None:
+    """Start again without the environment's PYTHONPATH and PYTHONINSPECT (above) when they are set; returns
+    when there is no need (or it cannot). POSIX replaces this process; Windows waits for the new one."""
+    import os
+
+    if sys.flags.ignore_environment or sys.flags.isolated or not sys.executable:
+        return
+    if os.environ.get("PYTHONHOME"):
+        return
+    own = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    foreign = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+               if p and os.path.realpath(p) != os.path.realpath(own)]
+    if not foreign and not os.environ.get("PYTHONINSPECT"):
+        return
+    argv = [sys.executable, "-E", "-c", _BOOT, own, sys.argv[0], *sys.argv[1:]]
+    try:
+        sys.stdout.flush()
+        if os.name == "posix":
+            os.execv(sys.executable, argv)
+        import subprocess
+
+        raise SystemExit(subprocess.call(argv))
+    except OSError:
+        return
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        _run_isolated()
     from doctor.app.process import guard, output_failed
 
     with guard():  # SIGTERM/SIGHUP act like Ctrl-C; no child outlives the command (doctor/runner.py)
@@ -20,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
+    from doctor.errors import DoctorError
+
     args = sys.argv[1:] if argv is None else list(argv)
     _guard_streams()
     try:

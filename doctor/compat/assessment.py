@@ -8,12 +8,13 @@ doctor/app/diagnose.py makes it after the table has filled in what the probes co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.compat.builds import Build, torch_build
 from doctor.compat.coverage import ArchSource, arch_source
 from doctor.compat.distributions import Origin, torch_origin
 from doctor.compat.drivers import DriverChange, driver_change
+from doctor.compat.forward import ForwardCompatUse, forward_compat_in_use
 from doctor.compat.pins import wanted_torch
 from doctor.compat.wheels import Choice, Machine, choose, machine_from_snapshot
 from doctor.model.snapshot import Snapshot, TorchPin
@@ -31,6 +32,9 @@ class Assessment:
     coverage: ArchSource | None  # where a CUDA build's arch list comes from (None: another build, no table)
     choice: Choice | None  # the wheel for this machine, honouring ``wanted`` (None: no table)
     unpinned: Choice | None  # the same, as if no torch were asked for (``choice`` itself when none is)
+    # A cuda-compat libcuda the loader picks first (doctor/compat/forward.py); where it works on these GPUs,
+    # ``machine`` carries its driver version and CUDA, since that is the driver torch gets.
+    forward: ForwardCompatUse | None = None
 
 
 def assess(snap: Snapshot, table) -> Assessment:
@@ -39,6 +43,9 @@ def assess(snap: Snapshot, table) -> Assessment:
     machine = machine_from_snapshot(snap, build)
     wanted = wanted_torch(snap)
     coverage = choice = unpinned = None
+    forward = forward_compat_in_use(snap, table) if table is not None else None
+    if forward is not None and forward.effective:
+        machine = replace(machine, driver_version=forward.copy.version, driver_max_cuda=forward.max_cuda)
     if table is not None:
         if build is not None and build.kind == "cuda":
             coverage = arch_source(snap, table, build, origin)
@@ -46,4 +53,4 @@ def assess(snap: Snapshot, table) -> Assessment:
         unpinned = choose(table, machine, installed)
         choice = choose(table, machine, installed, wanted=wanted.spec) if wanted is not None else unpinned
     return Assessment(snap, table, build, origin, machine, wanted, driver_change(snap), coverage, choice,
-                      unpinned)
+                      unpinned, forward)

@@ -35,7 +35,11 @@ _FIELDS = {
     "source": str,
     "examples": list,
 }
-_OPTIONAL_FIELDS = {"related": list}
+_OPTIONAL_FIELDS = {"related": list, "lines": int, "judge": str, "outcome": str}
+MAX_LINES = 40  # the most lines one row may span (a collect_env paste around its error)
+# A judged row matches only when the judge's answer over its named groups is the row's ``outcome``; what each
+# judge computes is in doctor/inputs/errortext.py (JUDGES), which must name the same ones.
+JUDGES = ("capability-range", "versions-differ")
 # A smoke_test row: torch's words and where they come from; the rule writes its findings itself.
 _SMOKE_FIELDS = {"id": str, "finding": str, "pattern": str, "source": str, "examples": list}
 
@@ -60,6 +64,9 @@ class Signature:
     related: tuple[str, ...]
     regex: re.Pattern = field(repr=False, compare=False)
     needles: tuple[str, ...] = ()  # lower-case; a chunk is a candidate if it contains any of them
+    lines: int = 1  # the pattern runs on this many lines joined by spaces (a message printed over several)
+    judge: str | None = None  # a function of the named groups (JUDGES) ...
+    outcome: str | None = None  # ... whose answer must be this for the row to match
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,15 @@ def _load_row(index: int, row: Any) -> Signature:
     related = row.get("related", [])
     if not isinstance(related, list) or not all(isinstance(r, str) and _ID_RE.match(r) for r in related):
         raise bad("related", "must be a list of kebab-case finding ids")
+    lines = row.get("lines", 1)
+    if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LINES:
+        raise bad("lines", f"must be an int between 1 and {MAX_LINES}")
+    judge, outcome = row.get("judge"), row.get("outcome")
+    if judge is not None and judge not in JUDGES:
+        raise bad("judge", f"must be one of {', '.join(JUDGES)}")
+    if (judge is None) != (outcome is None) or not (outcome is None or isinstance(outcome, str)
+                                                    and _ID_RE.match(outcome)):
+        raise bad("outcome", "a judged row needs both 'judge' and a kebab-case 'outcome'")
     regex, needles = _compiled(row["pattern"], bad)
     return Signature(
         id=row["id"],
@@ -220,6 +236,9 @@ def _load_row(index: int, row: Any) -> Signature:
         related=tuple(related),
         regex=regex,
         needles=needles,
+        lines=lines,
+        judge=judge,
+        outcome=outcome,
     )
 
 

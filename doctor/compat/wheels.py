@@ -52,8 +52,12 @@ def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
     gpus = snap.nvidia.gpus
     ccs = tuple(cc for cc in (parse_cc(g.compute_capability.value) for g in gpus) if cc)
     present = bool(gpus) or bool(snap.nvidia.pci_devices) or snap.nvidia.status not in ("no-gpu", "unknown")
+    platform = snap.host.platform
+    if snap.interpreter.bits == 32:
+        # a 32-bit Python installs 32-bit wheels whatever the OS is: torch publishes none
+        platform = f"{snap.host.os}-{'x86' if snap.host.os == 'windows' else 'i686'}"
     return Machine(
-        platform=snap.host.platform,
+        platform=platform,
         os=snap.host.os,
         python=snap.interpreter.version or None,
         gpu_ccs=ccs,
@@ -427,6 +431,13 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
         if own.gpus_ok and own.driver.level != UNKNOWN:
             return own
     return later
+
+
+def choose_on_python(table, machine: Machine, python: str, asked: str) -> tuple[Machine, Choice]:
+    """The wheel of torch ``asked`` for this machine as if it ran another Python (``python``: "3.12" or
+    "3.12.4"), and that machine."""
+    there = replace(machine, python=f"{python}.0" if python.count(".") == 1 else python, free_threaded=False)
+    return there, choose(table, there, None, wanted=f"=={asked}")
 
 
 def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:

@@ -40,14 +40,27 @@ def read_freeze(python: str, runner=None, timeout: float = 60.0) -> dict[str, st
     if not res.ok:
         return None
     try:
-        return {normalize_name(name): version for name, version in json.loads(res.stdout)}
+        return {normalize_name(name): version for name, version in last_json(res.stdout)}
     except (ValueError, TypeError):
         return None
 
 
+def last_json(stdout: str):
+    """The last line of ``stdout`` that is JSON: what our one-line script printed, after whatever the
+    interpreter's start-up code (a chatty sitecustomize or .pth) printed before it. ValueError if none."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.strip().startswith(("[", "{")):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise ValueError("no JSON line")
+
+
 def parse_pip_version(text: str) -> tuple[int, ...] | None:
-    """'pip 23.2.1 from /x (python 3.12)' -> (23, 2, 1)."""
-    match = re.match(r"\s*pip (\d+(?:\.\d+)*)", text or "")
+    """'pip 23.2.1 from /x (python 3.12)' -> (23, 2, 1), on whichever line pip said it (start-up code may
+    print before it)."""
+    match = re.search(r"^\s*pip (\d+(?:\.\d+)*) from ", text or "", re.M)
     return tuple(int(x) for x in match[1].split(".")) if match else None
 
 

@@ -45,11 +45,14 @@ def restore_argvs(
     source: InstallSource,
     path: str,
     uv: str = "uv",
+    clean: list[str] | None = None,
 ) -> list[list[str]]:
-    """The commands, run in order, that put the old state back: uninstall the torch-family packages the
-    fix adds (``added``: the plan's pins and the dry run's new packages), then reinstall every old
-    torch-family build, exactly, from the index its tag names."""
-    out = []
+    """The commands, run in order, that put the old state back: clear what an interrupted install left
+    (``clean``: doctor/fix/rollback.py's ``clean_argv``, so that the file works after any interruption,
+    SIGKILL included), uninstall the torch-family packages the fix adds (``added``: the plan's pins and the
+    dry run's new packages), then reinstall every old torch-family build, exactly, from the index its tag
+    names."""
+    out = [clean] if clean else []
     removals = restore_removals(before, added)
     if removals:
         # pip and uv skip (exit 0) names that are not installed, e.g. after a step failed early.
@@ -77,6 +80,7 @@ def restore_text(
     when: str,
     removals: list[str] = (),
     previewed: bool = True,
+    cleans: bool = False,
 ) -> str:
     lines = [
         # printable: a newline in a path or a conda record would end the comment and start a requirement line
@@ -84,6 +88,12 @@ def restore_text(
         "# Restore the previous state with:",
         f"#   {command}",
     ]
+    if cleans:
+        lines += [
+            "# Its first part (python -c ...) removes what an interrupted install leaves in site-packages:",
+            "# pip's ~-renamed stashes, torch-family *.dist-info without RECORD or INSTALLER, and package",
+            "# folders that no whole install owns any more.",
+        ]
     pins = restore_pins(before)
     if removals:
         lines.append(

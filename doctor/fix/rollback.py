@@ -21,11 +21,11 @@ interrupted or fails, the debris is cleared again and the exact command is print
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
 
+from doctor.fix.environment import last_json
 from doctor.model.versions import normalize_name
 from doctor.plan import installers
 from doctor.runner import signals_held
@@ -36,6 +36,38 @@ SITE_SCRIPT = (
     "print(json.dumps(sorted({sysconfig.get_path('purelib'), sysconfig.get_path('platlib')})))\n"
 )
 TRIO_FOLDERS = ("torch", "torchvision", "torchaudio", "torchgen", "functorch")
+
+# The restore file's first command, run by the target interpreter: ``clear_debris`` for a later day, when
+# torchdoctor may have been killed (SIGKILL, a power cut) and there is no record of what was there before.
+# Arguments: the site-packages folders, ``--``, the package folders a complete dist-info owned before the fix.
+# In each folder it removes pip's stashes (folders named the way pip's AdjacentTempDirectory names them),
+# torch-family dist-infos without RECORD or INSTALLER, then those package folders when no complete dist-info
+# owns them any more. Without it, pip cannot get past what a killed install left ("RECORD file not found",
+# files of two builds in one folder). One line with no double quote, %, ! or ^: cmd and PowerShell take it.
+CLEAN_SCRIPT = ";".join((
+    "import os,re,shutil,sys",
+    "a=sys.argv[1:];i=a.index('--')",
+    r"S=re.compile(r'~[-~.=\x250-9]*\w[\w.+-]*$')",
+    r"D=re.compile(r'(torch|torchvision|torchaudio|triton|pytorch_triton\w*|nvidia_\w+|cuda_\w+)"
+    r"-[^-]+\.dist-info$',re.I)",
+    "j=os.path.join",
+    "w=lambda d,n:all(os.path.isfile(j(d,n,f)) for f in ('RECORD','INSTALLER'))"
+    " and open(j(d,n,'RECORD'),'rb').read()[-1:]==b'\\n'",
+    "o=lambda d:{l.split('/')[0] for n in os.listdir(d) if n.endswith('.dist-info') and w(d,n)"
+    " for l in open(j(d,n,'RECORD'),errors='replace')}",
+    "[shutil.rmtree(j(d,n),True) for d in a[:i] for n in os.listdir(d)"
+    " if os.path.isdir(j(d,n)) and (S.match(n) or D.match(n) and not w(d,n))]",
+    "[shutil.rmtree(j(d,p),True) for d in a[:i] for O in [o(d)] for p in a[i+1:]"
+    " if os.path.isdir(j(d,p)) and p not in O]",
+))
+
+
+def clean_argv(python: str, state: SiteFolders) -> list[str] | None:
+    """The restore file's clean-up command (CLEAN_SCRIPT) for these folders; None when there are none."""
+    if not state.folders:
+        return None
+    owned = sorted({name for folder in state.folders for name in state.owned.get(folder, set())})
+    return [python, "-c", CLEAN_SCRIPT, *state.folders, "--", *owned]
 
 
 @dataclass
@@ -50,7 +82,8 @@ class SiteFolders:
     def read(cls, python: str, runner) -> SiteFolders:
         res = runner([python, "-c", SITE_SCRIPT], timeout=60.0)
         try:
-            folders = [f for f in json.loads(res.stdout) if isinstance(f, str) and os.path.isdir(f)] if res.ok else []
+            listed = last_json(res.stdout) if res.ok else []
+            folders = [f for f in listed if isinstance(f, str) and os.path.isdir(f)]
         except ValueError:
             folders = []
         state = cls(folders)
@@ -112,8 +145,19 @@ def _torch_family(name: str) -> bool:
 
 def _has_record(folder: str, name: str) -> bool:
     """Whether the dist-info is whole: pip and uv write INSTALLER, then RECORD, when an install ends (a wheel
-    brings a RECORD of its own, so one half extracted may have RECORD but never INSTALLER)."""
-    return all(os.path.isfile(os.path.join(folder, name, f)) for f in ("RECORD", "INSTALLER"))
+    brings a RECORD of its own, so one half extracted may have RECORD but never INSTALLER), and a RECORD ends
+    with a newline (one cut off while written, by a killed uv, does not)."""
+    if not all(os.path.isfile(os.path.join(folder, name, f)) for f in ("RECORD", "INSTALLER")):
+        return False
+    try:
+        with open(os.path.join(folder, name, "RECORD"), "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return False
 
 
 def _owned(folder: str, names: set[str]) -> set[str]:

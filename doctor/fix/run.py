@@ -29,7 +29,7 @@ from doctor.fix import environment as fixenv
 from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install, read_pip_report
 from doctor.fix.project import LOCK_FILES, project_change, project_packages, target_project
 from doctor.fix.restore import restore_argvs, restore_command, restore_path, restore_removals, restore_text
-from doctor.fix.rollback import SiteFolders, clear_debris, debris
+from doctor.fix.rollback import SiteFolders, clean_argv, clear_debris, debris
 from doctor.fix.state import EnvironmentLock, create_file, default_restore_path
 from doctor.fix.verify import compare
 from doctor.plan import installers
@@ -81,6 +81,7 @@ class Machine:
     report: object = None  # (table, Diagnosis, exit code) -> the report dict
     emit: object = None  # (report, CheckOptions, mode) -> None: renders and writes it
     exit_code: object = None  # (findings) -> int
+    lock: object = EnvironmentLock  # (prefix, env) -> the context manager that holds the environment
 
 
 @dataclass
@@ -150,7 +151,7 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         return exitcodes.OK
     consent.refuse_without_terminal(fix.yes, stdin)
     # One fix at a time per environment: a second one refuses here, before its installer runs at all.
-    with EnvironmentLock(snap.interpreter.prefix or plan.python, env):
+    with m.lock(snap.interpreter.prefix or plan.python, env):
         return _carry_out(m, opts, fix, write, diag, con, err, env, stdin)
 
 
@@ -198,8 +199,12 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
     added = [p.partition("==")[0] for p in pins] + preview.added
     runnable = [s for s in plan.steps if s.argv]
 
+    # The site-packages folders as they are now: the rollback and the restore file's clean-up step start here.
+    site = SiteFolders.read(python, m.runner)
+    clean = clean_argv(python, site)
+
     def way_back(at: Path) -> Restore:
-        argvs = restore_argvs(installer, python, before, added, commands.source, str(at), commands.uv)
+        argvs = restore_argvs(installer, python, before, added, commands.source, str(at), commands.uv, clean)
         return Restore(at, argvs, restore_command(argvs))
 
     back = way_back(path)
@@ -214,15 +219,12 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
 
     text = lambda command: restore_text(  # noqa: E731 - the file names the command that names the file
         python, before, command, installers.conda_torch_records(snap), now.isoformat(timespec="seconds"),
-        restore_removals(before, added), previewed=not preview.note,
+        restore_removals(before, added), previewed=not preview.note, cleans=clean is not None,
     )
-    written = create_file(path, text(back.command), chosen_by_user=chosen)
-    if written != path:  # the name was taken (a fix in the same second): the file names its own path
-        back = way_back(written)
-        with open(written, "w", encoding="utf-8") as handle:
-            handle.write(text(back.command))
+    # The name may be taken (a fix in the same second): the file names its own path, whichever it gets.
+    written = create_file(path, lambda at: text(way_back(at).command), chosen_by_user=chosen)
+    back = way_back(written)
     view.show_restore_written(con, written)
-    site = SiteFolders.read(python, m.runner)
 
     def roll_back() -> bool:
         return _roll_back(m, con, err, python, installer, before, site, back, env)

@@ -3,27 +3,33 @@
 - The state folder is the user's, never the working directory (`fix --yes` run from an empty folder
   leaves it empty): ``$XDG_STATE_HOME/torchdoctor`` (an absolute XDG_STATE_HOME only, as the XDG spec
   says), else ``~/.local/state/torchdoctor``; macOS ``~/Library/Application Support/torchdoctor``;
-  Windows ``%LOCALAPPDATA%\\torchdoctor``. Restore files go to its ``restore/`` folder, locks to ``locks/``.
-- A restore file is created, never written over: ``O_CREAT | O_EXCL`` (which also refuses a symlink,
-  dangling or not) and ``O_NOFOLLOW``, mode 0600; a name that exists gets a ``-2``, ``-3``... suffix when
-  torchdoctor chose it, and is refused (one line, exit 2) when the user did (``--restore-file``).
-- The lock is an advisory ``flock`` (Windows: ``msvcrt.locking``) on ``locks/<hash of the environment's
-  real path>.lock``, held for the whole fix: a second `fix` on the same environment refuses at once with
-  the first one's pid. The kernel drops the lock when its holder dies, SIGKILL included.
+  Windows ``%LOCALAPPDATA%\\torchdoctor``. Restore files go to its ``restore/`` folder.
+- A restore file is created, never written over: written whole under a temporary name beside it (mode
+  0600, ``O_EXCL | O_NOFOLLOW``), fsynced, then hard-linked to its name (which fails on any existing name, a
+  symlink dangling or not); a name that exists gets a ``-2``, ``-3``... suffix when torchdoctor chose it,
+  and is refused (one line, exit 2) when the user did (``--restore-file``). A full disk or an unwritable
+  folder is one line, exit 2, before anything is installed, and leaves no file behind.
+- The lock is an advisory ``flock`` (Windows: ``msvcrt.locking``) on ``<prefix>/.torchdoctor-fix.lock`` in the
+  environment itself, held for the whole fix: a second `fix` on the same environment refuses at once with
+  the first one's pid, whoever runs it, with whatever $HOME, by whatever path (a symlink, a bind mount: the
+  lock is on the file, so on the environment's own inode). An environment where that file cannot be
+  created (not writable) is refused. The kernel drops the lock when its holder dies, SIGKILL included.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
+import errno
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from doctor import exitcodes
 from doctor.errors import DoctorError
 
 APP = "torchdoctor"
+LOCK_NAME = ".torchdoctor-fix.lock"
 
 
 def state_dir(env: dict | None = None, platform: str | None = None) -> Path:
@@ -40,39 +46,31 @@ def state_dir(env: dict | None = None, platform: str | None = None) -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else home / ".local" / "state") / APP
 
 
-def _folder(env: dict | None, name: str) -> Path:
-    folder = state_dir(env) / name
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise DoctorError(
-            f"cannot create torchdoctor's state folder {folder}: {exc.strerror or exc}; "
-            "set XDG_STATE_HOME to a writable folder, or pass --restore-file PATH",
-            exitcodes.FIX_FAILED,
-        ) from exc
-    return folder
-
-
 def default_restore_path(env: dict | None, now: _dt.datetime) -> Path:
     """restore/torchdoctor-restore-<UTC time>-<pid>.txt in the state folder (created when written)."""
     name = f"torchdoctor-restore-{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}.txt"
     return state_dir(env) / "restore" / name
 
 
-def create_file(path: Path, text: str, chosen_by_user: bool) -> Path:
-    """Create ``path`` with ``text``, never over an existing file or through a symlink. A name torchdoctor
-    chose gets a numbered suffix when taken; one the user chose is refused. Returns the path written."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+def create_file(path: Path, text: str | Callable[[Path], str], chosen_by_user: bool) -> Path:
+    """Create ``path`` with ``text`` (or ``text(the path it gets)``: a restore file names itself), never
+    over an existing file or through a symlink. A name torchdoctor chose gets a numbered suffix when taken;
+    one the user chose is refused. Returns the path written.
+
+    The text goes to a temporary name beside it first, flushed to the disk (fsync), and only a whole file is
+    then linked to the name: a full disk or a killed run leaves no empty or cut file under it (which would
+    block the name and restore nothing). Any failure is one line, before anything is installed."""
     if not chosen_by_user:
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError:
-            pass  # the open below says why
+            pass  # writing below says why
     candidate = path
     for attempt in range(2, 100):
+        temporary = _write_temporary(path, text(candidate) if callable(text) else text)
         try:
-            fd = os.open(candidate, flags, 0o600)
-            break
+            _publish(temporary, candidate)
+            return candidate
         except FileExistsError:
             if chosen_by_user:
                 raise DoctorError(
@@ -81,15 +79,59 @@ def create_file(path: Path, text: str, chosen_by_user: bool) -> Path:
                 ) from None
             candidate = path.with_name(f"{path.stem}-{attempt}{path.suffix}")
         except OSError as exc:
-            raise DoctorError(
-                f"cannot write the restore file {candidate}: {exc.strerror or exc}; pass --restore-file PATH",
-                exitcodes.FIX_FAILED,
-            ) from exc
-    else:
-        raise DoctorError(f"cannot find a free name for the restore file beside {path}", exitcodes.FIX_FAILED)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return candidate
+            raise _unwritable(candidate, exc) from None
+        finally:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+    raise DoctorError(f"cannot find a free name for the restore file beside {path}", exitcodes.USAGE)
+
+
+def _write_temporary(path: Path, text: str) -> str:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    temporary = str(path.with_name(f".{path.name}.{os.getpid()}.tmp"))
+    try:
+        fd = os.open(temporary, flags, 0o600)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8", "surrogateescape"))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise _unwritable(path, exc) from None
+    return temporary
+
+
+def _publish(temporary: str, name: Path) -> None:
+    """Give the whole file its name, never over another: a hard link fails when the name exists (symlinks
+    included). Where the file system has no hard links, a rename after a check (Windows' rename never
+    replaces a file)."""
+    try:
+        os.link(temporary, name, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+    if os.path.lexists(name):
+        raise FileExistsError(errno.EEXIST, "exists", str(name))
+    os.rename(temporary, name)
+
+
+def _unwritable(path: Path, exc: OSError) -> DoctorError:
+    return DoctorError(
+        f"cannot write the restore file {path}: {exc.strerror or exc}; nothing was changed. Free some space "
+        "or pass --restore-file PATH on another disk",
+        exitcodes.USAGE,
+    )
 
 
 def refuse_existing(path: Path | None) -> None:
@@ -106,13 +148,22 @@ class EnvironmentLock:
 
     def __init__(self, prefix: str, env: dict | None = None):
         self.prefix = prefix
-        real = os.path.realpath(prefix or "")
-        digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-        self.path = _folder(env, "locks") / f"{digest}.lock"
+        # the environment's prefix; without one, the folder above the python's bin/ (plan.python)
+        folder = prefix if not os.path.isfile(prefix or "") else os.path.dirname(os.path.dirname(prefix))
+        self.path = Path(folder or ".") / LOCK_NAME
         self.fd: int | None = None
 
     def __enter__(self) -> EnvironmentLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise DoctorError(
+                f"cannot lock {self.prefix} for the fix: {self.path}: {exc.strerror or exc}; fix keeps its "
+                "lock in the environment it changes, and changes only one it can write to (run it as the "
+                "environment's owner)",
+                exitcodes.REFUSED,
+            ) from None
         try:
             _lock(fd)
         except OSError:
@@ -134,7 +185,7 @@ class EnvironmentLock:
                 os.ftruncate(self.fd, 0)
             except OSError:
                 pass
-            os.close(self.fd)  # closing drops the lock
+            os.close(self.fd)  # closing drops the lock (the file stays: removing it would race a waiting fix)
             self.fd = None
 
 

@@ -271,6 +271,14 @@ def _host(fields: dict[str, str], unknowns: list[str]) -> Host:
             host.machine = _MACHINES[m.group(1).lower()]
         elif host.os == "windows" and "64-bit" in os_line:
             host.machine = "arm64" if "arm" in os_line.lower() else "x86_64"
+        elif host.os == "windows" and "32-bit" in os_line:
+            host.machine = "x86"
+    if not host.machine and host.os == "windows":
+        # "OS: Microsoft Windows 11 Home" names no architecture; the Python version line names the one the
+        # interpreter was built for ("[MSC v.1940 64 bit (AMD64)]"), which is what torch's wheels follow.
+        m = re.search(r"\[MSC v\.\d+ (?:64|32) bit \((AMD64|ARM64|Intel)\)\]", _value(fields.get("python_version")) or "")
+        if m:
+            host.machine = {"AMD64": "x86_64", "ARM64": "arm64", "Intel": "x86"}[m.group(1)]
     if not host.libc:
         m = re.match(r"^(glibc|musl)-([\d.]+)$", _value(fields.get("libc_version")) or "")
         if m:
@@ -375,6 +383,13 @@ def _cuda_from_conda_build(build: str | None) -> str | None:
 def _runtime(
     fields: dict[str, str], install: TorchInstall, torch_imported: bool, gpu_lines: list[str]
 ) -> TorchRuntime:
+    if not torch_imported and install.torch is not None:
+        # collect_env prints N/A when `import torch` raised; its package list still shows the install.
+        return TorchRuntime(
+            status="import-error",
+            detail=f"collect_env printed \"PyTorch version: N/A\" although its package list has torch "
+                   f"{install.torch.version}: `import torch` failed when it ran (the paste does not hold the error)",
+        )
     if not torch_imported:
         return TorchRuntime(
             status="skipped", detail="collect_env: torch could not be imported (PyTorch version: N/A)"

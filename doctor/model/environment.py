@@ -51,6 +51,9 @@ class Container:
     cuda_image: bool | None = None  # the image looks like a CUDA image
     cuda_image_evidence: list[str] = field(default_factory=list)  # "NVIDIA_REQUIRE_CUDA=...", "/usr/local/cuda exists"
     why: str | None = reason()
+    # In a container only: whether the host's nvidia kernel module shows through (/sys/module/nvidia). With
+    # an NVIDIA GPU on the PCI bus and no /dev/nvidia*, it says the GPUs are there and were not given.
+    nvidia_module: bool | None = stated()
 
 
 # --- resources: /dev/shm, CPUs, memory -----------------------------------------------------------
@@ -184,6 +187,48 @@ class Wsl:
     ld_so_conf: list[LdSoConf] | None = stated()  # only under WSL
     linux_driver: list[str] | None = stated()  # files of a Linux NVIDIA driver installed inside WSL
     why: str | None = reason()
+    # Only under WSL: 1 or 2 (WSL 1 has no GPU at all), from the kernel release: WSL 1 reports Microsoft's
+    # "4.4.0-19041-Microsoft", WSL 2 "5.15.167.4-microsoft-standard-WSL2" (older: "4.19.104-microsoft-standard").
+    version: int | None = stated()
+    kernel_release: str | None = stated()  # /proc/sys/kernel/osrelease, else /proc/version's "Linux version X"
+    distro: str | None = stated()  # $WSL_DISTRO_NAME: what `wsl --set-version` needs
+    # Installed dpkg packages of a Linux NVIDIA driver ("nvidia-driver-550", "libnvidia-compute-550").
+    driver_packages: list[str] | None = stated()
+    nvidia_smi: str | None = stated()  # the nvidia-smi found first on PATH (the Windows driver's is in /usr/lib/wsl/lib)
+
+
+# --- the CUDA driver library the dynamic loader picks ----------------------------------------------------
+
+
+@dataclass(slots=True)
+class DriverLibCopy:
+    """One libcuda.so.1 / libnvidia-ml.so.1 in a folder the dynamic loader searches."""
+
+    soname: str = ""  # "libcuda.so.1" or "libnvidia-ml.so.1"
+    path: str = ""  # "/usr/local/cuda/compat/libcuda.so.1"
+    found_by: str = ""  # "LD_LIBRARY_PATH", the ld.so.conf file that names the folder, or "default"
+    version: str | None = None  # the driver version in the file it resolves to ("580.65.06"); None: not in the name
+    compat: bool = False  # a CUDA forward-compatibility copy (cuda-compat: a folder named compat)
+
+
+@dataclass(slots=True)
+class CompatDir:
+    """A cuda-compat folder on disk (/usr/local/cuda-13.0/compat; NGC images keep theirs in compat/lib.real)."""
+
+    path: str = ""
+    version: str | None = None  # the driver version of its libcuda ("580.65.06")
+
+
+@dataclass(slots=True)
+class Loader:
+    """The driver libraries in the order the dynamic loader searches for them: LD_LIBRARY_PATH, the folders
+    of /etc/ld.so.conf in the order ldconfig reads them (the first wins in ld.so.cache), then the default
+    folders. Linux only. The first libcuda.so.1 is the CUDA driver torch gets: a cuda-compat copy there
+    means forward compatibility is in use."""
+
+    copies: list[DriverLibCopy] = field(default_factory=list)  # in search order
+    compat: list[CompatDir] = field(default_factory=list)  # cuda-compat folders, on the search path or not
+    why: str | None = reason()
 
 
 # --- the target interpreter's environment (from its inspector) ------------------------------------
@@ -243,6 +288,11 @@ class PythonFacts:
     error: str | None = None  # the inspector could not run: why
     # What an interrupted pip left in the sys.path folders: its "~" stash and *.dist-info without RECORD.
     leftovers: list[str] | None = stated()
+    # Every distribution on sys.path as [name, version, folder], in sys.path order (the first of a name is the
+    # one imported): what torch's declared requirements are checked against.
+    installed: list[list[str]] | None = stated()
+    markers: dict[str, str] | None = stated()  # PEP 508 marker variables of the target interpreter
+    pythonpath: str | None = stated()  # $PYTHONPATH as the target saw it
 
 
 # --- collect_env text -----------------------------------------------------------------------------
@@ -257,6 +307,18 @@ class CollectEnvText:
     cudnn_candidates: list[str] = field(default_factory=list)  # system cuDNN files, not torch's
     pip: list[str] = field(default_factory=list)  # the [pip] lines
     conda: list[str] = field(default_factory=list)  # the [conda] lines
+
+
+# --- Windows ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WindowsFacts:
+    """Windows settings that decide whether torch installs: the 260-character path limit."""
+
+    # HKLM\SYSTEM\CurrentControlSet\Control\FileSystem LongPathsEnabled == 1; None: not read (see why)
+    long_paths_enabled: bool | None = None
+    why: str | None = reason()
 
 
 # --- all of them ----------------------------------------------------------------------------------
@@ -274,6 +336,8 @@ class Environment:
     libraries: Libraries | None = stated()
     cuda_home: CudaHome | None = stated()
     wsl: Wsl | None = stated()
+    loader: Loader | None = stated()  # Linux only
+    windows: WindowsFacts | None = stated()  # only on Windows
     python: PythonFacts | None = stated()
     hostname: str | None = stated()
     collect_env: CollectEnvText | None = stated()  # only in snapshots read from collect_env text
@@ -290,4 +354,6 @@ SECTIONS: dict[str, type] = {
     "libraries": Libraries,
     "cuda_home": CudaHome,
     "wsl": Wsl,
+    "loader": Loader,
+    "windows": WindowsFacts,
 }

@@ -16,6 +16,7 @@ ERROR = "error"
 WARNING = "warning"
 INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
+INTERNAL_ERROR_ID = "internal-rule-error"  # a rule that crashed: its own finding, exit 3
 
 
 # Action kinds: what a fix asks a package manager (or the shell) to do.
@@ -43,6 +44,8 @@ class Action:
     # index. ``packages`` and ``variant`` are then only the fallback when the plan names none. So a finding
     # that reinstalls torch can never name another build than the plan beside it.
     plan: bool = False
+    # ``packages`` are requirements as torch's metadata declares them (extras and ranges: "numpy<2"), not pins
+    declared: bool = False
 
 
 @dataclass

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from doctor.model import shells
 from doctor.model.findings import CONDA_REMOVE, INSTALL, REINSTALL, SHELL, UNINSTALL, VENV, Action
-from doctor.plan import shells
 
 DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
 PIP = "pip"
@@ -145,7 +145,7 @@ def pin_problem(spec: str) -> str | None:
     """Why a package spec read from a machine ("name" or "name==version": a version from a dist-info folder's
     name, a report's facts) must not go into a command, or None. packaging decides: a PEP 508 name and an
     exact PEP 440 version, nothing else. Where packaging is missing (rank 0 in the target interpreter) only
-    the characters such a pin is made of pass; the quoting (doctor/plan/shells.py) keeps even those from
+    the characters such a pin is made of pass; the quoting (doctor/model/shells.py) keeps even those from
     running. The reason never quotes the value: it is printed where a shell may read it."""
     name, sep, version = spec.partition("==")
     try:
@@ -170,6 +170,21 @@ def pin_problem(spec: str) -> str | None:
 
 
 _PIN_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+(==[A-Za-z0-9.+!_-]+)?")
+
+
+def requirement_problem(spec: str) -> str | None:
+    """Why a requirement as torch's metadata (or the table) states it must not go into a command, or None: it
+    may have extras and a range ("cuda-toolkit[cublas,...]==13.0.3", "numpy<2"), but no marker, URL or space;
+    packaging decides. Never quotes the value (see pin_problem)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(spec)
+    except InvalidRequirement:
+        requirement = None
+    if requirement is None or requirement.url or requirement.marker or spec != "".join(spec.split()):
+        return "a requirement read from the machine is not a plain PEP 508 requirement"
+    return None
 
 
 def with_report_argv(install: list[str], report: str) -> list[str]:
@@ -215,7 +230,7 @@ def ensurepip_argv(python: str) -> list[str]:
 
 
 def render_argv(argv: list[str], os_name: str = "linux") -> str:
-    """The command line a user copies, in the shell of ``os_name`` (doctor/plan/shells.py: the argv exactly,
+    """The command line a user copies, in the shell of ``os_name`` (doctor/model/shells.py: the argv exactly,
     or a comment line saying why it cannot be written safely)."""
     return shells.render(argv, shells.shell_for(os_name))
 
@@ -252,7 +267,7 @@ class Commands:
             return action.text
         if action.kind == CONDA_REMOVE:
             return render_argv([self.conda, "remove", "-p", action.text, *action.packages], self.os)
-        problems = [p for p in map(pin_problem, action.packages) if p]
+        problems = [p for p in map(requirement_problem if action.declared else pin_problem, action.packages) if p]
         if problems and action.kind != UNINSTALL:  # an uninstall names what is there; it installs nothing
             return shells.refusal(shells.shell_for(self.os), "; ".join(problems))
         command = render_argv(self.argv(action), self.os)

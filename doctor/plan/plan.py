@@ -26,7 +26,7 @@ from doctor.compat.wheels import (
     Choice,
     Fit,
     Machine,
-    choose,
+    choose_on_python,
     in_spec,
     public_spec,
     python_label,
@@ -104,7 +104,9 @@ class Plan:
 
 def commands_for(snap: Snapshot, **options) -> Commands:
     """The command builder for this snapshot's interpreter and OS (options: installer, source, uv)."""
-    return Commands(python=snap.interpreter.path or "python3", os=snap.host.os or "linux", **options)
+    # without a path (a collect_env paste): the py launcher on Windows, which has no python3
+    default = "py" if snap.host.os == "windows" else "python3"
+    return Commands(python=snap.interpreter.path or default, os=snap.host.os or "linux", **options)
 
 
 @dataclass(slots=True)
@@ -360,9 +362,7 @@ def _other_python_way(run: _Run, asked: str) -> dict | None:
     other = python_in_range(run.snap, release.python_min, release.python_max)
     if other is None:
         return None
-    there = replace(machine, python=f"{other.version}.0" if other.version.count(".") == 1 else other.version,
-                    free_threaded=False)
-    pick = choose(run.table, there, None, wanted=f"=={asked}")
+    there, pick = choose_on_python(run.table, machine, other.version, asked)
     fit = pick.target or pick.needs_driver
     summary = f"Or use Python {other.version} for torch {asked}"
     if fit is None:

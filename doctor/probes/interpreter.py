@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,17 +40,37 @@ def python_in_env(folder: str) -> str | None:
     return None
 
 
+OWN_ENVIRONMENT = "torchdoctor's own environment, which holds torch"
+
+
+def own_environment_python() -> str | None:
+    """The interpreter torchdoctor runs in, when its environment holds torch (a torch/ package in its
+    site-packages, looked at on disk, never imported): torchdoctor installed beside torch and run by path
+    (``.venv/bin/torchdoctor check`` in a Dockerfile or a CI job) is meant for that environment."""
+    import sys
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    for key in ("purelib", "platlib"):
+        folder = paths.get(key)
+        if folder and os.path.isfile(os.path.join(folder, "torch", "__init__.py")):
+            return sys.executable or None
+    return None
+
+
 def choose_interpreter(
     python: str | None,
     env: Mapping[str, str],
     cwd: str,
     which: Callable[..., str | None] = shutil.which,
+    own: Callable[[], str | None] = own_environment_python,
 ) -> tuple[str | None, str]:
     """Pick the interpreter whose torch the user runs, and say why.
 
     Order: ``--python`` (a file, an env folder, or a command on PATH), ``VIRTUAL_ENV``,
-    ``CONDA_PREFIX``, ``./.venv`` under cwd, then ``python3`` and ``python`` on PATH. An active
-    venv beats conda because its python comes first on PATH. Returns (None, why) if none is found.
+    ``CONDA_PREFIX``, torchdoctor's own environment when it holds torch, ``./.venv`` under cwd, then
+    ``python3`` and ``python`` on PATH. An active venv beats conda because its python comes first on
+    PATH. Returns (None, why) if none is found.
     """
     if python:
         return _explicit_python(python, env, cwd, which)
@@ -64,12 +85,20 @@ def choose_interpreter(
             return found, f"{variable}={folder}"
         skipped.append(f"{variable}={folder} has no python")
 
+    mine = own()
+    if mine:
+        return mine, OWN_ENVIRONMENT
+
     dot_venv = os.path.join(cwd, ".venv")
     if os.path.isdir(dot_venv):
         found = python_in_env(dot_venv)
         if found:
-            return found, "./.venv in the working directory"
-        skipped.append("./.venv has no python")
+            target, refusal = working_folder_venv(found, cwd)
+            if target:
+                return found, f"./.venv in the working folder (a venv whose python is {target})"
+            skipped.append(f"./.venv refused: {refusal}")
+        else:
+            skipped.append("./.venv has no python")
 
     for name in ("python3", "python"):
         found = which(name, path=env.get("PATH"))
@@ -80,6 +109,53 @@ def choose_interpreter(
         "no Python found: no --python, VIRTUAL_ENV, CONDA_PREFIX or ./.venv, and no python3 or python on PATH"
     )
     return None, f"{why} ({'; '.join(skipped)})" if skipped else why
+
+
+def working_folder_venv(python: str, cwd: str, platform: str | None = None) -> tuple[str | None, str]:
+    """(the interpreter it runs, "") when ``python`` found under the working folder may run, else (None, why).
+
+    A cloned repository's ``.venv`` is not the user's: running whatever file sits there runs the repository's
+    code. Only a real venv may: ``pyvenv.cfg`` beside ``bin/``, and ``bin/python`` a symlink to an interpreter
+    outside the working folder (Windows: ``python.exe`` is a copy, so ``pyvenv.cfg``'s ``home`` must be
+    outside it). A regular file or a script there is refused."""
+    platform = platform or sys.platform
+    root = os.path.realpath(cwd)
+    folder = os.path.dirname(os.path.dirname(python)) if os.path.basename(os.path.dirname(python)) in (
+        "bin", "Scripts") else os.path.dirname(python)
+    cfg = os.path.join(folder, "pyvenv.cfg")
+    if not os.path.isfile(cfg):
+        return None, "no pyvenv.cfg (not a venv)"
+    if platform == "win32":
+        home = _pyvenv_home(cfg)
+        if not home or not os.path.isabs(home):
+            return None, "pyvenv.cfg names no home interpreter"
+        target = os.path.join(home, "python.exe")
+    else:
+        if not os.path.islink(python):
+            return None, f"{os.path.relpath(python, cwd)} is a regular file, not a venv's link to a python"
+        target = os.path.realpath(python)
+    if _inside(os.path.realpath(target), root):
+        return None, f"{os.path.relpath(python, cwd)} leads to {target}, inside the working folder"
+    if not os.path.isfile(target):
+        return None, f"{os.path.relpath(python, cwd)} leads to {target}, which is not there"
+    return target, ""
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _pyvenv_home(cfg: str) -> str:
+    try:
+        with open(cfg, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(65536).splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "home":
+            return value.strip()
+    return ""
 
 
 def _explicit_python(
@@ -120,14 +196,16 @@ def inspect_interpreter_full(
     count, as they do for the user's ``import torch``); the script drops its own folder from
     sys.path first. The third value is what the collector stores as ``snapshot.environment.python``.
     """
-    return parse_inspector_output(path, reason, runner([path, str(INSPECTOR)], timeout=timeout))
+    nonce = os.urandom(8).hex()
+    return parse_inspector_output(path, reason, runner([path, str(INSPECTOR), nonce], timeout=timeout), nonce)
 
 
 def parse_inspector_output(
-    path: str, reason: str, result: RunResult
+    path: str, reason: str, result: RunResult, nonce: str | None = None
 ) -> tuple[Interpreter, TorchInstall, PythonFacts]:
-    """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure."""
-    data = _find_json(result.stdout)
+    """Map one run of the inspector (a ``RunResult``) to the snapshot's data. Pure. ``nonce``: the token
+    the run was given; the object that carries it is the inspector's."""
+    data = _find_json(result.stdout, nonce)
     if data is None:
         failed = _failed(path, reason, _failure_text(path, result))
         failed[0].error_lines = useful_lines(result.stderr) or None
@@ -162,10 +240,13 @@ def parse_inspector_output(
     return interpreter, _torch_install(data), _python_environment(path, data)
 
 
-def _find_json(stdout: str) -> dict[str, Any] | None:
-    """The inspector's object; tolerates junk lines before it (a chatty sitecustomize or .pth)."""
+def _find_json(stdout: str, nonce: str | None = None) -> dict[str, Any] | None:
+    """The inspector's object among whatever else the interpreter printed (a chatty sitecustomize or .pth,
+    before it or at exit after it): the one carrying this run's ``nonce``; one with another nonce never
+    counts (an object without any: a recorded output from before nonces)."""
     text = stdout.strip()
     candidates = [text] + [line.strip() for line in reversed(text.splitlines())]
+    fallback = None
     for candidate in candidates:
         if not candidate.startswith("{"):
             continue
@@ -173,9 +254,13 @@ def _find_json(stdout: str) -> dict[str, Any] | None:
             data = json.loads(candidate)
         except ValueError:
             continue
-        if isinstance(data, dict) and "inspector" in data:
+        if not isinstance(data, dict) or "inspector" not in data:
+            continue
+        if nonce is not None and data.get("nonce") == nonce:
             return data
-    return None
+        if "nonce" not in data and fallback is None:
+            fallback = data
+    return fallback
 
 
 def _failure_text(path: str, result: RunResult) -> str:
@@ -270,6 +355,14 @@ def _torch_install(data: dict[str, Any]) -> TorchInstall:
         torchaudio=_dist(packages.get("torchaudio")),
     )
     stale = [d for d in data.get("dists") or [] if d.get("name") == "torch"]
+    leftovers = data.get("leftovers") or []
+    if torch and torch.get("folder") and not torch.get("version") and torch["folder"] in leftovers:
+        # An install killed half way: the files partly there, the metadata not yet (no whole build to
+        # import). Not installed, so the plan installs it; the leftovers finding says what to remove.
+        install.status = "absent"
+        install.detail = (f"a half-written torch at {torch['folder']}: no dist-info describes it "
+                          "(an install stopped)")
+        return install
     if torch and torch.get("origin"):
         install.status = "ok"
         install.torch = _dist(torch)
@@ -338,8 +431,23 @@ def _python_environment(path: str, data: dict[str, Any], error: str | None = Non
         externally_managed_text=raw.get("externally_managed_text"),
         problems=list(data.get("problems") or []),
         leftovers=[str(p) for p in data.get("leftovers") or [] if isinstance(p, str)] or None,
+        installed=_installed(data.get("installed")),
+        markers=_markers(data.get("markers")),
+        pythonpath=data.get("pythonpath") if isinstance(data.get("pythonpath"), str) else None,
         error=error,
     )
+
+
+def _installed(raw: Any) -> list[list[str]] | None:
+    if not isinstance(raw, list):
+        return None
+    return [[str(x) for x in row[:3]] for row in raw if isinstance(row, list) and len(row) >= 2]
+
+
+def _markers(raw: Any) -> dict[str, str] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 _DIST_KEYS = ("name", "version", "location", "installer", "path")

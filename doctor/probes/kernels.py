@@ -24,15 +24,13 @@ bitsandbytes 0.45.0 for Windows) and on fatbins built with CUDA 13.0's ``fatbina
   exactly (first at 0, each container ending where the next begins, the last at the end);
   otherwise we walk the containers one after another. Both ways give the same counts.
 
-Speed: only headers are read (``os.pread`` of at most 64 bytes; seek+read where there is no
-pread), payloads are skipped by their size: about 3000 reads of 48-64 bytes for torch 2.14.1's
-503 MB libtorch_cuda.so. Read one after another, each costs a disk round-trip on a cold page
-cache, so we walk the containers breadth-first from the wrapper offsets, and
-once reads have had to wait for the disk we announce the rest of that round's pages with
-``posix_fadvise(WILLNEED)``: they arrive in parallel. From then on each header's page is announced
-as soon as its offset is known, while the round is still being parsed, so the disk works during
-the parsing (on a warm cache no advice is given, and reads are timed in groups of 8). pread rather
-than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a
+Reading: only headers are read (``os.pread`` of a few bytes; seek+read where there is no
+pread), payloads are skipped by their size, so a library of hundreds of MB costs a few thousand
+small reads. Read one after another, each would wait for the disk on a cold page cache, so we walk
+the containers breadth-first from the wrapper offsets, and once reads have had to wait for the disk
+we announce the rest of that round's pages with ``posix_fadvise(WILLNEED)``: they arrive in
+parallel. From then on each header's page is announced as soon as its offset is known, so the disk
+works while the round is parsed (on a warm cache no advice is given). pread rather than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a
 SIGBUS, and mmap's page faults were no faster here.
 
 Which targets count as "the build supports sm_X" (``Kernels.sm``)? In torch 2.14.1 cu130 every

@@ -1,6 +1,6 @@
 """The import probe and the device smoke test: torch, run in a child of the *target* interpreter.
 
-``probe_runtime`` runs ``torch_child.py`` (stdlib only, Python 3.8+) with a time limit and turns
+``probe_runtime`` runs ``torch_child.py`` (stdlib only, Python 3.6+) with a time limit and turns
 whatever came back into a ``TorchRuntime``. The child reports one JSON line per step as it goes,
 so a crash (signal), a hang (time limit) or an early exit still leaves the steps that finished and
 the one that was running. Never raises: every failure is a status plus the evidence.

@@ -17,14 +17,26 @@ VERDICT = {  # glyph, style, label (the signatures' own texts are said from the 
 }
 
 
-def _verdict(cause: dict) -> tuple:
+PASTED = {  # the same verdicts, said of the machine a collect_env paste or a report describes
+    "confirmed": Msg("confirmed on the pasted machine"),
+    "unknown": Msg("could not be confirmed from the paste"),
+    "ruled-out": Msg("ruled out on the pasted machine"),
+}
+
+
+def _verdict(cause: dict, pasted: bool = False) -> tuple:
     glyph, style, label = VERDICT.get(cause.get("verdict"), ("?", "", str(cause.get("verdict"))))
+    if pasted and cause.get("verdict") in PASTED:
+        label = PASTED[cause["verdict"]]
     return glyph, style, localize(label)
 
 
 def _headline(report: dict) -> str:
     causes = as_list(report.get("causes"))
     lines = as_object(report.get("input")).get("lines", 0)
+    if not causes and as_object(report.get("rediagnosed")):
+        return tr("no known error message; a {kind} paste of {lines} line(s)",
+                  kind=str(as_object(report.get("rediagnosed")).get("kind")), lines=lines)
     if not causes:
         return tr("no known error message in {lines} line(s)", lines=lines)
     return tr("{count} known cause(s) in {lines} line(s)", count=len(causes), lines=lines)
@@ -42,19 +54,30 @@ def _interpreter(report: dict) -> str | None:
     return tr("The fixes below are for {path} (chosen: {reason}).", path=interp["path"], reason=reason)
 
 
-def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None) -> None:
+def render_explain(report: dict, verbose: bool = False, file=None, width: int | None = None,
+                   terminal: bool | None = None) -> None:
+    """``terminal``: False for a file written with -o (never styled); None lets rich decide."""
     from rich.text import Text
 
-    con = console(file, width)
+    con = console(file, width, terminal=terminal)
     con.print(Text(tr("torchdoctor explain · signatures {version} · ", version=report.get('signatures_version', '?'))
                    + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
         con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
-    if _interpreter(report):
+    pasted = as_object(report.get("rediagnosed"))
+    if pasted:
+        said = tr("this is a {kind} paste: the machine it describes was diagnosed as `{command}` would "
+                  "(not this machine)", kind=str(pasted.get("kind")), command=str(pasted.get("as")))
+        con.print(Text("  " + said, style="bold"))
+    elif _interpreter(report):
         con.print(Text("  " + _interpreter(report)), soft_wrap=True)
+    elif report.get("probed") and report.get("interpreter"):
+        how = tr("from the traceback") if report.get("interpreter_from_traceback") else tr("the one checked")
+        con.print(Text("  " + tr("interpreter looked at: {python} ({how})", python=str(report["interpreter"]),
+                                 how=how), style="dim"))
     con.print()
     for cause in as_list(report.get("causes")):
-        glyph, style, label = _verdict(cause)
+        glyph, style, label = _verdict(cause, bool(pasted))
         # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is appended)
         line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(cause.get("id")), style),
                              f"  {localize(cause.get('title'))}  ", (f"[{label}]", style))
@@ -63,6 +86,9 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
         con.print(Text("      " + tr("line {line}: {text}", line=match.get('line'), text=str(match.get('text'))),
                        style="dim"), soft_wrap=True)
         con.print(Text(f"      {localize(cause.get('meaning'))}"))
+        for name, value in as_object(cause.get("decoded")).items():
+            meaning = tr("{name} means {value}", name=str(name), value=str(value))
+            con.print(Text("      " + meaning, style="dim"))
         if cause.get("why") and cause.get("verdict") != "not-probed":
             con.print(Text(f"      {localize(cause['why'])}", style="dim"))
         check = as_object(cause.get("check"))
@@ -79,20 +105,39 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
                                            versions=cause.get('torch_versions'), source=cause.get('source')),
                            style="dim"))
         con.print()
-    if not as_list(report.get("causes")):
+    if not as_list(report.get("causes")) and not pasted:
         con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine itself."))
         con.print()
-    _plan(con, as_object(report.get("check")))
+    if pasted:
+        _pasted_findings(con, as_object(report.get("check")))
+    _plan(con, as_object(report.get("check")), pasted=bool(pasted))
 
 
-def _plan(con, check: dict) -> None:
+def _pasted_findings(con, check: dict) -> None:
+    from rich.text import Text
+
+    findings = [f for f in as_list(check.get("findings")) if isinstance(f, dict)
+                and f.get("severity") in ("error", "warning")]
+    if not findings:
+        con.print(Text("  " + tr("The pasted machine has no error or warning finding."), style="dim"))
+        con.print()
+        return
+    con.print(Text(tr("What `torchdoctor check --from` finds on the pasted machine:"), style="bold"))
+    for f in findings:
+        glyph = "✗" if f.get("severity") == "error" else "!"
+        con.print(Text(f"  {glyph} {f.get('id')}  {localize(f.get('title'))}"))
+    con.print()
+
+
+def _plan(con, check: dict, pasted: bool = False) -> None:
     from rich.text import Text
 
     plan = as_object(check.get("plan"))
     steps = [s for s in as_list(plan.get("steps")) if isinstance(s, dict)]
     if not steps:
         return
-    con.print(Text(tr("Fix plan for this machine (torchdoctor fix carries it out):"), style="bold"))
+    con.print(Text(tr("Fix plan for the pasted machine (run it there):") if pasted
+                   else tr("Fix plan for this machine (torchdoctor fix carries it out):"), style="bold"))
     for i, step in enumerate(steps, 1):
         con.print(Text(f"  {i}. {localize(step.get('description'))}"))
         if step.get("command"):

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from doctor.model.i18n import Msg, localize, tr
+from doctor.render.sanitize import json_bidi
 from doctor.render.verdict import (
     checks_text,
     driver_words,
@@ -66,7 +67,7 @@ def render_markdown(report: dict) -> str:
         if commands:
             parts += [*fenced("\n".join(commands), "bash"), ""]
 
-    full = json.dumps(report, indent=2, ensure_ascii=False, default=str)
+    full = json_bidi(json.dumps(report, indent=2, ensure_ascii=False, default=str))
     parts += [
         f"<details><summary>{tr('Full report (JSON)')}</summary>",
         "",

@@ -8,14 +8,15 @@ a carriage return that overwrites the line, or a newline that forges a line of i
 rendering, every string of the report (or summary) is made printable:
 
 - C0 control characters (ESC, CR, BS, BEL, ...), DEL and the C1 range (0x80-0x9f; 0x9b is a CSI on
-  some terminals) are shown escaped, as Python writes them: ``\\x1b``, ``\\r``, ``\\x9b``;
+  some terminals) are shown escaped, as Python writes them: ``\\x1b``, ``\\r``, ``\\x9b``; so are the
+  bidirectional controls (``\\u202e``), which reorder what is shown;
 - TAB is shown as ``\\t`` (a terminal prints it as spaces, and a path that holds one would read as
   another path); newline likewise, except in the free-text fields that are meant to span lines
   (``MULTILINE_KEYS``: details, messages, stderr tails);
 - rich markup is never interpreted in such strings: renderers print them as ``rich.text.Text`` (or
   through ``markup`` below), so ``[/]`` in a GPU name is text, not a tag.
 
-Commands are quoted where they are built (doctor/plan/shells.py: ``$'...'`` for control characters),
+Commands are quoted where they are built (doctor/model/shells.py: ``$'...'`` for control characters),
 so that what is shown is still the command that runs.
 """
 
@@ -26,8 +27,12 @@ from typing import Any
 
 from doctor.model.i18n import Msg
 
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # everything but TAB and LF
-_UNPRINTABLE_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # TAB and LF too
+# Bidirectional controls (U+202E and kin) reorder what a terminal or a browser shows: "evil\u202egnp.exe"
+# reads as "evilexe.png". Shown escaped like the control characters.
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNPRINTABLE = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI}]")  # everything but TAB and LF
+_UNPRINTABLE_ONE_LINE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{BIDI}]")  # TAB and LF too
+_BIDI = re.compile(f"[{BIDI}]")
 
 # Keys whose string values are prose that may span lines (report, summary and fix views).
 MULTILINE_KEYS = frozenset(
@@ -44,7 +49,13 @@ def _escape(match: re.Match) -> str:
         return "\\n"
     if char == "\r":
         return "\\r"
-    return f"\\x{ord(char):02x}"
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def json_bidi(text: str) -> str:
+    """JSON text with the bidirectional controls written as ``\\u202e`` escapes (the same data: they occur
+    only inside strings), for JSON written with ``ensure_ascii=False``."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def printable(text: Any, multiline: bool = False) -> str:

@@ -54,7 +54,9 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     host, nv, interp, inst, rt = (snap.get(k) or {} for k in ("host", "nvidia", "interpreter", "install", "runtime"))
     rows = []
     osline = f"{host.get('os', '?')}-{host.get('machine', '?')}"
-    extras = [x for x in (host.get("libc"), "WSL2" if host.get("wsl") else None, host.get("container")) if x]
+    wsl_version = ((snap.get("environment") or {}).get("wsl") or {}).get("version")
+    wsl = ("WSL1" if wsl_version == 1 else "WSL2") if host.get("wsl") else None
+    extras = [x for x in (host.get("libc"), wsl, host.get("container")) if x]
     rows.append((tr("OS"), osline + (f" ({', '.join(extras)})" if extras else "")))
     driver = _fact(nv.get("driver_version"))
     max_cuda = nv.get("cuda_driver_version") or {}

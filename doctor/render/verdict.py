@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from doctor.model.findings import INTERNAL_ERROR_ID
 from doctor.model.i18n import N_, Msg, join, localize
 
 STATES = ("passed", "failed", "skipped", "unknown", "crashed")
 REQUIREMENTS_RULE = "requirements"  # doctor.model.requirements.RULE
-INTERNAL_ERROR_ID = "internal-rule-error"  # doctor.rules.INTERNAL_ERROR_ID
 
 
 def _obj(value: Any) -> dict:

@@ -25,6 +25,7 @@ from doctor.model.findings import (
     CRASHED,
     ERROR,
     FAILED,
+    INTERNAL_ERROR_ID,
     PASSED,
     SKIPPED,
     UNKNOWN,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # annotations only: the engine runs what it is handed, it der
     from doctor.compat.assessment import Assessment
 
 RuleFunc = Callable[..., list[Finding]]  # (assessment) -> findings (or an Outcome)
-INTERNAL_ERROR_ID = "internal-rule-error"
 UNINSPECTED = Msg("the target interpreter could not be inspected")
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 from doctor.compat.assessment import Assessment
 from doctor.compat.distributions import is_jetson, jetpack_text
 from doctor.compat.drivers import driver_advice
+from doctor.compat.forward import unused_compat
 from doctor.compat.wheels import MINOR_COMPAT, TOO_OLD, change_cost, driver_verdict
 from doctor.model import snapshot as S
-from doctor.model.findings import ERROR, WARNING, Finding, Fix
+from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
 from doctor.model.i18n import Msg
 from doctor.model.versions import version_tuple
 from doctor.rules import Rule, no_gpu, skipped, unknown, without_torch
+from doctor.rules.hazards.common import export, libcuda_copies, same_dir, split_path
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 
@@ -70,6 +72,8 @@ def check_nvidia_state(facts: Assessment) -> list[Finding]:
             ev, Fix(Msg("Add the user to the group that owns /dev/nvidia* (often 'video'), then log in again."),
                     ["ls -l /dev/nvidia*", "sudo usermod -aG video $USER"]),
         )]
+    if nv.status == S.NVIDIA_UNKNOWN and snap.host.container and _not_given(snap):
+        return skipped(Msg("this container was not given the GPUs: the container check explains it"))
     if nv.status == S.NVIDIA_UNKNOWN and (nv.pci_devices or nv.gpus):
         return [Finding(
             "nvidia-state-unknown", WARNING,
@@ -82,6 +86,12 @@ def check_nvidia_state(facts: Assessment) -> list[Finding]:
     if nv.status == S.NVIDIA_UNKNOWN:
         return unknown(nv.detail or Msg("no NVIDIA driver answered"))
     return []
+
+
+def _not_given(snap: S.Snapshot) -> bool:
+    """A container without GPU device nodes, or without any libcuda.so.1: started without its GPUs."""
+    section = snap.environment.container
+    return (section is not None and section.gpu_device_nodes == 0) or libcuda_copies(snap) == []
 
 
 # --- the driver against the build's CUDA ----------------------------------------------------------
@@ -100,13 +110,21 @@ def check_driver(facts: Assessment) -> list[Finding]:
         return unknown(Msg("the CUDA version of torch {label} is not known", label=build.label))
     if snap.nvidia.status != S.NVIDIA_OK:
         return no_gpu(snap)  # the driver-state rule already explains this
-    machine = facts.machine
+    forward = facts.forward
+    # cuda-compat's libcuda first on a GPU that may not use it: CUDA stops with error 804, whatever the build.
+    findings = [_compat_unsupported(snap, forward)] if forward is not None and forward.supported is False else []
+    machine = facts.machine  # where cuda-compat works, its driver and CUDA (doctor/compat/assessment.py)
     verdict = driver_verdict(table, build.cuda, machine)
     have = snap.nvidia.driver_version.value
     have_cuda = snap.nvidia.cuda_driver_version.value
     ev = {"torch": build.label, "torch.cuda": build.cuda, "driver": have, "driver.max_cuda": have_cuda,
           "driver.max_cuda.source": snap.nvidia.cuda_driver_version.source,
           "min_driver": verdict.needed, "major_floor": verdict.floor}
+    if forward is not None and forward.effective:
+        ev |= _compat_evidence(forward)
+        if verdict.level != TOO_OLD:
+            findings.append(_forward_note(snap, build, forward, ev))
+        have, have_cuda = machine.driver_version, machine.driver_max_cuda
     major = build.cuda.split(".")[0]
     if verdict.level == TOO_OLD:
         why = (Msg("torch {label} was built with CUDA {cuda}; driver {have} supports CUDA up to "
@@ -118,11 +136,20 @@ def check_driver(facts: Assessment) -> list[Finding]:
         why += (Msg(" torch reports \"The NVIDIA driver on your system is too old\" and "
                 "torch.cuda.is_available() is False."))
         if is_jetson(snap):
-            return [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
-        return [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}", label=build.label), why, ev,
-                        _two_ways(facts, have, have_cuda, verdict), list(verdict.unverified))]
+            return findings + [_jetson_driver_finding(snap, table, build, why, ev, verdict)]
+        fix = _two_ways(facts, have, have_cuda, verdict)
+        compat = unused_compat(snap, table, build.cuda)
+        if compat is not None:  # a data-center GPU with cuda-compat installed but not on the loader's path
+            ev["compat_available"] = compat.path
+            # (the commands stay the plan's: this way keeps torch and the driver both)
+            fix.summary += Msg(" Or, keeping both, load the CUDA forward-compatibility package already installed "
+                               "here ({path}, driver {compat}) first: {command}", path=compat.path,
+                               compat=compat.version, command=f"export LD_LIBRARY_PATH={compat.path}"
+                               "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+        return findings + [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}",
+                                   label=build.label), why, ev, fix, list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
-        return [Finding(
+        return findings + [Finding(
             "driver-older-than-build", WARNING,
             Msg("torch {label} (CUDA {cuda}) is newer than the driver's CUDA {have_cuda}", label=build.label, cuda=build.cuda, have_cuda=have_cuda or '?'),
             Msg("Same CUDA major, so CUDA's minor-version compatibility lets it run on driver {have} (the "
@@ -133,7 +160,60 @@ def check_driver(facts: Assessment) -> list[Finding]:
             ev, Fix(Msg("Optional: update the driver, or use the variant the fix plan suggests."), links=[DRIVER_URL]),
             list(verdict.unverified),
         )]
-    return []
+    return findings
+
+
+COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
+
+
+def _compat_evidence(forward) -> dict:
+    return {"compat_libcuda": forward.copy.path, "found_by": forward.copy.found_by,
+            "compat_driver": forward.copy.version, "compat_max_cuda": forward.max_cuda, "gpus_class": forward.gpus,
+            "forward_compat.source": forward.source}
+
+
+def _forward_note(snap: S.Snapshot, build, forward, ev: dict) -> Finding:
+    """torch runs on the CUDA of the cuda-compat libcuda, on GPUs that may use it: said, not a problem."""
+    return Finding(
+        "cuda-forward-compat", INFO,
+        Msg("torch {label} runs on CUDA {max_cuda} through CUDA's forward-compatibility package (driver "
+            "{compat}) on driver {have}", label=build.label, max_cuda=forward.max_cuda, compat=forward.copy.version,
+            have=snap.nvidia.driver_version.value),
+        Msg("The first libcuda.so.1 the dynamic loader finds is {path} ({found_by}): the cuda-compat package, "
+            "built from driver {compat}. NVIDIA supports forward compatibility on these GPUs ({gpus}), so CUDA "
+            "builds up to {max_cuda} run although nvidia-smi shows the installed driver's CUDA {have_cuda}.",
+            path=forward.copy.path, found_by=forward.copy.found_by, compat=forward.copy.version, gpus=forward.gpus,
+            max_cuda=forward.max_cuda, have_cuda=snap.nvidia.cuda_driver_version.value or "?"),
+        ev, None)
+
+
+def _compat_unsupported(snap: S.Snapshot, forward) -> Finding:
+    """cuda-compat's libcuda is loaded first on GPUs NVIDIA does not support it on: CUDA error 804."""
+    copy = forward.copy
+    folder = copy.path.rsplit("/", 1)[0]
+    libs = snap.environment.libraries
+    if copy.found_by == "LD_LIBRARY_PATH":
+        value = libs.value if libs is not None else None
+        commands = [export("LD_LIBRARY_PATH", [d for d in split_path(value) if not same_dir(d, folder)])]
+    elif copy.found_by.startswith("/etc/ld.so.conf.d/"):
+        commands = [f"sudo mv {copy.found_by} {copy.found_by}.disabled && sudo ldconfig"]
+    else:
+        commands = ["sudo apt-get purge 'cuda-compat-*' && sudo ldconfig"]
+    names = ", ".join(g.name for g in snap.nvidia.gpus)
+    return Finding(
+        "cuda-compat-unsupported-gpu", ERROR,
+        Msg("CUDA's forward-compatibility package is loaded on a GPU that does not support it: CUDA fails with "
+            "error 804"),
+        Msg("The first libcuda.so.1 the dynamic loader finds is {path} ({found_by}): the cuda-compat package "
+            "(driver {compat}). NVIDIA supports forward compatibility only on data-center GPUs, select NGC Server "
+            "Ready RTX cards and Jetson; on {names} CUDA stops at start with error 804 \"forward compatibility "
+            "was attempted on non supported HW\" and torch.cuda.is_available() is False. Without it, torch uses "
+            "the installed driver {have}.", path=copy.path, found_by=copy.found_by, compat=copy.version,
+            names=names, have=snap.nvidia.driver_version.value),
+        _compat_evidence(forward) | {"gpus": [g.name for g in snap.nvidia.gpus]},
+        Fix(Msg("Take the cuda-compat folder off the loader's path, so that the driver's own libcuda is used."),
+            commands, [COMPAT_DOC]),
+    )
 
 
 def _two_ways(facts: Assessment, have, have_cuda, verdict) -> Fix:
@@ -175,4 +255,4 @@ NVIDIA_STATE = Rule("nvidia-driver", Msg("NVIDIA driver state"), check_nvidia_st
                     ("nvidia-driver-missing", "driver-library-mismatch", "container-lost-gpu-access",
                      "nvidia-no-permission", "nvidia-state-unknown"))
 DRIVER_CUDA = Rule("driver-cuda", Msg("the driver can run the torch build's CUDA version"), check_driver,
-                   ("driver-too-old", "driver-older-than-build"))
+                   ("driver-too-old", "driver-older-than-build", "cuda-forward-compat", "cuda-compat-unsupported-gpu"))

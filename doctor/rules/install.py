@@ -44,12 +44,20 @@ def check_torch_installed(facts: Assessment) -> list[Finding]:
     if inst.status == "absent":
         return [Finding(
             "torch-not-installed", ERROR,
-            Msg("torch is not installed in {path}", path=interp.path),
+            Msg("torch is not installed in {path}", path=interp.path or Msg("the Python collect_env ran in")
+                if snap.origin == "collect_env" else interp.path),
             Msg("Interpreter chosen because: {reason}. The fix plan below installs the build that fits "
-            "this machine.", reason=interp.reason),
+            "this machine.", reason=interp.reason) if interp.bits != 32 else
+            Msg("Interpreter chosen because: {reason}. No torch wheel exists for a 32-bit Python: see "
+                "python-32-bit.", reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.version": interp.version},
-            Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")),
+            Fix(Msg("Install the torch build chosen for this machine (see the fix plan).")
+                if interp.bits != 32 else Msg("Install a 64-bit Python first (see python-32-bit).")),
         )]
+    if inst.status == "unknown":  # e.g. a collect_env text that lists no packages: never "passed"
+        return unknown(Msg("whether torch is installed is unknown ({detail}); {how} tells",
+                           detail=inst.detail or Msg("the install was not read"),
+                           how="python -m pip show torch"))
     if inst.status == "error":
         return [Finding(
             "torch-inspect-failed", WARNING,
@@ -180,6 +188,8 @@ def check_python(facts: Assessment) -> list[Finding]:
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
         return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
+    if snap.interpreter.bits == 32:
+        return skipped(Msg("a 32-bit Python: python-32-bit says so"))
     build, machine = facts.build, facts.machine
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not supported:

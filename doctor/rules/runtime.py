@@ -11,16 +11,17 @@ same id. One finding per id; later matches add their messages to its evidence.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from doctor.compat.assessment import Assessment
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, REINSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg, join
 from doctor.model.versions import cuda_from_int, variant_of
 from doctor.rules import Rule, origin_name, skipped, unknown
+from doctor.rules.windows_dlls import WINDOWS_DLL, windows_dll_hint
 
 DRIVER_URL = "https://www.nvidia.com/Download/index.aspx"
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -145,8 +146,9 @@ def _base_evidence(snapshot: S.Snapshot, seen: _Seen | None = None) -> dict:
 
 
 def _python(snapshot: S.Snapshot) -> str:
-    path = snapshot.interpreter.path or "python"
-    return f'"{path}"' if " " in path else path
+    # Windows: the py launcher when the paste does not name the interpreter (there is no python3 there)
+    path = snapshot.interpreter.path or ("py" if snapshot.host.os == "windows" else "python")
+    return shells.quote(path, shells.shell_for(snapshot.host.os), first=True)
 
 
 def _kernels_ran(snapshot: S.Snapshot) -> bool:
@@ -420,11 +422,13 @@ def _crashed(snapshot: S.Snapshot) -> Finding:
     ev = _base_evidence(snapshot, _Seen("", "stderr", step) if step else None)
     ev.update({"signal": rt.signal, "libraries": libraries, "stderr_tail": rt.stderr_tail[-1500:]})
     how = Msg("{detail}.", detail=rt.detail or Msg("torch crashed"))
-    python = shlex.quote(snapshot.interpreter.path or "python3")
-    # faulthandler prints the Python stack at the crash: what to attach to a bug report.
-    commands = [f"{python} -X faulthandler -c 'import torch; print(torch.__version__)'"]
+    # faulthandler prints the Python stack at the crash: what to attach to a bug report. Quoted for the
+    # snapshot's own shell (a Windows report gets PowerShell's quoting).
+    code = "import torch; print(torch.__version__)"
     if step is not None and step.name not in ("import", ""):
-        commands = [f"{python} -X faulthandler -c 'import torch; torch.zeros(1).cuda(); print(\"ok\")'"]
+        code = 'import torch; torch.zeros(1).cuda(); print("ok")'
+    argv = [snapshot.interpreter.path or "python3", "-X", "faulthandler", "-c", code]
+    commands = [shells.render(argv, shells.shell_for(snapshot.host.os))]
     summary = (
         Msg("Rerun the failing call by hand to see the full error; report it with the JSON report if it persists.")
     )
@@ -537,20 +541,18 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
             Msg("Stop LD_LIBRARY_PATH from overriding torch's own CUDA libraries, then retry the import."),
             [SHOW_LD_PATH, UNSET_LD_PATH, retry],
         )
+    elif snapshot.host.os == "windows" and (WINDOWS_DLL.search(message) or "PyTorch version: N/A" in message):
+        hint, fix = windows_dll_hint(snapshot, retry)
     elif _words("smoke-import-library-missing").search(message):
         hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or broken.")
         fix = Fix(Msg("Reinstall torch with its dependencies."), actions=[_reinstall(snapshot)])
     else:
         hint = ""
         fix = Fix(Msg("Reinstall torch; if that does not help, search for the message."), actions=[_reinstall(snapshot)])
-    return Finding(
-        "torch-import-error",
-        ERROR,
-        Msg("import torch fails"),
-        Msg("`import torch` raised {clip}.{hint}", clip=_clip(message), hint=hint),
-        ev,
-        fix,
-    )
+    pasted = snapshot.origin == "collect_env" and step is None  # the message is collect_env's N/A, not torch's
+    return Finding("torch-import-error", ERROR, Msg("import torch fails"),
+                   Msg("{clip}.{hint}" if pasted else "`import torch` raised {clip}.{hint}", clip=_clip(message),
+                       hint=hint), ev, fix)
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:

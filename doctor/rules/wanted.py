@@ -6,15 +6,13 @@ nothing in its place: it lists those choices with their commands."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from doctor.compat.assessment import Assessment
 from doctor.compat.drivers import driver_advice
 from doctor.compat.interpreters import install_hint, python_in_range, venv_line
 from doctor.compat.wheels import (
     NO_PYTHON,
     change_cost,
-    choose,
+    choose_on_python,
     packages_for,
     python_label,
     wheel_pins,
@@ -85,8 +83,7 @@ def _other_python(snap: S.Snapshot, table, machine, asked: str, near) -> tuple[s
     if make is None:
         return install_hint(other) + (Msg(" Or ask for torch {torch} on this Python.", torch=near.wheel.torch)
                                       if near else ""), []
-    there = replace(machine, python=f"{other.version}.0", free_threaded=False)
-    pick = choose(table, there, None, wanted=f"=={asked}")
+    there, pick = choose_on_python(table, machine, other.version, asked)
     fit = pick.target or pick.needs_driver
     actions = [Action(SHELL, text=make)]
     if fit is not None:

@@ -18,9 +18,11 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     DriverSupport,
+    ForwardCompat,
     GpuModel,
     JetPackRow,
     MajorFloor,
+    NumpyAbi,
     Release,
     _public,
     spec_holds,
@@ -48,6 +50,8 @@ class CompatTable:
         companion_checks: tuple[CompanionCudaCheck, ...] = (),
         jetpack: tuple[JetPackRow, ...] = (),
         driver_support: tuple[DriverSupport, ...] = (),
+        forward_compat: tuple[ForwardCompat, ...] = (),
+        numpy_abi: tuple[NumpyAbi, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -59,6 +63,7 @@ class CompatTable:
         self.major_floors = major_floors
         self.driver_branches = tuple(sorted(driver_branches, key=lambda b: b.branch))
         self.gpu_models = gpu_models
+        self.numpy_abi = numpy_abi
 
         self._releases = {r.minor: r for r in self.releases}
         self._arch = {(a.torch_minor, a.variant, a.platform): a for a in arch_lists}
@@ -86,9 +91,15 @@ class CompatTable:
         self.jetpack_rows = jetpack
         self.driver_support = driver_support
         self._jetpack = {j.l4t: j for j in jetpack}
+        self.forward_compat = forward_compat
+        self._forward = {f.gpus: f for f in forward_compat}
         self._companions: dict[str, tuple[CompanionCudaCheck, ...]] = {}
         for check in companion_checks:
             self._companions[check.package] = (*self._companions.get(check.package, ()), check)
+
+    def forward_compat_for(self, gpus: str | None) -> ForwardCompat | None:
+        """The forward-compatibility row of a GPU class ("data-center", "geforce", ...), or None."""
+        return self._forward.get(gpus) if gpus else None
 
     def __repr__(self) -> str:
         return f"CompatTable({self.path!r}, table_version={self.table_version!r})"
@@ -203,6 +214,16 @@ class CompatTable:
         ends = [row.last_branch for row in self.driver_support
                 if _cc(row.min_compute_capability) <= tuple(cc) <= _cc(row.max_compute_capability)]
         return min(ends) if ends else None
+
+    def numpy_limit(self, torch: str, os_name: str) -> NumpyAbi | None:
+        """The NumPy a torch build ("2.2.2+cu121") on ``os_name`` was compiled for, when the table records one:
+        the row whose torch range holds it (an OS's own row first), else None."""
+        wanted = _public(torch)
+        rows = sorted(self.numpy_abi, key=lambda n: n.os == "all")
+        for row in rows:
+            if row.os in ("all", os_name) and spec_holds(row.torch, wanted):
+                return row
+        return None
 
     def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
         """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at

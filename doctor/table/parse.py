@@ -23,9 +23,11 @@ from doctor.table.rows import (
     CudnnSupport,
     DriverBranch,
     DriverSupport,
+    ForwardCompat,
     GpuModel,
     JetPackRow,
     MajorFloor,
+    NumpyAbi,
     Patch,
     Release,
     _public,
@@ -45,6 +47,7 @@ _PLAIN_SM_RE = re.compile(r"^sm_\d+$")
 _FREE_THREADED_RE = re.compile(r"^\d+\.\d+t$")
 _CUDA_CHECKS = ("major.minor", "major")
 _SEGMENTS = ("data-center",)
+FORWARD_COMPAT_GPUS = ("data-center", "jetson", "rtx-server-ready", "geforce")
 
 
 class _Parser:
@@ -186,9 +189,11 @@ class _Parser:
             data, "cudnn", self.cudnn_row, lambda c: (c.cudnn, c.cuda_major), "cuDNN row", True
         )
         companions = self.companion_rules(data)
+        numpy_abi = self.section(data, "numpy_abi", self.numpy_row, lambda n: (n.torch, n.os), "numpy_abi row", True)
         jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
         support = self.section(data, "driver_support", self.support_row, lambda d: d.last_branch,
                                "driver_support last_branch", True)
+        forward = self.section(data, "forward_compat", self.forward_row, lambda f: f.gpus, "forward_compat gpus", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -210,6 +215,8 @@ class _Parser:
             tuple(companions),
             tuple(jetpack),
             tuple(support),
+            tuple(forward),
+            tuple(numpy_abi),
         )
 
     def section(
@@ -386,6 +393,20 @@ class _Parser:
         cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
         return CudnnSupport(cudnn, cuda_major, cc, *self.provenance(row, where))
 
+    def numpy_row(self, row: dict, where: str) -> NumpyAbi:
+        specs = {}
+        for key in ("torch", "numpy"):
+            text = self.string(row, key, where)
+            try:
+                SpecifierSet(text)
+            except InvalidSpecifier:
+                raise self.fail(f"{where}.{key}", f"{text!r} is not a version specifier") from None
+            specs[key] = text
+        os_name = self.string(row, "os", where)
+        if os_name not in ("all", "linux", "windows", "darwin"):
+            raise self.fail(f"{where}.os", f"{os_name!r} is not one of all, linux, windows, darwin")
+        return NumpyAbi(specs["torch"], os_name, specs["numpy"], *self.provenance(row, where))
+
     def jetpack_row(self, row: dict, where: str) -> JetPackRow:
         l4t = self.string(row, "l4t", where, _L4T_RE, "a Jetson Linux release (major or major.minor)")
         jetpack = self.string(row, "jetpack", where)
@@ -401,6 +422,14 @@ class _Parser:
         branch = self.get(row, "last_branch", where, (int,))
         architectures = self.get(row, "architectures", where, (str,), optional=True) or ""
         return DriverSupport(low, high, branch, architectures, *self.provenance(row, where))
+
+    def forward_row(self, row: dict, where: str) -> ForwardCompat:
+        gpus = self.string(row, "gpus", where)
+        if gpus not in FORWARD_COMPAT_GPUS:
+            raise self.fail(f"{where}.gpus", f"{gpus!r} is not one of {', '.join(FORWARD_COMPAT_GPUS)}")
+        supported = self.get(row, "supported", where, (bool,))
+        note = self.get(row, "note", where, (str,), optional=True) or ""
+        return ForwardCompat(gpus, supported, note, *self.provenance(row, where))
 
     def companion_rules(self, data: dict) -> list[CompanionCudaCheck]:
         rules = self.get(data, "companion_rules", "", (dict,), optional=True)

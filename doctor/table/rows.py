@@ -135,6 +135,18 @@ class GpuModel:
 
 
 @dataclass(frozen=True, slots=True)
+class ForwardCompat:
+    """Whether a class of GPUs may use CUDA forward compatibility (the cuda-compat package's libcuda on an older
+    driver branch). A GPU of a class that may not fails CUDA's start with error 804."""
+
+    gpus: str  # "data-center", "jetson", "rtx-server-ready", "geforce"
+    supported: bool
+    note: str
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class DriverSupport:
     """The last driver branch that supports GPUs of a compute-capability range (Kepler: R470)."""
 
@@ -175,6 +187,18 @@ class CompanionCudaCheck:
     package: str  # "torchvision"
     versions: str  # a specifier set of the package versions the row covers, ">=0.16"
     compares: str  # "major.minor" or "major": what must match torch.version.cuda at import
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class NumpyAbi:
+    """torch builds that were compiled against NumPy 1's C API: with NumPy 2 they import, but every NumPy
+    conversion fails ("Numpy is not available", "_ARRAY_API not found")."""
+
+    torch: str  # a specifier set of the torch versions the row covers, "<2.3"
+    os: str  # the host OS the row applies to ("windows"), or "all"
+    numpy: str  # the NumPy those builds work with, "<2"
     source: str
     confidence: str
 

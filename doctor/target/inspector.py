@@ -1,9 +1,9 @@
 """Describe this interpreter and its installed torch as one JSON object, WITHOUT importing torch.
 
 torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is
-stdlib-only and must run on Python 3.8 to 3.14. The whole file also stays *parsable* by Python
-2.7 and 3.6 (no f-strings, annotations, keyword-only arguments) so that a too-old target prints
-a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
+stdlib-only and must run on Python 3.6 to 3.14 (torch 1.x had wheels for 3.6 and 3.7). The whole
+file also stays *parsable* by Python 2.7 (no f-strings, annotations, keyword-only arguments) so that
+a too-old target prints a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
 package without executing it, ``version.py`` is parsed with ``ast``, dist-info is read as text.
 """
 
@@ -25,7 +25,7 @@ import re  # noqa: E402
 from collections import Counter  # noqa: E402
 
 SCHEMA = 1
-MIN_PYTHON = (3, 8)
+MIN_PYTHON = (3, 6)
 PACKAGES = ("torch", "torchvision", "torchaudio")
 # Distributions worth listing besides the three packages (duplicates, CUDA wheels, NVML bindings).
 EXTRA_DISTS = ("pynvml", "nvidia-ml-py", "cuda-toolkit", "cuda-bindings", "triton", "pytorch-triton")
@@ -50,7 +50,7 @@ def _too_old():
     return {
         "inspector": SCHEMA,
         "error": "too-old",
-        "detail": "Python %s is too old: torch needs 3.8+ (current releases need 3.10+)" % version,
+        "detail": "Python %s is too old: torch needs 3.6+ (current releases need 3.10+)" % version,
         "interpreter": {"version": version, "implementation": impl, "executable": sys.executable},
     }
 
@@ -291,8 +291,10 @@ def _distributions():
         fast = None
     if fast is not None:
         return fast
-    import importlib.metadata as metadata
-
+    try:
+        import importlib.metadata as metadata
+    except ImportError:  # Python 3.6 and 3.7: no importlib.metadata, read the folders ourselves
+        return _sibling("installed").scanned_distributions(_DistInfo)
     return list(metadata.distributions())
 
 
@@ -338,7 +340,7 @@ def list_dists():
 
 
 # torch's generated version.py is a few lines of `name[: type] = literal`; reading those with a regex
-# saves importing ast (several ms of every check). Any other line sends the whole file to ast.
+# spares every check the import of ast. Any other line sends the whole file to ast.
 _SIMPLE_LINE = re.compile(
     r"""^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][A-Za-z0-9_.\[\], ]*)?\s*=\s*"""
     r"""(?P<value>'[^'\\\n]*'|"[^"\\\n]*"|None|True|False|-?[0-9]+)"""
@@ -505,14 +507,36 @@ def describe_package(name, records, objects):
     return info
 
 
-def find_leftovers():
-    """What an interrupted pip leaves in the sys.path folders: its stash ("~orch", "~orch-2.6.0.dist-info":
-    the old files, renamed while the new ones are written), *.dist-info folders without RECORD, and one
-    without INSTALLER beside another of the same name (a wheel half extracted over a whole install)."""
+# pip moves a folder it replaces aside, beside it, as "~" + characters from "-~.=%0123456789" + the name with
+# as many leading characters dropped ("~orch", "~orch-2.6.0+cu126.dist-info", "~-rch"): pip's
+# AdjacentTempDirectory._generate_names (pip/_internal/utils/temp_dir.py), which StashedUninstallPathSet
+# (pip/_internal/req/req_uninstall.py) uses for folders only; files it stashes go to a temporary folder.
+PIP_STASH = re.compile(r"^~[-~.=%0-9]*[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+def site_folders():
+    """The folders pip and uv install into (purelib, platlib): the only ones their leftovers can be in."""
+    import sysconfig
+
     found = []
-    for entry in sys.path:
-        if not entry or not os.path.isdir(entry):
+    for key in ("purelib", "platlib"):
+        try:
+            path = sysconfig.get_path(key)
+        except Exception:
             continue
+        if path and os.path.isdir(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def find_leftovers(records=()):
+    """What an interrupted install leaves in the interpreter's own site-packages (never elsewhere on sys.path,
+    where a user's "~notes/" or "~$Report.docx" is theirs): pip's stash of what it was replacing (folders by
+    pip's naming, PIP_STASH), *.dist-info folders without RECORD, one without INSTALLER beside another of the
+    same name (a wheel half extracted over a whole install), and a half-written torch, torchvision or
+    torchaudio (``half_written``)."""
+    found = []
+    for entry in site_folders():
         try:
             names = sorted(os.listdir(entry))
         except OSError:
@@ -520,11 +544,63 @@ def find_leftovers():
         dists = Counter(n.split("-")[0].lower() for n in names if n.endswith(".dist-info"))
         for name in names:
             path = os.path.join(entry, name)
+            if not os.path.isdir(path) or os.path.islink(path):
+                continue
+            if name.startswith("~"):
+                if PIP_STASH.match(name):
+                    found.append(path)
+                continue
             twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
-            if name.startswith("~") or (name.endswith(".dist-info") and not all(
-                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ()))):
+            if name.endswith(".dist-info") and not all(
+                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ())):
                 found.append(path)
+        found += [p for p in half_written(entry, records) if p not in found]
     return found
+
+
+def half_written(folder, records):
+    """torch, torchvision or torchaudio in ``folder`` half written by an install that was killed: a dist-info
+    whose RECORD lists files that are not there (the path of the dist-info), or a package folder that no
+    dist-info or egg-info describes (the path of the folder)."""
+    found = []
+    described = set()
+    for record in records:
+        if record.get("name") not in PACKAGES or not record.get("path"):
+            continue
+        if os.path.realpath(str(record.get("location") or "")) != os.path.realpath(folder):
+            continue
+        described.add(record["name"])
+        if _missing_from_record(folder, record["path"]):
+            found.append(record["path"])
+    for name in PACKAGES:
+        package = os.path.join(folder, name)
+        if name not in described and os.path.isfile(os.path.join(package, "__init__.py")):
+            found.append(package)
+    return found
+
+
+def _missing_from_record(folder, dist_info):
+    """Whether the RECORD was cut off while written (pip and uv end it with a newline), or a Python source it
+    lists inside ``folder`` is missing. Sources only: they are what an interrupted install leaves out wherever
+    it stopped; compiled files may be cleared without harm, and a missing library is the smoke test's to find."""
+    import csv
+
+    data = _read_text(os.path.join(dist_info, "RECORD"))
+    if data is None:
+        return False  # no RECORD: find_leftovers lists it as such
+    if not data.endswith("\n"):
+        return True
+    try:
+        rows = list(csv.reader(data.splitlines()))
+    except csv.Error:  # a NUL byte or a broken quote: not the RECORD an install that finished writes
+        return True
+    for row in rows:
+        relative = row[0] if row else ""
+        if not relative.endswith(".py") or relative.startswith(("..", "/")):
+            continue
+        if not os.path.exists(os.path.join(folder, relative)):
+            return True
+    return False
 
 
 # --- conda --------------------------------------------------------------------------------------
@@ -556,6 +632,17 @@ def describe_conda(prefix):
 # --- main ---------------------------------------------------------------------------------------
 
 
+def _sibling(name):
+    """A stdlib-only module beside this file, loaded by path (this folder is off sys.path, on purpose)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("_torchdoctor_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def inspect():
     out = {"inspector": SCHEMA, "problems": []}
     out["interpreter"] = describe_interpreter()
@@ -574,7 +661,18 @@ def inspect():
             out["problems"].append("reading %s failed: %s: %s" % (name, type(exc).__name__, exc))
     torch = out["packages"].get("torch")
     out["torch_origin"] = torch["origin"] if torch else None
-    out["leftovers"] = find_leftovers()
+    try:
+        out["leftovers"] = find_leftovers(records)
+    except Exception as exc:  # a RECORD the csv module cannot read (a NUL byte) must not cost the whole answer
+        out["problems"].append("looking for leftovers failed: %s: %s" % (type(exc).__name__, exc))
+    try:
+        installed = _sibling("installed")
+        out["installed"] = installed.installed_versions()
+        out["markers"] = installed.marker_environment()
+    except Exception as exc:
+        out["problems"].append("listing installed versions failed: %s: %s" % (type(exc).__name__, exc))
+    # PYTHONPATH folders come before site-packages: a torch there shadows the environment's own
+    out["pythonpath"] = os.environ.get("PYTHONPATH")
     try:
         out["conda"] = describe_conda(sys.prefix)
     except Exception as exc:
@@ -591,6 +689,8 @@ def main():
             result = inspect()
         except Exception as exc:
             result = {"inspector": SCHEMA, "error": "crashed", "detail": "%s: %s" % (type(exc).__name__, exc)}
+    if len(sys.argv) > 1:
+        result["nonce"] = sys.argv[1]  # torchdoctor's per-run token: another JSON line printed later is not this
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

@@ -4,7 +4,7 @@ Run by ``doctor.probes.runtime`` as a separate process, never imported by torchd
 
     python torch_child.py --mode import|smoke --device all|N --budget SECONDS
 
-Stdlib only and Python 3.8+ (it runs in whatever interpreter the user's torch lives in).
+Stdlib only and Python 3.6+ (it runs in whatever interpreter the user's torch lives in).
 
 It reports as it goes, one JSON object per line on stdout, so that a crash or a hang still leaves
 the evidence gathered so far:

@@ -27,7 +27,8 @@ from hostile import write_script_smi as _script_smi
 HUGE = "9" * 5000  # over CPython's 4,300-digit limit for int <-> str conversion
 ESC_TITLE = "\x1b]0;PWNED\x07"  # OSC 0: retitles the terminal window
 ESC_CLEAR = "\x1b[2J"  # CSI 2J: clears the screen
-ESCAPES = f"{ESC_TITLE}{ESC_CLEAR}\x1b[31m\x08"  # + BS; CR only where a line break cannot split the input
+# + BS, and U+202E (right-to-left override: reorders what follows); CR only where a line break cannot split the input
+ESCAPES = f"{ESC_TITLE}{ESC_CLEAR}\x1b[31m\x08\u202e"
 HTML = "<img src=x onerror=alert(1)></details>"
 COLLECT_ENV = REPO / "tests" / "fixtures" / "collect_env" / "composed-2.6.0-cu126-rtx5090d-issue150733.txt"
 TABLE = REPO / "compat_tables" / "pytorch.json"
@@ -585,6 +586,17 @@ def _(ctx):
     return _sysroot(ctx, "proc/meminfo", "fifo")
 
 
+@case("sysroot-cgroup-deep", "hang", exits=(0, 1), max_seconds=8, limit=10)
+def _(ctx):
+    """TORCHDOCTOR_SYSROOT whose proc/self/cgroup names a cgroup 100,000 levels deep (the walk up to the
+    root was quadratic in the depth)."""
+    root = ctx.tmp / "sysroot"
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "self" / "cgroup").write_text("0::/" + "/".join(["a"] * 100_000) + "\n")
+    ctx.env["TORCHDOCTOR_SYSROOT"] = str(root)
+    return check(ctx)
+
+
 @case("sysroot-meminfo-dev-zero", "hang", exits=(0, 1), max_seconds=8, limit=10)
 def _(ctx):
     """TORCHDOCTOR_SYSROOT whose proc/meminfo links to /dev/zero."""
@@ -715,6 +727,7 @@ def _(ctx):
             "pip",
             {f"{name}/__init__.py": "", f"{name}/version.py": f"__version__ = {version!r}\n"},
         )
+    add_dist_info(site, "numpy", "2.2.6")  # what the companions declare, as pip would have installed it
     expect_ids(ctx, absent={"torchvision-mismatch", "torchaudio-mismatch"})
     return ["check", "--no-smoke", "--json", "--python", str(py)]
 

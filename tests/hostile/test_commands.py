@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(REPO))
 
-from doctor.plan import shells  # noqa: E402
+from doctor.model import shells  # noqa: E402
 from doctor.plan.commands import Commands, pin_problem, render_argv  # noqa: E402
 
 pytestmark = pytest.mark.hostile
@@ -261,3 +261,13 @@ def test_a_hostile_target_path_and_dist_info_print_commands_that_run_nothing_els
     assert [line for line in from_lines if "-m pip" in line] == [line for line in lines if "-m pip" in line]
     run_pasted([line for line in from_lines if not line.startswith("rm ")], paste)
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_a_windows_cuda_home_path_is_quoted_for_powershell():
+    """A machine path in PowerShell double quotes would run its ``$(...)``: the CUDA_HOME line is single-quoted
+    through the one quoting (doctor/model/shells.py), like every other command (issue 27)."""
+    from doctor.model import shells as sh
+
+    path = "C:\\CUDA\\$(Remove-Item -Recurse ~)\\v12.6"
+    line = "$env:CUDA_HOME = " + sh.quote(path, sh.POWERSHELL)
+    assert line == "$env:CUDA_HOME = 'C:\\CUDA\\$(Remove-Item -Recurse ~)\\v12.6'"

@@ -257,15 +257,18 @@ def test_interrupted_fix_leaves_a_whole_environment(sig_name, moment, jobs):
 
 def two_at_once(world, root: Path) -> dict:
     """Two `fix --yes` on one venv from one folder, started together (big index: each install takes
-    seconds, so they overlap)."""
+    seconds, so they overlap), each with a $HOME and state folder of its own, the second through a symlink
+    to the venv (issue 27: the lock was in the user's state folder, keyed on the path)."""
     root.mkdir(parents=True)
     venv = fresh_venv(world, root / "venv")
-    args = fix_args(world, venv, world.big)
+    (root / "link").symlink_to(venv)
     start = threading.Barrier(2)
     results: list = [None, None]
 
     def one(i):
         env = cli_env(world, base_env(None))  # its own marker: each run finds (and kills) only its own
+        env["HOME"] = env["XDG_STATE_HOME"] = str(root / f"home{i}")
+        args = fix_args(world, venv if i == 0 else root / "link", world.big)
         start.wait()
         with Launched(args, env, cwd=root) as cli:
             pips, seen = 0, []
@@ -273,7 +276,7 @@ def two_at_once(world, root: Path) -> dict:
             while cli.proc.poll() is None and time.monotonic() < deadline:
                 # every pip installing into this venv, whichever run started it; a process forked by pip
                 # shows pip's command line until it execs (vfork), and is that same pip, not a second one
-                both = live_processes(None, (f"{venv}/bin/python -m pip install torch",))
+                both = live_processes(None, tuple(f"{v}/bin/python -m pip install torch" for v in (venv, root / "link")))
                 pids = {proc.pid for proc in both}
                 independent = [proc for proc in both if _parent(proc) not in pids]
                 if len(independent) > max(pips, 1):  # what two at once were, should it happen

@@ -64,7 +64,7 @@ def parse_kfd_properties(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and len(parts[1]) <= MAX_DIGITS + 2:
+        if len(parts) == 2 and parts[1].isascii() and parts[1].isdigit() and len(parts[1]) <= MAX_DIGITS + 2:
             out.setdefault(parts[0], int(parts[1]))
     return out
 

@@ -60,7 +60,7 @@ def read_kfd_nodes(root: str = "/") -> list[KfdNode] | None:
     if names is None:
         return None
     nodes = []
-    for name in sorted((n for n in names if n.isdigit() and len(n) < 6), key=int):
+    for name in sorted((n for n in names if n.isascii() and n.isdigit() and len(n) < 6), key=int):
         folder = os.path.join(base, name)
         props = parse_kfd_properties(read_text("/", os.path.join(folder, "properties"), limit=64 << 10) or "")
         label = (read_text("/", os.path.join(folder, "name"), limit=4096) or "").strip() or None

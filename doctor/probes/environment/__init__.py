@@ -1,8 +1,9 @@
 """The environment probe: hazards around torch that are not version numbers, one module per family.
 
 ``containers`` (container kind and GPU access), ``resources`` (/dev/shm, the CPU budget, RAM and swap),
-``devices`` (*_VISIBLE_DEVICES), ``libraries`` (CUDA libraries on the library path, CUDA_HOME) and
-``wsl``. The rules that read these facts mirror them in ``doctor/rules/hazards/``; the sections are the
+``devices`` (*_VISIBLE_DEVICES), ``libraries`` (CUDA libraries on the library path, CUDA_HOME),
+``wsl``, ``loader`` (which libcuda.so.1 the dynamic loader picks; cuda-compat) and ``windows`` (the long-path
+setting). The rules that read these facts mirror them in ``doctor/rules/hazards/``; the sections are the
 dataclasses of ``doctor/model/environment.py``.
 
 Everything is read from files under ``root`` (a fake root in tests) and from the ``env`` mapping; no
@@ -21,7 +22,9 @@ from doctor.model.snapshot import Host
 from doctor.probes.environment.containers import probe_container
 from doctor.probes.environment.devices import probe_visible_devices
 from doctor.probes.environment.libraries import probe_cuda_home, probe_libraries
+from doctor.probes.environment.loader import probe_loader
 from doctor.probes.environment.resources import probe_cpu, probe_memory, probe_shm
+from doctor.probes.environment.windows import probe_windows
 from doctor.probes.environment.wsl import probe_wsl
 
 __all__ = ["probe_environment"]
@@ -48,6 +51,8 @@ def probe_environment(root: str = "/", env: Mapping[str, str] | None = None, hos
         "libraries": lambda: probe_libraries(env, host_os),
         "cuda_home": lambda: probe_cuda_home(root, env),
         "wsl": lambda: probe_wsl(root, env) if host_os == "linux" else Wsl(is_wsl=False, evidence=[]),
+        "loader": lambda: probe_loader(root, env) if host_os == "linux" else None,
+        "windows": lambda: probe_windows() if host_os == "windows" else None,
     }
     sections = {}
     for key, probe in probes.items():

@@ -2,8 +2,10 @@
 
 ``detect_container`` is the one place that decides the container kind: the host probe
 (``doctor/probes/host.py``) takes its answer too. Precedence, most useful answer first:
-kubernetes > podman > docker > containerd > lxc > whatever ``$container`` names. Kubernetes wins
-over the runtime underneath it because its remedies (the pod spec) differ from ``docker run`` flags.
+kubernetes > apptainer > enroot > podman > docker > containerd > lxc > whatever ``$container`` names.
+Kubernetes wins over the runtime underneath it because its remedies (the pod spec) differ from ``docker run``
+flags; Apptainer/Singularity (``--nv``) and enroot (Slurm's pyxis: ``--container-image``) are HPC runtimes
+whose own variables name them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Mapping
 from doctor.model.environment import Container
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 
-_MARKERS = ("/.dockerenv", "/run/.containerenv", "/var/run/secrets/kubernetes.io/serviceaccount")
-_PRECEDENCE = ("kubernetes", "podman", "docker", "containerd", "lxc")
+_MARKERS = ("/.dockerenv", "/run/.containerenv", "/var/run/secrets/kubernetes.io/serviceaccount", "/.singularity.d")
+_PRECEDENCE = ("kubernetes", "apptainer", "enroot", "podman", "docker", "containerd", "lxc")
 
 
 def parse_container_kind(
@@ -38,6 +40,17 @@ def parse_container_kind(
     if "kubepods" in cg or "/kubelet/pods/" in mi:
         evidence.append("cgroup or mountinfo mentions kubepods/kubelet")
         kinds.append("kubernetes")
+    for var in ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"):
+        if env.get(var):
+            evidence.append(f"{var} is set")
+            kinds.append("apptainer")
+    if markers.get("/.singularity.d"):
+        evidence.append("/.singularity.d exists")
+        kinds.append("apptainer")
+    enroot = sorted(k for k in env if k.startswith(("ENROOT_", "PYXIS_")))
+    if enroot:
+        evidence.append(f"{enroot[0]} is set")
+        kinds.append("enroot")
     if markers.get("/.dockerenv"):
         evidence.append("/.dockerenv exists")
         kinds.append("docker")
@@ -88,4 +101,5 @@ def probe_container(root: str, env: Mapping[str, str]) -> Container:
         nvidia_driver_capabilities=env.get("NVIDIA_DRIVER_CAPABILITIES"),
         cuda_image=bool(image_evidence),
         cuda_image_evidence=image_evidence,
+        nvidia_module=exists(root, "/sys/module/nvidia") if kind else None,
     )

@@ -76,6 +76,9 @@ def parse_proc_cgroup(text: str) -> dict[str, str]:
     return result
 
 
+MAX_CGROUP_DEPTH = 64
+
+
 def _walk_up(mount_point: str, mount_root: str, cgroup_path: str) -> list[str]:
     """Directories from the process's cgroup up to the mount point (the JVM's way of finding limits)."""
     rel = cgroup_path
@@ -83,7 +86,10 @@ def _walk_up(mount_point: str, mount_root: str, cgroup_path: str) -> list[str]:
         rel = rel[len(mount_root) :]
     rel = rel.strip("/")
     dirs = []
-    parts = rel.split("/") if rel else []
+    # Each level is a path as long as its depth, so a walk is quadratic in it: a planted /proc/self/cgroup
+    # 100,000 levels deep took minutes. Real hierarchies are a few levels deep (systemd's ~6); only the top
+    # MAX_CGROUP_DEPTH levels, where containers set their limits, are walked.
+    parts = rel.split("/", MAX_CGROUP_DEPTH)[:MAX_CGROUP_DEPTH] if rel else []
     for depth in range(len(parts), -1, -1):
         dirs.append(os.path.join(mount_point, *parts[:depth]) if depth else mount_point)
     return dirs

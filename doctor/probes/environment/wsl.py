@@ -1,4 +1,5 @@
-"""WSL2: whether this is WSL, and what can shadow the Windows driver's libraries in /usr/lib/wsl/lib.
+"""WSL: whether this is WSL, which one (WSL 1 has no GPU), and what can shadow the Windows driver's libraries
+in /usr/lib/wsl/lib (a Linux driver installed inside WSL: its files, its dpkg packages, its nvidia-smi).
 
 ``read_wsl_markers`` is the one place that decides "this is WSL": the host probe
 (``doctor/probes/host.py``) and, through it, the NVIDIA probe take its answer. Any one marker is
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 
+from doctor.compat.wsl import wsl_version
 from doctor.model.environment import LdSoConf, Wsl
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 from doctor.probes.environment.libraries import DRIVER_LIB
@@ -79,14 +82,47 @@ def read_linux_driver(root: str) -> list[str]:
     return found
 
 
+# The packages of a Linux NVIDIA driver (Ubuntu/Debian names, and NVIDIA's own CUDA repository's cuda-drivers).
+_DRIVER_PACKAGE = re.compile(
+    r"^(?:nvidia-driver(?:-\S+)?|libnvidia-compute-\d+|nvidia-dkms-\S+|nvidia-utils-\d+|nvidia-kernel-\S+"
+    r"|nvidia-headless-\S+|libnvidia-gl-\d+|cuda-drivers(?:-\d+)?|nvidia-open(?:-\S+)?)$"
+)
+
+
+def read_kernel_release(root: str) -> str | None:
+    """/proc/sys/kernel/osrelease, else the release in /proc/version ("Linux version 4.4.0-19041-Microsoft ...")."""
+    text = (read_text(root, "/proc/sys/kernel/osrelease", 4096) or "").strip()
+    if text:
+        return text
+    match = re.match(r"Linux version (\S+)", read_text(root, "/proc/version", 4096) or "")
+    return match.group(1) if match else None
+
+
+def parse_dpkg_status(text: str) -> list[str]:
+    """The installed packages of a Linux NVIDIA driver in /var/lib/dpkg/status, sorted."""
+    found = set()
+    for block in text.split("\n\n"):
+        name = re.search(r"^Package:\s*(\S+)", block, re.MULTILINE)
+        status = re.search(r"^Status:\s*(.+)$", block, re.MULTILINE)
+        if name and status and status.group(1).strip().endswith(" installed") and _DRIVER_PACKAGE.match(name.group(1)):
+            found.add(name.group(1))
+    return sorted(found)
+
+
 def probe_wsl(root: str, env: Mapping[str, str]) -> Wsl:
     evidence = [_EVIDENCE.get(marker, f"{marker} exists") for marker in read_wsl_markers(root, env)]
     if not evidence:
         return Wsl(is_wsl=False, evidence=[])
+    release = read_kernel_release(root)
     return Wsl(
         is_wsl=True,
         evidence=evidence,
         wsl_lib_dir_exists=exists(root, WSL_LIB_DIR),
         ld_so_conf=read_ld_so_conf(root),
         linux_driver=read_linux_driver(root),
+        version=wsl_version(release or "", exists(root, "/dev/dxg")),
+        kernel_release=release,
+        distro=env.get("WSL_DISTRO_NAME") or None,
+        driver_packages=parse_dpkg_status(read_text(root, "/var/lib/dpkg/status", 64 << 20) or ""),
+        nvidia_smi=shutil.which("nvidia-smi", path=env.get("PATH", "")),
     )

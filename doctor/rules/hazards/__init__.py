@@ -26,7 +26,7 @@ RULES = [
         (
             "container-no-gpu-access",
             "nvidia-visible-devices-hides-all",
-            "container-missing-compute-capability",
+            "nvidia-driver-capabilities-no-compute",
         ),
     ),
     Rule("shm", Msg("/dev/shm is large enough for DataLoader workers"), check_shm, ("shm-too-small",)),
@@ -70,18 +70,20 @@ RULES = [
             "user-site-torch-shadows",
             "conda-cuda-mismatch",
             "interrupted-install-leftovers",
+            "pythonpath-torch-shadows",
         ),
     ),
     Rule(
         "interpreter-hygiene",
         Msg("the target Python is a 64-bit, user-owned environment"),
         check_interpreter_hygiene,
-        ("python-32-bit", "externally-managed-python", "conda-base-environment"),
+        ("python-32-bit", "externally-managed-python", "conda-base-environment", "windows-store-python",
+         "windows-long-paths-disabled"),
     ),
     Rule(
         "wsl",
         Msg("WSL2 uses the Windows driver's libraries"),
         check_wsl,
-        ("wsl-library-path-order", "wsl-linux-driver-installed"),
+        ("wsl1-no-gpu", "wsl-library-path-order", "wsl-linux-driver-installed"),
     ),
 ]

@@ -3,10 +3,10 @@ the shell lines that set a library path."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from doctor.compat.builds import Build
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.findings import INSTALL, Action
 from doctor.model.i18n import Msg
@@ -77,6 +77,14 @@ def unread(what: str, section: Any) -> Outcome:
     return unknown(Msg("{what} could not be read", what=what) + (Msg(": {why}", why=why) if why else ""))
 
 
+def libcuda_copies(snap: S.Snapshot) -> list[str] | None:
+    """The libcuda.so.1 files the dynamic loader can find, in its order; None when the loader was not read."""
+    loader = snap.environment.loader
+    if loader is None:
+        return None
+    return [c.path for c in loader.copies if c.soname == "libcuda.so.1"]
+
+
 def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:
     return list(snap.nvidia.gpus) if snap.nvidia.status == S.NVIDIA_OK else []
 
@@ -87,7 +95,7 @@ def export(variable: str, dirs: list[str], windows: bool = False) -> str:
         return f'$env:{variable} = "{";".join(dirs)}"'
     if not dirs:
         return f"unset {variable}"
-    return f"export {variable}={shlex.quote(':'.join(dirs))}"
+    return f"export {variable}={shells.quote(':'.join(dirs))}"
 
 
 def split_path(value: str | None, windows: bool = False) -> list[str]:

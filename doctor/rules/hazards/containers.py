@@ -1,47 +1,24 @@
-"""Containers: one that should have a GPU but was started without one, or without CUDA's driver library."""
+"""Containers: one that should have a GPU but was started without one, or without CUDA's driver library.
+
+When the host's GPUs show through (an NVIDIA device on the container's PCI bus, which is the host's, or the
+host's nvidia kernel module in /sys/module) and torch is a CUDA build, a container without them is an error
+whatever else is said: the GPUs are there and this container was not given them. A container where nothing
+shows a GPU keeps the severity of what the user said they expect (a note when nothing does).
+"""
 
 from __future__ import annotations
 
 from doctor.compat.assessment import Assessment
 from doctor.model import snapshot as S
 from doctor.model.environment import Container
-from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
+from doctor.model.findings import ERROR, INFO, WARNING, Finding
 from doctor.model.i18n import Msg
 from doctor.rules import skipped
-from doctor.rules.hazards.common import container_kind, missing
+from doctor.rules.hazards.common import container_kind, libcuda_copies, missing
+from doctor.rules.hazards.remedies import capabilities_remedy, gpu_remedy
 
 # The core rule explains these broken states (container-lost-gpu-access, ...): no duplicates here.
 _LEAD_RULE_STATUSES = (S.NVIDIA_CONTAINER_LOST, S.NVIDIA_MISMATCH, S.NVIDIA_NO_PERMISSION)
-
-
-def _gpu_remedy(kind: str | None) -> Fix:
-    if kind == "kubernetes":
-        return Fix(
-            Msg("Request a GPU in the pod spec (resources.limits: nvidia.com/gpu: 1) and make sure the NVIDIA "
-            "device plugin (or the GPU operator) runs on the node."),
-            [
-                "kubectl get nodes -o custom-columns=NAME:.metadata.name,GPUS:.status.allocatable.nvidia\\.com/gpu"
-            ],
-            ["https://github.com/NVIDIA/k8s-device-plugin"],
-        )
-    if kind == "podman":
-        return Fix(
-            Msg("Recreate the container with the GPUs passed through CDI (generate the CDI spec on the host once)."),
-            [
-                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml  # on the host",
-                "podman run --device nvidia.com/gpu=all <image> ...",
-            ],
-            ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"],
-        )
-    return Fix(
-        Msg("Recreate the container with the GPUs passed in (docker run --gpus all); the host needs the NVIDIA "
-        "Container Toolkit configured as a Docker runtime."),
-        [
-            "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker  # on the host",
-            "docker run --gpus all <image> ...",
-        ],
-        ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"],
-    )
 
 
 def check_containers(facts: Assessment) -> list[Finding]:
@@ -70,15 +47,22 @@ def check_containers(facts: Assessment) -> list[Finding]:
         expects.append(Msg("a CUDA image (") + ", ".join(found.cuda_image_evidence) + ")")
     gpu_nodes = found.gpu_device_nodes
     driver_works = status == S.NVIDIA_OK and bool(snap.nvidia.gpus)
+    libcuda = libcuda_copies(snap)
+    host_gpus = bool(snap.nvidia.pci_devices) or bool(found.nvidia_module)
     evidence = {
         "container": kind,
         "container.evidence": list(found.evidence),
         "device_nodes": list(found.device_nodes),
         "nvidia.status": status,
         "expects_gpu": expects,
+        "pci_devices": list(snap.nvidia.pci_devices),
+        "nvidia_module": found.nvidia_module,
+        "libcuda": libcuda,
     }
     findings = []
-    if not driver_works and (gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER)):
+    # Device nodes without the driver libraries (Apptainer shares the host's /dev; --nv binds the libraries).
+    no_libraries = status == S.NVIDIA_UNKNOWN and host_gpus and libcuda == []
+    if not driver_works and (gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER) or no_libraries):
         if not expects:
             return []
         # Severity follows what the user expects. An error when something says a GPU is wanted: the run's own
@@ -90,15 +74,18 @@ def check_containers(facts: Assessment) -> list[Finding]:
             e.startswith("NVIDIA_REQUIRE_CUDA=") for e in found.cuda_image_evidence
         )
         hinted = any(e.startswith("CUDA_VERSION=") for e in found.cuda_image_evidence)
-        severity = ERROR if wanted else WARNING if hinted else INFO
-        nodes = "no /dev/nvidia* device nodes" if gpu_nodes == 0 else "no working NVIDIA driver"
+        # The GPUs are there and a CUDA torch cannot use them: an error whoever expects what.
+        dead = host_gpus and build is not None and build.kind == "cuda"
+        severity = ERROR if wanted or dead else WARNING if hinted else INFO
+        nodes = ("no /dev/nvidia* device nodes" if gpu_nodes == 0
+                 else "no NVIDIA driver libraries (libcuda.so.1)" if no_libraries else "no working NVIDIA driver")
         if hidden_by_nvd and expects:
-            fix = _gpu_remedy(kind)
+            fix = gpu_remedy(kind)
             fix.summary = (
                 Msg("Recreate the container with NVIDIA_VISIBLE_DEVICES=all (or the GPUs you want). ")
                 + fix.summary
             )
-            if kind not in ("kubernetes", "podman"):
+            if kind not in ("kubernetes", "podman", "apptainer", "enroot"):
                 fix.commands[-1] = "docker run --gpus all -e NVIDIA_VISIBLE_DEVICES=all <image> ..."
             findings.append(
                 Finding(
@@ -112,6 +99,23 @@ def check_containers(facts: Assessment) -> list[Finding]:
                     fix,
                 )
             )
+        elif dead:
+            shown = ", ".join(snap.nvidia.pci_devices) or "/sys/module/nvidia"
+            findings.append(
+                Finding(
+                    "container-no-gpu-access",
+                    severity,
+                    Msg("the host's NVIDIA GPUs are there, but this {kind} container was not given them ({nodes})",
+                        kind=kind, nodes=nodes),
+                    Msg("The host's GPUs show through ({shown}) and its nvidia kernel module is loaded, but this "
+                    "container was started without the GPUs passed in, so torch {label} (a CUDA build) sees no "
+                    "device (\"Found no NVIDIA driver on your system\", torch.cuda.is_available() == False). GPUs "
+                    "are given to a container when it starts; nothing inside it can add them.",
+                        shown=shown, label=build.label),
+                    evidence,
+                    gpu_remedy(kind),
+                )
+            )
         elif expects:
             findings.append(
                 Finding(
@@ -123,7 +127,7 @@ def check_containers(facts: Assessment) -> list[Finding]:
                     "system\" or torch.cuda.is_available() == False). GPUs are given to a container when it is "
                     "created; nothing inside it can add them.", expects='; '.join(expects)),
                     evidence,
-                    _gpu_remedy(kind),
+                    gpu_remedy(kind),
                 )
             )
         return findings
@@ -133,16 +137,15 @@ def check_containers(facts: Assessment) -> list[Finding]:
         if not wanted & {"compute", "all"}:
             findings.append(
                 Finding(
-                    "container-missing-compute-capability",
-                    WARNING,
-                    Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute'", caps=caps),
+                    "nvidia-driver-capabilities-no-compute",
+                    # CUDA cannot start without libcuda, and a CUDA torch is what needs it.
+                    ERROR,
+                    Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute': CUDA cannot start",
+                        caps=caps),
                     Msg("The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with 'utility' "
                     "alone nvidia-smi works but CUDA (and so torch) finds no driver."),
                     evidence | {"NVIDIA_DRIVER_CAPABILITIES": caps},
-                    Fix(
-                        Msg("Recreate the container with NVIDIA_DRIVER_CAPABILITIES=compute,utility."),
-                        ["docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility <image> ..."],
-                    ),
+                    capabilities_remedy(kind),
                 )
             )
     return findings

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from doctor.compat.assessment import Assessment
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.environment import VisibleDevices
 from doctor.model.findings import INFO, WARNING, Finding, Fix
@@ -134,7 +134,7 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
                 Msg("CUDA (and torch, which parses it the same way) treats a repeated entry as an invalid list and "
                 "shows no device at all: torch.cuda.is_available() == False."),
                 evidence | {"duplicate": parsed["duplicate"]},
-                Fix(Msg("List each GPU once."), [f"export CUDA_VISIBLE_DEVICES={shlex.quote(','.join(unique))}"]),
+                Fix(Msg("List each GPU once."), [f"export CUDA_VISIBLE_DEVICES={shells.quote(','.join(unique))}"]),
             )
         ]
     shown, unmatched = map_visible_devices(parsed, gpus) if gpus and parsed["kind"] != "mig" else (None, [])
@@ -173,7 +173,7 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
                 evidence | {"ignored": ignored},
                 Fix(
                     Msg("List only GPUs that exist (nvidia-smi -L shows indices and UUIDs)."),
-                    [f"export CUDA_VISIBLE_DEVICES={shlex.quote(','.join(kept))}", "nvidia-smi -L"],
+                    [f"export CUDA_VISIBLE_DEVICES={shells.quote(','.join(kept))}", "nvidia-smi -L"],
                 ),
             )
         )

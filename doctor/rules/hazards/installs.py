@@ -4,11 +4,12 @@ be installed into (32-bit, PEP 668 system Pythons, conda's base environment)."""
 from __future__ import annotations
 
 import os
-import shlex
+import re
 from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.installs import conda_torch
+from doctor.model import shells
 from doctor.model.environment import DistRecord, PythonFacts
 from doctor.model.findings import (
     CONDA_REMOVE,
@@ -24,10 +25,10 @@ from doctor.model.findings import (
     Fix,
 )
 from doctor.model.i18n import Msg
-from doctor.model.snapshot import as_plain
+from doctor.model.snapshot import Snapshot, as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
-from doctor.rules.hazards.common import TORCH_TRIO, mm, reinstall, torch_cuda
+from doctor.rules.hazards.common import TORCH_TRIO, export, mm, reinstall, same_dir, split_path, torch_cuda
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
 
@@ -107,6 +108,8 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
                 ),
             )
         )
+    elif len(torches) > 1 and _pythonpath_shadow(snap, py, torches, facts.table) is not None:
+        findings.append(_pythonpath_shadow(snap, py, torches, facts.table))
     elif len(torches) > 1:
         origin = py.torch_origin
         winner = next((d for d in torches if origin and _in_dir(origin, d.location)), torches[0])
@@ -149,6 +152,42 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
     return findings
 
 
+def _pythonpath_shadow(snap: Snapshot, py: PythonFacts, torches: list[DistRecord], table) -> Finding | None:
+    """The torch `import torch` loads sits in a $PYTHONPATH folder, ahead of the environment's own: the remedy is
+    the variable, never an uninstall (pip would remove the environment's good torch first, or both)."""
+    windows = snap.host.os == "windows"
+    folders = split_path(py.pythonpath, windows)
+    origin = py.torch_origin
+    winner = next((d for d in torches if origin and _in_dir(origin, d.location)), None)
+    if winner is None or not any(same_dir(str(winner.location), f) for f in folders):
+        return None
+    own = [d for d in torches if not any(same_dir(str(d.location), f) for f in folders)]
+    if not own:
+        return None
+    keep = [f for f in folders if not same_dir(str(winner.location), f)]
+    release = table.release(str(winner.version or "")) if winner.version and table is not None else None
+    python = snap.interpreter.version
+    foreign = release is not None and bool(python) and not release.supports_python(python)
+    detail = Msg("$PYTHONPATH holds {folder}, and folders on PYTHONPATH come before site-packages: `import torch` "
+                 "loads torch {version} from there, not the environment's torch {own} from {location}.",
+                 folder=winner.location, version=winner.version, own=own[0].version, location=own[0].location)
+    if foreign:
+        detail += Msg(" torch {version} has no wheel for Python {python}: that copy cannot work here.",
+                      version=winner.version, python=python)
+    return Finding(
+        "pythonpath-torch-shadows",
+        ERROR if foreign else WARNING,
+        Msg("a torch on PYTHONPATH ({folder}) shadows the environment's own", folder=winner.location),
+        detail,
+        {"dists": as_plain(torches), "pythonpath": py.pythonpath, "torch_origin": origin},
+        Fix(
+            Msg("Take {folder} out of PYTHONPATH (here and where it is set: a shell profile, an IDE or job "
+                "configuration); the environment's torch is left as it is.", folder=winner.location),
+            actions=[Action(SHELL, text=export("PYTHONPATH", keep, windows))],
+        ),
+    )
+
+
 # --- what an interrupted install left --------------------------------------------------------------
 
 
@@ -164,9 +203,10 @@ def check_install_leftovers(facts: Assessment) -> list[Finding]:
     broken = [p for p in paths if _base(p).endswith(".dist-info") and not _base(p).startswith("~")]
     windows = snap.host.os == "windows"
     if windows:
-        remove = "Remove-Item -Recurse -Force -LiteralPath " + ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+        remove = "Remove-Item -Recurse -Force -LiteralPath " + ", ".join(shells.quote(p, shells.POWERSHELL)
+                                                                         for p in paths)
     else:
-        remove = "rm -rf -- " + " ".join(shlex.quote(p) for p in paths)
+        remove = "rm -rf -- " + " ".join(shells.quote(p) for p in paths)
     actions = [Action(SHELL, text=remove)]
     for path in broken:
         name, _, version = _base(path)[: -len(".dist-info")].partition("-")
@@ -184,13 +224,14 @@ def check_install_leftovers(facts: Assessment) -> list[Finding]:
             ERROR if broken else WARNING,
             Msg("an interrupted install left {len} item(s) in {folders}", len=len(paths), folders=', '.join(folders)),
             Msg("pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; ")
-            + (Msg("{items} has no RECORD, so pip can neither uninstall nor upgrade "
-               "it (\"RECORD file not found\"); ", items=', '.join(_base(p) for p in broken)) if broken else "")
+            + (Msg("{items} has no whole RECORD (none, one cut off, or one listing files that are not there), "
+                   "so pip can neither uninstall nor upgrade it cleanly; ",
+                   items=', '.join(_base(p) for p in broken)) if broken else "")
             + Msg("these were left when an install stopped half way. Left there, pip check and imports see a mix "
             "of two builds."),
             {"leftovers": paths},
             Fix(
-                Msg("Remove the leftovers") + (Msg(", then reinstall what has no RECORD") if broken else "")
+                Msg("Remove the leftovers") + (Msg(", then reinstall what has no whole RECORD") if broken else "")
                 + Msg(" (a restore file from torchdoctor fix brings back the builds from before)."),
                 actions=actions,
             ),
@@ -208,7 +249,7 @@ def _base(path: str) -> str:
 def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
     snap = facts.snap
     interp = snap.interpreter
-    if interp.error or not interp.path:
+    if interp.error or not (interp.path or interp.bits == 32):
         return unknown(UNINSPECTED) if interp.error else not_observed(snap, Msg("the target interpreter"))
     findings = []
     evidence = {
@@ -223,7 +264,8 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
             Finding(
                 "python-32-bit",
                 ERROR,
-                Msg("{path} is a 32-bit Python: no torch wheels exist for it", path=interp.path),
+                Msg("{path} is a 32-bit Python: no torch wheels exist for it",
+                    path=interp.path or Msg("the Python collect_env ran in")),
                 Msg("PyTorch publishes 64-bit wheels only; pip answers \"Could not find a version that satisfies the "
                 "requirement torch (from versions: none)\"."),
                 evidence,
@@ -233,6 +275,7 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 ),
             )
         )
+    findings += _windows_findings(snap, evidence)
     py = snap.environment.python or PythonFacts()
     if interp.externally_managed and interp.env_kind not in ("venv", "uv-venv", "conda"):
         text = (py.externally_managed_text or "").strip()
@@ -273,4 +316,47 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 ),
             )
         )
+    return findings
+
+
+# The Microsoft Store's Python: C:\Users\<user>\AppData\Local\Microsoft\WindowsApps\
+# PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0\python.exe (and the folders under Program Files\WindowsApps).
+_STORE_PYTHON = re.compile(r"[\\/]WindowsApps[\\/]PythonSoftwareFoundation\.Python\.3\.\d+", re.IGNORECASE)
+LONG_PATHS_COMMAND = (
+    'New-ItemProperty -Path "HKLM:\\SYSTEM\\CurrentControlSet\\Control\\FileSystem" -Name "LongPathsEnabled" '
+    "-Value 1 -PropertyType DWORD -Force  # in an administrator PowerShell"
+)
+LONG_PATHS_DOC = "https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation"
+
+
+def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
+    interp, findings = snap.interpreter, []
+    windows = snap.environment.windows
+    long_paths_off = windows is not None and windows.long_paths_enabled is False
+    if _STORE_PYTHON.search(interp.path or "") or _STORE_PYTHON.search(interp.found_as or ""):
+        version = ".".join(interp.version.split(".")[:2]) or "3.12"
+        findings.append(Finding(
+            "windows-store-python", WARNING,
+            Msg("{path} is the Microsoft Store's Python", path=interp.path),
+            Msg("It runs in an app container: what pip installs for it lands under AppData\\Local\\Packages\\"
+                "PythonSoftwareFoundation.Python.{version}_...\\LocalCache, a path so deep that torch's files pass "
+                "Windows' 260-character limit (pip: \"[Errno 2] No such file or directory\"), and other programs "
+                "do not see that folder. The python.org installer, or a venv made with it, avoids both.",
+                version=version),
+            evidence | {"long_paths_enabled": windows.long_paths_enabled if windows else None},
+            Fix(Msg("Install Python from python.org and create the environment with it:"),
+                [f"py -{version}-64 -m venv .venv"], ["https://www.python.org/downloads/windows/"]),
+        ))
+    if long_paths_off:
+        findings.append(Finding(
+            "windows-long-paths-disabled", WARNING,
+            Msg("Windows long paths are disabled: installing torch can fail on its deep file paths"),
+            Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so paths "
+                "longer than 260 characters fail. torch's wheels hold deep paths; under a long environment folder pip "
+                "stops with \"[Errno 2] No such file or directory\" and its hint \"This error might have occurred "
+                "since this system does not have Windows Long Path support enabled\"."),
+            evidence | {"long_paths_enabled": False},
+            Fix(Msg("Enable long paths (administrator PowerShell), or keep the environment in a short folder such as "
+                    "C:\\venvs\\torch."), [LONG_PATHS_COMMAND], [LONG_PATHS_DOC]),
+        ))
     return findings

@@ -3,11 +3,11 @@ CUDA_HOME toolkit whose version differs from torch's CUDA (it matters when build
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from doctor.compat.assessment import Assessment
 from doctor.compat.builds import Build
+from doctor.model import shells
 from doctor.model import snapshot as S
 from doctor.model.environment import CudaHome, Libraries
 from doctor.model.findings import ERROR, INFO, WARNING, Finding, Fix
@@ -43,7 +43,13 @@ def expected_lib_versions(snap: S.Snapshot, build: Build | None) -> dict[str, tu
     expected: dict[str, tuple[str, str]] = {}
     python = snap.environment.python
     dists = python.dists if python is not None else []
+    declared = _declared_pins(snap)
     for family, names in _FAMILY_DISTS.items():
+        # What torch declares comes first: another package (TensorFlow) may have installed another version.
+        pin = next((declared[n] for n in names if n in declared), None)
+        if pin is not None:
+            expected[family] = (pin[0], f"torch's requirement {pin[1]}")
+            continue
         for dist in dists:  # sys.path order: the first one is the one imported
             if normalize_name(dist.name) in names and dist.version:
                 expected[family] = (str(dist.version), f"{dist.name} {dist.version}")
@@ -53,6 +59,23 @@ def expected_lib_versions(snap: S.Snapshot, build: Build | None) -> dict[str, tu
         for family in _FOLLOWS_CUDA:
             expected.setdefault(family, (cuda, f"torch's CUDA {cuda}"))
     return expected
+
+
+def _declared_pins(snap: S.Snapshot) -> dict[str, tuple[str, str]]:
+    """{normalised name: (version, the requirement)} of the exact pins (==) in torch's Requires-Dist."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    dist = snap.install.torch
+    pins: dict[str, tuple[str, str]] = {}
+    for line in dist.requires if dist is not None else []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        exact = [s.version for s in req.specifier if s.operator == "==" and "*" not in s.version]
+        if len(exact) == 1:
+            pins[normalize_name(req.name)] = (exact[0], f"{req.name}=={exact[0]}")
+    return pins
 
 
 def _symptom(family: str, wheel: str, found: str) -> str:
@@ -185,7 +208,12 @@ def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
     windows = snap.host.os == "windows"
     if match:
         path = match[-1].path
-        line = f'$env:CUDA_HOME = "{path}"' if windows else f"export CUDA_HOME={shlex.quote(path)}"
+        # A machine path in PowerShell double quotes would run any $(...) in it: quoted by the one quoting.
+        shell = shells.POWERSHELL if windows else shells.POSIX
+        try:
+            line = ("$env:CUDA_HOME = " if windows else "export CUDA_HOME=") + shells.quote(path, shell)
+        except shells.Unrepresentable as exc:
+            line = shells.refusal(shell, str(exc))
         return Fix(Msg("Before building extensions, point CUDA_HOME at the CUDA {mm_text} toolkit installed in "
                    "{path}.", mm_text=mm_text(cuda), path=path), [line])
     others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
