@@ -155,3 +155,12 @@ def test_rosetta_and_mps_from_host_facts(table):
     )
     mac.host.macos = "12.7.6"  # pytorch/pytorch#139425
     assert ids(diagnose(mac, table)) == ["macos-too-old-for-torch"]
+
+
+def test_an_apu_no_rocm_wheel_holds_keeps_the_cpu_wheel(table):
+    snap = amd_snapshot(None, gfx="gfx1035", device="0x1681")  # Radeon 680M: no ROCm wheel holds gfx1035
+    diag = diagnose(snap, table)
+    assert ids(diag) == ["torch-not-installed"]
+    assert diag.plan.target["variant"] == "cpu"
+    cpu = amd_snapshot(torch_dist("2.7.1+cpu", None), gfx="gfx1035", device="0x1681")
+    assert ids(diagnose(cpu, table)) == []

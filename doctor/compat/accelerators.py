@@ -174,13 +174,14 @@ def runnable_as(acc: AcceleratorTable, gfx: str) -> str:
 def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: list[str],
                     installed: str | None = None) -> list[str]:
     """The variants worth considering for another vendor's GPU: the ROCm ones that hold every AMD GPU's
-    processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU. Where none does, the CPU wheel
-    (a laptop's Radeon 680M has no ROCm wheel; its CPU torch is fine), unless a ROCm build is installed: no
-    wheel replaces that one, and the findings say what would."""
-    found = rocm_variants_covering(release, platform, amd_gfx, accelerators(None)) if amd_gfx else \
-        [v for v in variants if v == "xpu"]
-    if found or (installed or "").startswith("rocm"):
-        return found
+    processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU. Where no ROCm wheel of any
+    release holds the GPU, the CPU wheel (a laptop's Radeon 680M; its CPU torch is fine), unless a ROCm build
+    is installed: no wheel replaces that one, and the findings say what would."""
+    if not amd_gfx:
+        return [v for v in variants if v == "xpu"]
+    acc = accelerators(None)
+    if all(acc.rocm_builds_for(g) for g in amd_gfx) or (installed or "").startswith("rocm"):
+        return rocm_variants_covering(release, platform, amd_gfx, acc)
     return [v for v in variants if v == "cpu"]
 
 
