@@ -1,4 +1,5 @@
-"""The quick test suite (-m "not slow") on other Pythons: the lowest one pyproject.toml declares and the newest.
+"""The quick test suite (-m "not slow") on other Pythons: the lowest one pyproject.toml declares and the
+newest.
 
     python .ci/pythons.py 3.10 3.13
 
@@ -82,22 +83,29 @@ def main(versions: list[str]) -> int:
             if strict:
                 failed.append(version)
             continue
-        print(f"pythons: Python {version} is {base}; installing torchdoctor[test] into .venv-{version}", flush=True)
+        print(f"pythons: Python {version} is {base}; installing torchdoctor[test] into "
+            f".venv-{version}", flush=True)
         python, why = prepare(version, base)
         if python is None:
             print(f"pythons: FAILED Python {version}: {why}", flush=True)
             failed.append(version)
             continue
         log = tempfile.TemporaryFile(mode="w+")
-        proc = subprocess.Popen([str(python), "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
-                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [str(python), "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         started.append((version, proc, log, time.monotonic()))
     for version, proc, log, began in started:
         code = proc.wait()
         log.seek(0)
         lines = log.read().rstrip().splitlines()
         shown = lines if code else lines[-3:]
-        print(f"pythons: Python {version}: pytest -m 'not slow' exited {code} after {time.monotonic() - began:.0f}s")
+        print(f"pythons: Python {version}: pytest -m 'not slow' exited {code} after "
+            f"{time.monotonic() - began:.0f}s")
         print("\n".join("  " + line for line in shown), flush=True)
         if code:
             failed.append(version)

@@ -13,7 +13,8 @@ MAX_MESSAGE = 1000
 
 
 def one_line(text: str) -> str:
-    """``text`` as one printable line: control characters shown escaped (``\\x1b``, ``\\n``), cut when long."""
+    """``text`` as one printable line: control characters shown escaped (``\\x1b``, ``\\n``), cut when
+    long."""
     shown = _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
     return shown if len(shown) <= MAX_MESSAGE else shown[: MAX_MESSAGE - 3] + "..."
 

@@ -303,7 +303,9 @@ class _Reader(threading.Thread):
     def run(self) -> None:
         try:
             while True:
-                chunk = self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1 << 16)
+                chunk = (
+                    self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1 << 16)
+                )
                 if not chunk:
                     if self.partial:
                         self._hand(self.partial)
@@ -495,11 +497,11 @@ def stream_run(
     grace: float = 15.0,
     interrupt_grace: float | None = None,
 ) -> RunResult:
-    """Like ``run``, but stdout and stderr together go to ``on_line`` line by line as they come (called
-    on this thread). On the timeout the child's group is interrupted (SIGINT), then killed after
-    ``grace`` seconds; the result says ``timed_out``. Never raises, except that a KeyboardInterrupt (and
-    the app's ``Interrupted`` for SIGTERM/SIGHUP) is passed on after the child's group was stopped: interrupted, then killed after
-    ``interrupt_grace`` seconds (default ``grace``; 0: killed at once)."""
+    """Like ``run``, but stdout and stderr together go to ``on_line`` line by line as they come (called on
+    this thread). On the timeout the child's group is interrupted (SIGINT), then killed after ``grace``
+    seconds; the result says ``timed_out``. Never raises, except that a KeyboardInterrupt (and the app's
+    ``Interrupted`` for SIGTERM/SIGHUP) is passed on after the child's group was stopped: interrupted, then
+    killed after ``interrupt_grace`` seconds (default ``grace``; 0: killed at once)."""
     args = [str(a) for a in argv]
     timeout = limit_seconds(timeout)
     start = time.perf_counter()

@@ -71,7 +71,8 @@ def type_schema(tp: Any, defs: dict[str, Any], owner: str = "", name: str = "") 
 
 
 def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls, localns={"Any": typing.Any})  # the models import Any for type checkers only
+    # the models import Any for type checkers only
+    hints = typing.get_type_hints(cls, localns={"Any": typing.Any})
     # fields marked metadata={"report": False} are working data, not part of the report
     fields = [f for f in dataclasses.fields(cls) if f.metadata.get("report", True)]
     doc = (cls.__doc__ or "").strip().splitlines()
@@ -83,8 +84,10 @@ def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     # and one that could not be read is only {"why": ...}: nothing in it is required.
     written = {f.name: f.metadata.get(environment_module.WRITTEN) for f in fields}
     if environment_module.ALONE_WHEN_UNREAD in written.values():
-        schema["description"] = (schema.get("description", "") + " Sparse: keys come and go with what the probe "
-                                 "could read; a section that could not be read is only {\"why\": ...}.").strip()
+        schema["description"] = (schema.get("description", "") + " Sparse: keys come and go with what the "
+            "probe "
+                                 "could read; a section that could not be read is only {\"why\": "
+                                 "...}.").strip()
         schema["required"] = []
     else:
         schema["required"] = [name for name, how in written.items() if how is None]
@@ -151,7 +154,8 @@ def build_schema() -> dict[str, Any]:
             "findings": {"type": "array", "items": finding_ref},
             "plan": {
                 "type": "object",
-                "description": "The fix plan; free-form beyond these keys (doctor/plan/plan.py, docs/plan.md).",
+                "description": "The fix plan; free-form beyond these keys (doctor/plan/plan.py, "
+                    "docs/plan.md).",
                 "properties": {
                     "status": {"type": "string"},
                     "steps": {"type": "array", "items": {"$ref": "#/$defs/PlanStep"}},

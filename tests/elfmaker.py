@@ -136,7 +136,9 @@ def elf64(sections: list[tuple[str, bytes]], *, elf_class: int = 2, data: int = 
         sh_type = 8 if name in nobits else 3 if name == ".shstrtab" else (types or {}).get(name, 1)
         address = 0 if name == ".shstrtab" else ELF_BASE + offset
         link = index.get((links or {}).get(name, ""), 0)
-        headers.append(struct.pack("<IIQQQQIIQQ", name_at[name], sh_type, 2, address, offset, size, link, 0, 8, 0))
+        headers.append(
+            struct.pack("<IIQQQQIIQQ", name_at[name], sh_type, 2, address, offset, size, link, 0, 8, 0)
+        )
     body += b"".join(headers)
     ident = b"\x7fELF" + bytes([elf_class, data, 1, 0]) + b"\0" * 8
     header = ident + struct.pack(
@@ -148,17 +150,21 @@ def elf64(sections: list[tuple[str, bytes]], *, elf_class: int = 2, data: int = 
 
 
 def with_needed(sections: list[tuple[str, bytes]], needed: list[str]) -> bytes:
-    """An ELF64 holding ``sections`` plus a ``.dynamic`` section (SHT_DYNAMIC, linked to its ``.dynstr``) whose
-    DT_NEEDED entries name ``needed``. Found through the section headers (``readelf -S`` shows it as DYNAMIC), as
-    doctor/probes/binaries.py reads it; there is no program header, so ``readelf -d`` does not list it."""
+    """An ELF64 holding ``sections`` plus a ``.dynamic`` section (SHT_DYNAMIC, linked to its ``.dynstr``)
+    whose DT_NEEDED entries name ``needed``. Found through the section headers (``readelf -S`` shows it as
+    DYNAMIC), as doctor/probes/binaries.py reads it; there is no program header, so ``readelf -d`` does not
+    list it."""
     strings = b"\0"
     entries = b""
     for name in needed:
         entries += struct.pack("<qQ", 1, len(strings))  # DT_NEEDED, offset in .dynstr
         strings += name.encode() + b"\0"
     entries += struct.pack("<qQ", 0, 0)  # DT_NULL
-    return elf64(sections + [(".dynstr", strings), (".dynamic", entries)], types={".dynstr": 3, ".dynamic": 6},
-                 links={".dynamic": ".dynstr"})
+    return elf64(
+        sections + [(".dynstr", strings), (".dynamic", entries)],
+        types={".dynstr": 3, ".dynamic": 6},
+        links={".dynamic": ".dynstr"},
+    )
 
 
 def elf_address(sections: list[tuple[str, bytes]], name: str) -> int:

@@ -9,16 +9,30 @@ from __future__ import annotations
 from doctor.model.snapshot import Dist, Fact, Gpu, Host, Interpreter, Nvidia, Snapshot, TorchInstall
 
 
-def gpu(name: str = "NVIDIA GeForce RTX 4090", cc: str | None = "8.9", index: int = 0, mem: int = 24564) -> Gpu:
-    return Gpu(index=index, name=name, memory_total_mib=mem, uuid=f"GPU-0000000{index}-aaaa-bbbb-cccc-000000000000",
-               compute_capability=Fact(cc, "nvml") if cc else Fact.unknown("not reported"))
+def gpu(name: str = "NVIDIA GeForce RTX "
+    "4090", cc: str | None = "8.9", index: int = 0, mem: int = 24564) -> Gpu:
+    return Gpu(
+        index=index,
+        name=name,
+        memory_total_mib=mem,
+        uuid=f"GPU-0000000{index}-aaaa-bbbb-cccc-000000000000",
+        compute_capability=Fact(cc, "nvml") if cc else Fact.unknown("not reported"),
+    )
 
 
 def torch_dist(version: str = "2.7.1+cu128", cuda: str | None = "12.8", metadata_version: str | None = None,
                hip: str | None = None, requires: list[str] | None = None) -> Dist:
-    return Dist(name="torch", version=metadata_version or version, build_version=version, cuda=cuda, hip=hip,
-                requires=requires or [], installer="pip", location="/home/u/venv/lib/python3.12/site-packages",
-                has_libtorch_cuda=cuda is not None)
+    return Dist(
+        name="torch",
+        version=metadata_version or version,
+        build_version=version,
+        cuda=cuda,
+        hip=hip,
+        requires=requires or [],
+        installer="pip",
+        location="/home/u/venv/lib/python3.12/site-packages",
+        has_libtorch_cuda=cuda is not None,
+    )
 
 
 def companion(name: str, version: str, cuda: str | None, torch_pin: str | None) -> Dist:
@@ -59,16 +73,25 @@ def make_snapshot(
         tool_version="test",
         host=Host(os=os, machine=machine, libc="glibc 2.36" if os == "linux" else ""),
         nvidia=nv,
-        interpreter=Interpreter(path="/home/u/venv/bin/python", reason="VIRTUAL_ENV=/home/u/venv", version=python,
-                                implementation="cpython", bits=64, env_kind="venv", prefix="/home/u/venv"),
-        install=TorchInstall(status="ok" if torch else "absent", torch=torch, torchvision=torchvision,
-                             torchaudio=torchaudio),
+        interpreter=Interpreter(
+            path="/home/u/venv/bin/python",
+            reason="VIRTUAL_ENV=/home/u/venv",
+            version=python,
+            implementation="cpython",
+            bits=64,
+            env_kind="venv",
+            prefix="/home/u/venv",
+        ),
+        install=TorchInstall(
+            status="ok" if torch else "absent", torch=torch, torchvision=torchvision, torchaudio=torchaudio
+        ),
     )
 
 
 def written(findings: list, snap: Snapshot, pins: tuple | None = None) -> list:
-    """Findings with their actions written out as the product does (pip, the PyTorch index, this OS). ``pins``:
-    the plan's (pins, variant); default: what a plan that installs nothing pins, the installed builds exactly."""
+    """Findings with their actions written out as the product does (pip, the PyTorch index, this OS).
+    ``pins``: the plan's (pins, variant); default: what a plan that installs nothing pins, the installed
+    builds exactly."""
     from doctor.plan.plan import commands_for
     from doctor.plan.ways import installed_pins
 

@@ -53,19 +53,17 @@ def make_fake_env(
 ) -> Path:
     """Create the venv and return the path of its python.
 
-    ``torch``: the dist-info METADATA version ("2.6.0+cu126"; PyPI style "2.14.1" has no tag).
-    ``cuda``: torch/version.py ``cuda`` (None: a CPU build). ``build_version``: version.py
-    ``__version__`` (default: ``torch``, with ``+cuXYZ`` appended when it has no tag and ``cuda`` is set).
-    ``requires``: torch's Requires-Dist lines (default: the usual pure-Python deps plus, for a CUDA
-    build, the pin real wheels carry: ``nvidia-cuda-runtime-cuXX==X.Y.*`` up to CUDA 12,
-    ``cuda-toolkit[...]==X.Y.3`` from 13). ``tv_cuda``: the CUDA tag for torchvision/torchaudio
-    versions without one (default: ``cuda``). ``installer``: INSTALLER text (None: no file).
-    ``import_behaviour``: "raise" (default), "ok", "hang", "segfault" or "exit".
-    ``libtorch_cuda``: list torch/lib/libtorch_cuda.so in RECORD (default: when ``cuda`` is set).
-    ``deps``: also install, metadata-only, what torch, torchvision and torchaudio declare (each requirement whose
-    marker holds for this interpreter, at a version it allows), as pip would have (default); False leaves them
-    out, as ``pip install --no-deps`` does.
-    ``torch=None`` builds a venv without torch.
+    ``torch``: the dist-info METADATA version ("2.6.0+cu126"; PyPI style "2.14.1" has no tag). ``cuda``:
+    torch/version.py ``cuda`` (None: a CPU build). ``build_version``: version.py ``__version__`` (default:
+    ``torch``, with ``+cuXYZ`` appended when it has no tag and ``cuda`` is set). ``requires``: torch's
+    Requires-Dist lines (default: the usual pure-Python deps plus, for a CUDA build, the pin real wheels
+    carry: ``nvidia-cuda-runtime-cuXX==X.Y.*`` up to CUDA 12, ``cuda-toolkit[...]==X.Y.3`` from 13).
+    ``tv_cuda``: the CUDA tag for torchvision/torchaudio versions without one (default: ``cuda``).
+    ``installer``: INSTALLER text (None: no file). ``import_behaviour``: "raise" (default), "ok", "hang",
+    "segfault" or "exit". ``libtorch_cuda``: list torch/lib/libtorch_cuda.so in RECORD (default: when ``cuda``
+    is set). ``deps``: also install, metadata-only, what torch, torchvision and torchaudio declare (each
+    requirement whose marker holds for this interpreter, at a version it allows), as pip would have (default);
+    False leaves them out, as ``pip install --no-deps`` does. ``torch=None`` builds a venv without torch.
     """
     if import_behaviour not in _INIT_BODIES:
         raise ValueError(f"import_behaviour must be one of {sorted(_INIT_BODIES)}")

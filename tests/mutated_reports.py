@@ -1,6 +1,7 @@
 """Reports of many machines made from one real report: another driver, GPU set and torch build each.
 
-Used where a property must hold across many machines (the wheel choice, report copies, the snapshot reader)."""
+Used where a property must hold across many machines (the wheel choice, report copies, the snapshot
+reader)."""
 
 from __future__ import annotations
 

@@ -131,6 +131,9 @@ def test_the_markdown_fence_scan_finds_our_block_after_others():
 
 def test_a_fact_that_is_not_a_plain_value_is_refused(tmp_path):
     """A list where the driver version belongs used to crash two rules and drop the GPU's error."""
-    report = {"report_schema_version": 1, "snapshot": {"nvidia": {"driver_version": {"value": ["570.124.04"]}}}}
+    report = {
+        "report_schema_version": 1,
+        "snapshot": {"nvidia": {"driver_version": {"value": ["570.124.04"]}}},
+    }
     with pytest.raises(ReportError, match=r"snapshot\.nvidia\.driver_version\.value: expected a string"):
         read_report(json.dumps(report), "r.json")

@@ -23,8 +23,9 @@ def run_cli(args, env_extra=None, cwd=None, prelude=""):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", NO_COLOR="1", COLUMNS="200", **(env_extra or {}))
     code = prelude + "import sys\nfrom doctor.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture
@@ -56,19 +57,27 @@ def test_no_smoke_marks_the_runtime_check_skipped_in_every_format(cpu_machine, t
     assert skipped is not None and skipped.get("type") == "skipped" and "--no-smoke" in skipped.get("message")
     assert int(root.get("skipped")) >= 1 and root.find("testsuite").get("skipped") == root.get("skipped")
     # every check is a testcase, and each skipped or unknown one says so
-    assert int(root.get("skipped")) == sum(report["summary"]["checks"].get(s, 0) for s in ("skipped", "unknown"))
+    assert int(root.get("skipped")) == sum(
+        report["summary"]["checks"].get(s, 0) for s in ("skipped", "unknown")
+    )
 
     text = run_cli([*base, "-v"], env).stdout
     assert "✓ torch imports and the device computes correctly" not in text
-    assert "- torch imports and the device computes correctly  (skipped: --no-smoke: torch was not imported)" in text
+    assert (
+        "- torch imports and the device computes correctly  (skipped: --no-smoke: torch was not imported)"
+        in text
+    )
 
     markdown = run_cli([*base, "--format", "markdown"], env).stdout
     assert "**Checks**:" in markdown
-    assert "| skipped | torch imports and the device computes correctly | --no-smoke: torch was not imported |" \
+    assert (
+        "| skipped | torch imports and the device computes correctly | --no-smoke: torch was not imported |"
         in markdown
+    )
 
     github = run_cli([*base, "--format", "github"], env).stdout
-    notice = next(line for line in github.splitlines() if line.startswith("::notice title=torchdoctor checks::"))
+    notice = next(line for line in github.splitlines() if line.startswith("::notice title=torchdoctor "
+        "checks::"))
     assert "skipped: torch imports and the device computes correctly (--no-smoke" in notice
 
 
@@ -90,7 +99,8 @@ def test_a_collect_env_paste_does_not_pass_what_it_does_not_contain():
     # collect_env imports torch but computes nothing: the device is not known to work
     assert found["runtime"][0] == "unknown" and "no smoke test" in found["runtime"][1]
     text = run_cli(["check", "--from", str(COLLECT_ENV), "-v"]).stdout
-    for summary in ("/dev/shm is large enough", "the CPU quota matches", "a container that should have a GPU"):
+    for summary in ("/dev/shm is large enough", "the CPU quota matches", "a container that should have a "
+        "GPU"):
         assert f"✓ {summary}" not in text and f"- {summary}" in text
 
 

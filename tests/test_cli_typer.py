@@ -25,7 +25,9 @@ def _full(args: list[str]) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = typer.main.get_command(commands.app).main(args=args, prog_name="torchdoctor", standalone_mode=False)
+            code = typer.main.get_command(commands.app).main(
+                args=args, prog_name="torchdoctor", standalone_mode=False
+            )
         except typer.Exit as exc:
             code = exc.exit_code
         except Exception as exc:  # noqa: BLE001 - a usage error: show it as main() does
@@ -56,6 +58,7 @@ def test_same_output_as_typer_alone(args):
 def test_shell_completion_sees_every_command_and_option(words, cword, expected):
     env = dict(os.environ, PYTHONPATH=str(REPO), _TORCHDOCTOR_COMPLETE="complete_bash", COMP_WORDS=words,
                COMP_CWORD=cword)
-    done = subprocess.run([sys.executable, "-c", "import sys\nfrom doctor.cli import main\nsys.exit(main([]))"],
+    done = subprocess.run([sys.executable, "-c", "import sys\nfrom doctor.cli import "
+        "main\nsys.exit(main([]))"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert expected in done.stdout.split(), done.stdout + done.stderr

@@ -28,8 +28,9 @@ def run_cli(args, env_extra=None, cwd=None):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env.update({"PYTHONPATH": str(REPO), "TORCHDOCTOR_NVML": "0", "NO_COLOR": "1", "COLUMNS": "100",
                 **(env_extra or {})})
-    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
 
 
 def help_of(command: list[str]) -> str:
@@ -83,7 +84,9 @@ def test_format_and_json_agree_or_it_is_a_usage_error(cpu_machine, tmp_path):
                  ["fix", "--json", "--format", "text", "--dry-run"], ["check", "--json", "--format", "junit"],
                  ["fleet", "summarize", str(tmp_path), "--json", "--format", "markdown"],
                  ["report", "--format", "junit"]):
-        res = run_cli([*args, "--python", str(python)] if args[0] in ("report", "fix", "check") else args, env)
+        res = run_cli(
+            [*args, "--python", str(python)] if args[0] in ("report", "fix", "check") else args, env
+        )
         assert res.returncode == 2, (args, res.stderr)
         assert "Traceback" not in res.stderr
 
@@ -139,9 +142,9 @@ def render(report: dict, **kwargs) -> str:
 
     buffer = io.StringIO()
     original = text_view.console
-    text_view.console = lambda file=None, width=None, **_: Console(file=buffer, width=120, force_terminal=True,
-                                                                  color_system="standard", highlight=False,
-                                                                  soft_wrap=True)
+    text_view.console = lambda file=None, width=None, **_: Console(
+        file=buffer, width=120, force_terminal=True, color_system="standard", highlight=False, soft_wrap=True
+    )
     try:
         text_view.render_text(report, **kwargs)
     finally:
@@ -169,7 +172,8 @@ def test_a_multi_line_nvml_error_stays_under_its_column():
                                         "  Unknown Error", gpus=[])
     lines = render(report).splitlines()
     plain = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", line) for line in lines]
-    at = next(i for i, line in enumerate(plain) if line.startswith("  Driver    unknown (NVML: Unknown Error"))
+    at = next(i for i, line in enumerate(plain) if line.startswith("  Driver    unknown (NVML: Unknown "
+        "Error"))
     assert plain[at + 1] == " " * 12 + "nvidia-smi: Failed to initialize NVML:"
     assert plain[at + 2] == " " * 12 + "Unknown Error)"
 
@@ -213,7 +217,9 @@ def test_what_torch_warned_is_said_under_runtime_and_in_markdown():
     plain = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", line) for line in render(report).splitlines()]
     at = next(i for i, line in enumerate(plain) if line.startswith("  Runtime   torch 2.13.0+cpu imported"))
     assert plain[at + 1] == " " * 12 + "torch warned: Failed to initialize NumPy: No module named 'numpy'"
-    assert "| torch warnings | Failed to initialize NumPy: No module named 'numpy' |" in render_markdown(report)
+    assert "| torch warnings | Failed to initialize NumPy: No module named 'numpy' |" in render_markdown(
+        report
+    )
 
 
 def test_second_hand_table_rows_are_said_in_words_only_with_v():
@@ -234,14 +240,21 @@ def test_explain_names_the_interpreter_its_fixes_are_for():
     from doctor.render.explain import render_explain, render_explain_markdown
 
     cause = {"id": "gpu-arch-unsupported", "title": "t", "meaning": "m", "fix": "f", "verdict": "confirmed",
-             "match": {"line": 1, "text": "no kernel image"}, "check": {"fix": {"summary": "s", "commands": []}}}
-    report = {"causes": [cause], "probed": True, "interpreter_from_traceback": True, "input": {"lines": 1},
-              "check": {"snapshot": {"interpreter": {"path": "/home/u/venv/bin/python", "reason": "--python"}}}}
+             "match": {"line": 1, "text": "no kernel "
+                 "image"}, "check": {"fix": {"summary": "s", "commands": []}}}
+    report = {
+        "causes": [cause],
+        "probed": True,
+        "interpreter_from_traceback": True,
+        "input": {"lines": 1},
+        "check": {"snapshot": {"interpreter": {"path": "/home/u/venv/bin/python", "reason": "--python"}}},
+    }
     said = "The fixes below are for /home/u/venv/bin/python (chosen: the traceback's site-packages)."
     out = io.StringIO()
     render_explain(report, file=out, width=200)
     assert said in out.getvalue() and said in render_explain_markdown(report)
-    ruled_out = dict(report, causes=[dict(cause, verdict="ruled-out")])  # nothing to change: no interpreter line
+    # nothing to change: no interpreter line
+    ruled_out = dict(report, causes=[dict(cause, verdict="ruled-out")])
     out = io.StringIO()
     render_explain(ruled_out, file=out, width=200)
     assert "The fixes below" not in out.getvalue()

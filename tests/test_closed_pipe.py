@@ -4,8 +4,8 @@ otherwise pass a broken machine (it used to exit 0). Real processes, a real clos
 does to `fix` while pip installs is tests/hostile/test_interrupt_fix.py's.
 
 Output that cannot be written for another reason (stdout on a full disk: /dev/full) is not the user's choice:
-it goes quiet the same way, so it cannot stop an installer half-way, and is said in one line at the end, exit 2
-(it used to be "internal error ... please report it", exit 3)."""
+it goes quiet the same way, so it cannot stop an installer half-way, and is said in one line at the end, exit
+2 (it used to be "internal error ... please report it", exit 3)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def _run(args: list[str], env: dict[str, str], stdout) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=120
+    )
 
 
 def _closed_pipe_and_normal(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, int]:
@@ -49,8 +50,9 @@ def _both_closed(args: list[str], env: dict[str, str]) -> int:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", "doctor", *args], stdout=write_end, stderr=write_end, env=env,
-                              timeout=120).returncode
+        return subprocess.run(
+            [sys.executable, "-m", "doctor", *args], stdout=write_end, stderr=write_end, env=env, timeout=120
+        ).returncode
     finally:
         os.close(write_end)
 
@@ -61,7 +63,8 @@ def test_a_reader_that_left_does_not_turn_a_failing_check_into_a_pass(rtx5090, f
     closed, normal = _closed_pipe_and_normal([*args, *fmt], _env(extra))
     assert normal == 1  # the machine has an error finding
     assert closed.returncode == 1, closed.stderr.decode()
-    assert closed.stderr == b"", closed.stderr.decode()  # no traceback, no "Exception ignored ... BrokenPipeError"
+    # no traceback, no "Exception ignored ... BrokenPipeError"
+    assert closed.stderr == b"", closed.stderr.decode()
 
 
 def test_many_reports_read_back_keep_their_worst_code_too(tmp_path):
@@ -151,10 +154,13 @@ def test_a_reader_that_left_is_not_counted(monkeypatch):
     assert process.output_failed(1) == 1
 
 
-@pytest.mark.parametrize("args", [["rules"], ["rules", "--format", "json"], ["report"], ["check", "--no-smoke"]])
+@pytest.mark.parametrize(
+    "args", [["rules"], ["rules", "--format", "json"], ["report"], ["check", "--no-smoke"]]
+)
 def test_a_closed_stdout_is_no_reader_not_an_internal_error(args, tmp_path):
-    """``torchdoctor rules >&-``: Python starts with ``sys.stdout`` None; it used to be exit 3 (AttributeError).
-    Now the output goes nowhere, as into a pipe whose reader left, and the exit code is the verdict's."""
+    """``torchdoctor rules >&-``: Python starts with ``sys.stdout`` None; it used to be exit 3
+    (AttributeError). Now the output goes nowhere, as into a pipe whose reader left, and the exit code is the
+    verdict's."""
     env = _env({"TORCHDOCTOR_SYSROOT": str(tmp_path)})
     done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "doctor", *args],
                           stderr=subprocess.PIPE, env=env, timeout=120, cwd=tmp_path)

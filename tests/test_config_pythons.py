@@ -48,7 +48,8 @@ def machine(tmp_path):
     ("[tool.torchdoctor]\nmin-gpus = '1'\n", ["min-gpus must be an integer, got '1'"]),
     ("[tool.torchdoctor]\nrequire = 'tpu'\n", ["require 'tpu' is not one of cuda, rocm, xpu, mps, gpu, cpu"]),
     ("[tool.torchdoctor\nmin-gpus = 1\n", ["invalid TOML", "line 1"]),
-    ("[tool.torchdoctor]\nignore = ['shm-to-small']\n", ["ignore shm-to-small", "did you mean shm-too-small"]),
+    ("[tool.torchdoctor]\nignore = "
+        "['shm-to-small']\n", ["ignore shm-to-small", "did you mean shm-too-small"]),
 ])
 def test_a_broken_config_in_the_working_folder_is_exit_2(machine, body, needles):
     python, project, env = machine
@@ -107,8 +108,12 @@ def lowest_python_tool(tmp_path_factory):
     venv = root / "venv"
     subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
     python = venv / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(source)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         pytest.fail(f"pip install into Python {version} failed:\n{done.stdout}\n{done.stderr}")
     return version, python, venv / "bin" / "torchdoctor"
@@ -122,7 +127,8 @@ def test_the_lowest_declared_python_runs_check_in_a_project_folder(lowest_python
     if tuple(int(x) for x in version.split(".")) < (3, 11):
         # the backport came with the install: pyproject.toml declares it for this Python
         assert run([str(python), "-c", "import tomli"], project).returncode == 0
-    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.torchdoctor]\nrequire = ["cpu"]\n')
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.torchdoctor]\nrequire = '
+        '["cpu"]\n')
     res = run([str(tool), "check", "--no-smoke", "--json", "--python", str(target)], project, env)
     assert res.returncode == 0, res.stdout + res.stderr
     checks = {c["rule"]: c["status"] for c in json.loads(res.stdout)["checks"]}

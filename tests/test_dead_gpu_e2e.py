@@ -26,9 +26,22 @@ REPO = Path(__file__).resolve().parents[1]
 H100 = {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "mem_mib": 81559}
 RTX4090 = {"name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_mib": 24564}
 # Variables of the test machine that would leak into the fake one.
-_HOST_VARIABLES = ("VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-                   "NVIDIA_DRIVER_CAPABILITIES", "KUBERNETES_SERVICE_HOST", "WSL_DISTRO_NAME", "SLURM_JOB_ID",
-                   "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER", "container", "CUDA_HOME", "CUDA_PATH")
+_HOST_VARIABLES = (
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "KUBERNETES_SERVICE_HOST",
+    "WSL_DISTRO_NAME",
+    "SLURM_JOB_ID",
+    "APPTAINER_CONTAINER",
+    "SINGULARITY_CONTAINER",
+    "container",
+    "CUDA_HOME",
+    "CUDA_PATH",
+)
 
 
 def write(root: Path, path: str, text: str = "") -> Path:
@@ -50,7 +63,8 @@ def pci_gpu(root: Path, address: str = "0000:01:00.0") -> None:
 
 
 def libcuda(root: Path, folder: str, version: str) -> None:
-    """``libcuda.so.<version>`` and its ``libcuda.so.1`` link in ``folder``, as the driver and cuda-compat lay them."""
+    """``libcuda.so.<version>`` and its ``libcuda.so.1`` link in ``folder``, as the driver and cuda-compat lay
+    them."""
     write(root, f"{folder}/libcuda.so.{version}", "\x7fELF fake")
     link(root, f"{folder}/libcuda.so.1", f"libcuda.so.{version}")
 
@@ -59,7 +73,8 @@ def libcuda(root: Path, folder: str, version: str) -> None:
 def machine(tmp_path):
     """(root, bin_dir, python): an empty fake root, a folder for nvidia-smi, a venv with torch 2.6.0+cu126."""
     root = tmp_path / "root"
-    write(root, "/proc/meminfo", "MemTotal:       24684092 kB\nMemAvailable:   24188892 kB\nSwapTotal: 0 kB\n")
+    write(root, "/proc/meminfo", "MemTotal:       24684092 kB\nMemAvailable:   24188892 kB\nSwapTotal: 0 "
+        "kB\n")
     (root / "dev").mkdir()
     python = make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6")
     bin_dir = tmp_path / "bin"
@@ -96,7 +111,8 @@ def ids(report: dict) -> dict[str, str]:
 
 
 def gpu_host(root: Path) -> None:
-    """What a container on a GPU host sees without the NVIDIA runtime: the host's PCI bus and nvidia module."""
+    """What a container on a GPU host sees without the NVIDIA runtime: the host's PCI bus and nvidia
+    module."""
     pci_gpu(root)
     write(root, "/sys/module/nvidia/version", "550.54.15\n")
 
@@ -120,7 +136,8 @@ def test_container_started_without_the_gpus_is_an_error(machine, runtime):
     files, variables, remedy = RUNTIMES[runtime]
     for path, text in files.items():
         write(root, path, text)
-    if runtime == "apptainer":  # Apptainer shares the host's /dev: the nodes are there, the driver libraries are not
+    # Apptainer shares the host's /dev: the nodes are there, the driver libraries are not
+    if runtime == "apptainer":
         write(root, "/dev/nvidia0")
         write(root, "/dev/nvidiactl")
     code, report, text = check(root, bin_dir, python, **variables)
@@ -164,7 +181,8 @@ def test_utility_only_capabilities_is_an_error(machine):
     write(root, "/.dockerenv")
     write(root, "/dev/nvidia0")
     write(root, "/dev/nvidiactl")
-    write_fake_nvidia_smi(bin_dir, [H100], driver="570.124.06", cuda="12.8")  # nvidia-smi works; libcuda is absent
+    # nvidia-smi works; libcuda is absent
+    write_fake_nvidia_smi(bin_dir, [H100], driver="570.124.06", cuda="12.8")
     code, report, text = check(root, bin_dir, python, NVIDIA_DRIVER_CAPABILITIES="utility")
     found = finding(report, "nvidia-driver-capabilities-no-compute")
     assert found["severity"] == "error" and code == 1
@@ -206,7 +224,8 @@ def test_wsl1_has_no_gpu(machine):
 
 
 def test_wsl1_read_from_a_collect_env_text():
-    # collect_env's "Python platform: Linux-4.4.0-19041-Microsoft-x86_64" is the only WSL fact such a text holds
+    # collect_env's "Python platform: Linux-4.4.0-19041-Microsoft-x86_64" is the only WSL fact such a text
+    # holds
     text = REPO / "tests" / "fixtures" / "corpus_platforms" / "wsl-wsl1-kernel-4.4.0-19041-driver-install.txt"
     env = {k: v for k, v in os.environ.items() if k not in _HOST_VARIABLES}
     env.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0")
@@ -253,8 +272,11 @@ def wsl2_with_linux_driver(root: Path, bin_dir: Path) -> None:
     for name in ("libcuda.so.1", "libcuda.so.1.1", "libnvidia-ml.so.1", "nvidia-smi"):
         write(root, f"/usr/lib/wsl/lib/{name}")
     write(root, "/etc/ld.so.conf.d/ld.wsl.conf", "/usr/lib/wsl/lib\n")
-    write(root, "/etc/ld.so.conf.d/x86_64-linux-gnu.conf", "/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n"
-          "/usr/lib/x86_64-linux-gnu\n")
+    write(
+        root,
+        "/etc/ld.so.conf.d/x86_64-linux-gnu.conf",
+        "/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n",
+    )
     write(root, "/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
     folder = "/usr/lib/x86_64-linux-gnu"
     write(root, f"{folder}/libnvidia-ml.so.550.120")
@@ -274,7 +296,11 @@ def test_linux_driver_inside_wsl2_is_an_error_with_the_purge(machine):
     commands = found["fix"]["commands"]
     assert commands[0] == "sudo apt-get purge libnvidia-compute-550 nvidia-driver-550 nvidia-utils-550"
     assert "sudo ldconfig" in commands
-    assert found["evidence"]["driver_packages"] == ["libnvidia-compute-550", "nvidia-driver-550", "nvidia-utils-550"]
+    assert found["evidence"]["driver_packages"] == [
+        "libnvidia-compute-550",
+        "nvidia-driver-550",
+        "nvidia-utils-550",
+    ]
     assert "sudo apt-get purge libnvidia-compute-550" in text
     assert "Fix: nothing to change" not in text
 
@@ -329,7 +355,10 @@ def test_data_center_gpu_with_compat_from_ld_so_conf(tmp_path, machine):
     write_fake_nvidia_smi(bin_dir, [H100], driver="535.183.01", cuda="12.2")
     code, report, _ = check(root, bin_dir, python)
     assert "driver-too-old" not in ids(report) and code == 0
-    assert finding(report, "cuda-forward-compat")["evidence"]["found_by"] == "/etc/ld.so.conf.d/00-compat-580.conf"
+    assert (
+        finding(report, "cuda-forward-compat")["evidence"]["found_by"]
+        == "/etc/ld.so.conf.d/00-compat-580.conf"
+    )
 
 
 def test_compat_installed_but_not_loaded_keeps_driver_too_old(tmp_path, machine):
@@ -344,7 +373,10 @@ def test_compat_installed_but_not_loaded_keeps_driver_too_old(tmp_path, machine)
     # the compat package is there for a data-center GPU: the fix names loading it as the way that keeps both
     found = finding(report, "driver-too-old")
     assert found["evidence"]["compat_available"] == "/usr/local/cuda-13.0/compat"
-    assert "export LD_LIBRARY_PATH=/usr/local/cuda-13.0/compat${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in found["fix"]["summary"]
+    assert (
+        "export LD_LIBRARY_PATH=/usr/local/cuda-13.0/compat${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        in found["fix"]["summary"]
+    )
 
 
 def test_geforce_with_cuda_compat_fails_with_error_804(machine):
@@ -378,7 +410,8 @@ def test_geforce_with_compat_from_ld_so_conf(machine):
     found = finding(report, "cuda-compat-unsupported-gpu")
     assert found["severity"] == "error" and code == 1
     assert found["fix"]["commands"] == [
-        "sudo mv /etc/ld.so.conf.d/000_cuda-compat.conf /etc/ld.so.conf.d/000_cuda-compat.conf.disabled && sudo ldconfig"
+        "sudo mv /etc/ld.so.conf.d/000_cuda-compat.conf /etc/ld.so.conf.d/000_cuda-compat.conf.disabled && "
+        "sudo ldconfig"
     ]
 
 
@@ -446,8 +479,8 @@ NGC_LIBRARY_PATH = "/usr/local/cuda/compat/lib:/usr/local/nvidia/lib:/usr/local/
 
 
 def ngc_image(root: Path, enabled: bool) -> None:
-    """An NGC image: cuda-compat in compat/lib.real; its entrypoint links it into compat/lib (first on the image's
-    LD_LIBRARY_PATH) only when the GPU and the driver need and allow forward compatibility."""
+    """An NGC image: cuda-compat in compat/lib.real; its entrypoint links it into compat/lib (first on the
+    image's LD_LIBRARY_PATH) only when the GPU and the driver need and allow forward compatibility."""
     libcuda(root, "/usr/local/cuda-13.0/compat/lib.real", "580.65.06")
     link(root, "/usr/local/cuda", "cuda-13.0")
     (root / "usr/local/cuda-13.0/compat/lib").mkdir()
@@ -479,7 +512,10 @@ def test_ngc_image_on_a_geforce_leaves_compat_off(machine):
     write_fake_nvidia_smi(bin_dir, [RTX4090], driver="535.183.01", cuda="12.2")
     code, report, _ = check(root, bin_dir, python, LD_LIBRARY_PATH=NGC_LIBRARY_PATH)
     assert "cuda-compat-unsupported-gpu" not in ids(report)
-    assert report["snapshot"]["environment"]["loader"]["copies"][0]["path"] == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    assert (
+        report["snapshot"]["environment"]["loader"]["copies"][0]["path"]
+        == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    )
 
 
 @pytest.mark.parametrize(("names", "expected"), [

@@ -184,7 +184,9 @@ def test_torch_install_command(version, command):
 
 
 def test_the_install_hint_follows_the_mirror_and_the_installer_of_its_commands():
-    mirror = Commands(python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True))
+    mirror = Commands(
+        python="python", source=InstallSource("https://mirror.example/pytorch", base_given=True)
+    )
     assert X.torch_install_command("2.6.0+cu126", mirror) == (
         'python -m pip install "torch==2.6.0+cu126" --index-url https://mirror.example/pytorch/cu126'
     )
@@ -208,7 +210,11 @@ def test_rank_that_never_arrived_is_a_rendezvous_finding_naming_it():
 
 
 def test_rank_that_died_mid_job_is_named_with_where_it_stopped():
-    published = {"hello": {"hostname": "n1", "torch_version": "2.13.0+cpu"}, "stage": {"current": "", "completed": ["snapshot", "rendezvous", "init_process_group"]}}  # fmt: skip
+    # fmt: skip
+    published = {
+        "hello": {"hostname": "n1", "torch_version": "2.13.0+cpu"},
+        "stage": {"current": "", "completed": ["snapshot", "rendezvous", "init_process_group"]},
+    }
     rank0 = rank_entry(0, status="failed")
     rank0["error"] = {"stage": "all_reduce", "type": "RuntimeError", "message": MESSAGES[0]["text"]}
     findings = {f.id: f for f in A.analyze([rank0, R.missing_entry(1, published)], "h:1")}
@@ -219,7 +225,14 @@ def test_rank_that_died_mid_job_is_named_with_where_it_stopped():
 
 
 def test_a_rank_with_its_own_nccl_error_reports_that_error():
-    entry = R.missing_entry(2, {"hello": {"hostname": "n1"}, "error": {"stage": "all_reduce", "type": "DistBackendError", "message": MESSAGES[6]["text"]}})  # fmt: skip
+    # fmt: skip
+    entry = R.missing_entry(
+        2,
+        {
+            "hello": {"hostname": "n1"},
+            "error": {"stage": "all_reduce", "type": "DistBackendError", "message": MESSAGES[6]["text"]},
+        },
+    )
     assert entry["status"] == "failed"
     (finding,) = [f for f in A.analyze([rank_entry(0), entry], "h:1") if f.id == "distributed-nccl-error"]
     assert finding.evidence["ranks"] == [2] and "No route to host" in finding.detail
@@ -470,7 +483,10 @@ def test_nvml_that_does_not_load_is_a_fact_not_a_crash():
 def test_driver_version_falls_back_to_sysfs(tmp_path):
     (tmp_path / "sys/module/nvidia").mkdir(parents=True)
     (tmp_path / "sys/module/nvidia/version").write_text("570.124.06\n")
-    assert CS.read_driver_version(None, sys_root=str(tmp_path)) == ("570.124.06", "/sys/module/nvidia/version")
+    assert CS.read_driver_version(None, sys_root=str(tmp_path)) == (
+        "570.124.06",
+        "/sys/module/nvidia/version",
+    )
 
 
 @pytest.mark.parametrize("raw, text", [((2, 21, 5), "2.21.5"), (2708, "2.7.8"), (21903, "2.19.3")])
@@ -490,9 +506,22 @@ def nccl_rank0(fail=None, peer=None, other_torch="2.6.0+cu126"):
     if not fail:
         store.set("torchdoctor/job/0/result/1", json.dumps(other))
     else:
-        store.set("torchdoctor/job/0/error/1", json.dumps({"stage": "all_reduce", "type": "DistBackendError", "message": fail["all_reduce"]}))  # fmt: skip
+        # fmt: skip
+        store.set(
+            "torchdoctor/job/0/error/1",
+            json.dumps({"stage": "all_reduce", "type": "DistBackendError", "message": fail["all_reduce"]}),
+        )
     torch, dist = fake_torch(gpus=3, peer=peer), FakeDist(2, store, fail)
-    renv = C.RankEnv(rank=0, world_size=2, master_addr="n0", master_port=29500, launcher="torchrun", agent_store=True, store_prefix="torchdoctor/job/0")  # fmt: skip
+    # fmt: skip
+    renv = C.RankEnv(
+        rank=0,
+        world_size=2,
+        master_addr="n0",
+        master_port=29500,
+        launcher="torchrun",
+        agent_store=True,
+        store_prefix="torchdoctor/job/0",
+    )
     state = C.RankState(env=renv)
     args = Namespace(
         backend="auto", timeout=2.0, sizes="", iters=2, no_topology=False, json=True, output=None
@@ -584,7 +613,14 @@ def test_rank_code_imports_and_fails_cleanly_on_python_38_without_torch():
     if python is None:
         pytest.skip("no Python 3.8 interpreter (pyenv or python3.8 on PATH)")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), "RANK": "0", "WORLD_SIZE": "1"}
-    done = subprocess.run([python, "-m", "doctor.distributed", "--timeout", "5"], capture_output=True, text=True, env=env, timeout=30)  # fmt: skip
+    # fmt: skip
+    done = subprocess.run(
+        [python, "-m", "doctor.distributed", "--timeout", "5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert done.returncode == exitcodes.REQUIREMENT, done.stderr
     assert "import torch failed" in done.stderr and "Traceback" not in done.stderr
 
@@ -634,7 +670,8 @@ def test_rank_side_modules_import_and_report_on_the_lowest_target_python():
     ]
 
 
-# --- real torchrun runs: CPU torch 2.13.0, Gloo ---------------------------------------------------------------
+# --- real torchrun runs: CPU torch 2.13.0, Gloo
+# ---------------------------------------------------------------
 
 
 def free_port() -> int:

@@ -158,8 +158,9 @@ def test_broken_table_gives_one_line_and_exit_2(tmp_path):
 
 
 def test_a_broken_table_ends_a_run_whose_smoke_test_hangs_at_once(tmp_path):
-    """The table is parsed while the target interpreter's children run (doctor/app/run.py): a broken one is still
-    exit 2 with its one line, at once, and the hung smoke test is ended, not waited for (--smoke-timeout 60)."""
+    """The table is parsed while the target interpreter's children run (doctor/app/run.py): a broken one is
+    still exit 2 with its one line, at once, and the hung smoke test is ended, not waited for (--smoke-timeout
+    60)."""
     import time
 
     import psutil
@@ -222,7 +223,8 @@ def test_real_cpu_torch_check_runs_the_import_probe_and_reports_the_cpu_build(tm
 def test_python_that_does_not_exist_is_a_usage_error():
     res = run_cli(["check", "--no-smoke", "--python", "/nonexistent/bin/python"])
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == ["torchdoctor: error: --python /nonexistent/bin/python: not found"]
+    assert res.stderr.strip().splitlines() == ["torchdoctor: error: --python /nonexistent/bin/python: not "
+        "found"]
 
 
 @pytest.mark.slow

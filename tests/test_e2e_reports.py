@@ -165,7 +165,9 @@ def test_ci_formats(fake_machine, tmp_path):
     assert "::error title=gpu-arch-unsupported::" in res.stdout
     assert "gpu-arch-unsupported" in summary.read_text(encoding="utf-8")
     junit = tmp_path / "junit.xml"
-    run_cli(["check", "--no-smoke", "--format", "junit", "-o", str(junit), "--python", str(python)], env, bin_dir)
+    run_cli(
+        ["check", "--no-smoke", "--format", "junit", "-o", str(junit), "--python", str(python)], env, bin_dir
+    )
     root = ET.parse(junit).getroot()
     assert any(tc.find("failure") is not None for tc in root.iter("testcase"))
     res = run_cli(["check", "--no-smoke", "--format", "markdown", "--python", str(python)], env, bin_dir)
@@ -208,8 +210,11 @@ def test_ignore_drops_a_finding_and_its_exit_code(tmp_path):
     env = {"TORCHDOCTOR_SYSROOT": str(sysroot)}
     res = run_cli(["check", "--no-smoke", "--json", "--python", str(python)], env, cwd=tmp_path)
     assert res.returncode == 1 and "torch-not-installed" in _ids(json.loads(res.stdout))
-    res = run_cli(["check", "--no-smoke", "--json", "--ignore", "torch-not-installed", "--python", str(python)],
-                  env, cwd=tmp_path)
+    res = run_cli(
+        ["check", "--no-smoke", "--json", "--ignore", "torch-not-installed", "--python", str(python)],
+        env,
+        cwd=tmp_path,
+    )
     assert "torch-not-installed" not in _ids(json.loads(res.stdout))
     assert res.returncode == 0
 

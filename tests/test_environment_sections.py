@@ -46,7 +46,8 @@ ENVIRONMENT_0_1_0 = {
     "cuda_home": {"variable": None, "path": "/usr/local/cuda", "version": None,
                   "version_source": "/usr/local/cuda/version.json",
                   "why": "no readable version.json or version.txt in /usr/local/cuda"},
-    "wsl": {"is_wsl": True, "evidence": ["/dev/dxg exists", "WSL_DISTRO_NAME is set"], "wsl_lib_dir_exists": True,
+    "wsl": {"is_wsl": True, "evidence": ["/dev/dxg exists", "WSL_DISTRO_NAME is "
+        "set"], "wsl_lib_dir_exists": True,
             "ld_so_conf": [{"file": "/etc/ld.so.conf.d/ld.wsl.conf", "dirs": ["/usr/lib/wsl/lib"], "driver_libs": {}},
                            {"file": "/etc/ld.so.conf.d/nvidia.conf", "dirs": ["/usr/lib/nvidia"],
                             "driver_libs": {"/usr/lib/nvidia": ["libcuda.so.1"]}}],
@@ -75,8 +76,13 @@ def report_with(environment) -> dict:
 
 def test_the_sparse_rules():
     assert as_plain(M.CudaHome(why="not set")) == {"why": "not set"}  # could not be read: only the reason
-    assert as_plain(M.CudaHome(path="/usr/local/cuda")) == {"variable": None, "path": "/usr/local/cuda", "version": None}
-    assert as_plain(M.Shm(path="/dev/shm", why="statvfs failed")) == {"path": "/dev/shm", "why": "statvfs failed"}
+    assert as_plain(M.CudaHome(path="/usr/local/cuda")) == {
+        "variable": None,
+        "path": "/usr/local/cuda",
+        "version": None,
+    }
+    assert as_plain(M.Shm(path="/dev/shm", why="statvfs "
+        "failed")) == {"path": "/dev/shm", "why": "statvfs failed"}
     assert as_plain(M.Environment()) == {}
     assert as_plain(M.Environment(hostname="h", shm=M.Shm(why="w"))) == {"shm": {"why": "w"}, "hostname": "h"}
 
@@ -89,9 +95,12 @@ def test_golden_reports_read_back_into_typed_sections_and_write_the_same_json(na
     env = snapshot.environment
     assert isinstance(env.container, M.Container) and env.container.kind is None
     assert isinstance(env.cpu, M.Cpu) and env.cpu.budget == report["snapshot"]["environment"]["cpu"]["budget"]
-    assert env.cuda_home == M.CudaHome(why="CUDA_HOME and CUDA_PATH are not set and /usr/local/cuda does not exist")
+    assert env.cuda_home == M.CudaHome(why="CUDA_HOME and CUDA_PATH are not set and /usr/local/cuda does not "
+        "exist")
     assert env.visible_devices == M.VisibleDevices() and env.hostname == "vm"
-    assert isinstance(env.python, M.PythonFacts) and all(isinstance(d, M.DistRecord) for d in env.python.dists)
+    assert isinstance(env.python, M.PythonFacts) and all(
+        isinstance(d, M.DistRecord) for d in env.python.dists
+    )
     assert meta["missing_fields"] == []
     assert snapshot.to_dict()["environment"] == report["snapshot"]["environment"]
 
@@ -105,7 +114,9 @@ def test_every_0_1_0_shape_reads_back_and_writes_the_same_json():
     assert env.shm.total_bytes is None and env.memory.swap_total_bytes is None
     assert env.libraries.dirs[0].libs[0].real_version == "12.4.127"
     assert env.wsl.ld_so_conf[1].driver_libs == {"/usr/lib/nvidia": ["libcuda.so.1"]}
-    assert env.python.conda.records[0] == M.CondaRecord("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0", None)
+    assert env.python.conda.records[0] == M.CondaRecord(
+        "pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0", None
+    )
     assert meta["missing_fields"] == []  # keys written only when stated are never "missing"
     assert snapshot.to_dict()["environment"] == ENVIRONMENT_0_1_0
 
@@ -133,12 +144,23 @@ def test_cpu_without_cgroup_keys_as_0_1_0_wrote_it_off_linux():
     [
         (lambda env: env.update(container="docker"), "snapshot.environment.container"),
         (lambda env: env["cpu"].update(budget="4"), "snapshot.environment.cpu.budget"),
-        (lambda env: env["libraries"]["dirs"][0].update(libs={}), "snapshot.environment.libraries.dirs[0].libs"),
+        (
+            lambda env: env["libraries"]["dirs"][0].update(libs={}),
+            "snapshot.environment.libraries.dirs[0].libs",
+        ),
         (lambda env: env["python"]["dists"].append("torch"), "snapshot.environment.python.dists[1]"),
-        (lambda env: env["python"]["conda"].update(records=None), "snapshot.environment.python.conda.records"),
-        (lambda env: env["wsl"]["ld_so_conf"][0].update(dirs="/usr/lib"), "snapshot.environment.wsl.ld_so_conf[0].dirs"),
-        (lambda env: env.update(visible_devices={"CUDA_VISIBLE_DEVICES": 0}),
-         "snapshot.environment.visible_devices.CUDA_VISIBLE_DEVICES"),
+        (
+            lambda env: env["python"]["conda"].update(records=None),
+            "snapshot.environment.python.conda.records",
+        ),
+        (
+            lambda env: env["wsl"]["ld_so_conf"][0].update(dirs="/usr/lib"),
+            "snapshot.environment.wsl.ld_so_conf[0].dirs",
+        ),
+        (
+            lambda env: env.update(visible_devices={"CUDA_VISIBLE_DEVICES": 0}),
+            "snapshot.environment.visible_devices.CUDA_VISIBLE_DEVICES",
+        ),
         (lambda env: env.update(hostname=["a"]), "snapshot.environment.hostname"),
     ],
 )
@@ -153,7 +175,8 @@ def test_a_section_of_the_wrong_type_is_a_report_error_naming_the_field(change, 
 
 
 def test_from_dict_errors_name_the_environment_path():
-    with pytest.raises(SnapshotFormatError, match=r"^snapshot\.environment\.python\.conda\.is_base: expected bool"):
+    with pytest.raises(SnapshotFormatError, match=r"^snapshot\.environment\.python\.conda\.is_base: expected "
+        r"bool"):
         Snapshot.from_dict({"environment": {"python": {"conda": {"is_base": "yes"}}}})
 
 
@@ -191,7 +214,9 @@ def test_findings_from_typed_sections_carry_plain_json_evidence():
     report = report_with(ENVIRONMENT_0_1_0)
     snapshot, _ = read_report(json.dumps(report), "wsl.json")
     snapshot.install.torch = torch_dist("2.6.0+cu126", cuda="12.6")
-    snapshot.environment.cuda_home = M.CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8")
+    snapshot.environment.cuda_home = M.CudaHome(
+        variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8"
+    )
     findings, checks = run_rules(assess(snapshot, None), RULES)
     ids = {f.id for f in findings}
     assert {"cuda-home-version-mismatch", "mixed-conda-pip-torch", "wsl-library-path-order",
@@ -227,7 +252,9 @@ def conda_snapshot(*names: str):
 
 
 def test_one_function_answers_the_rules_and_the_plan():
-    snap = conda_snapshot("pytorch", "pytorch-cuda", "cudatoolkit", "cpuonly", "torchvision", "numpy", "pytorch-cpu")
+    snap = conda_snapshot(
+        "pytorch", "pytorch-cuda", "cudatoolkit", "cpuonly", "torchvision", "numpy", "pytorch-cpu"
+    )
     owned = conda_torch(snap)
     assert [r.name for r in owned.torch] == ["pytorch", "pytorch-cpu"]
     assert [r.name for r in owned.cuda] == ["pytorch-cuda", "cudatoolkit"]

@@ -287,10 +287,12 @@ def test_exact_architecture_message_outranks_generic_cuda_error(sigs):
 
 def test_root_cause_ranks_above_its_consequences(sigs):
     log = (
-        "torch/cuda/__init__.py:83: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+        "torch/cuda/__init__.py:83: UserWarning: CUDA initialization: The NVIDIA driver on your system is "
+        "too old "
         "(found version 11040). Please update your GPU driver\n"
         "Traceback (most recent call last):\n"
-        "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.\n"
+        "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+        "False.\n"
         "RuntimeError: No CUDA GPUs are available\n"
     )
     findings = explain_text(log, sigs).findings
@@ -328,7 +330,8 @@ def test_line_numbers_count_normalised_lines(sigs):
 
 
 def test_generic_cuda_error_only_where_nothing_specific_matched(sigs):
-    text = "RuntimeError: CUDA error: an illegal memory access was encountered\nRuntimeError: CUDA error: out of memory"
+    text = ("RuntimeError: CUDA error: an illegal memory access was encountered\nRuntimeError: CUDA error: "
+        "out of memory")
     result = explain_text(text, sigs)
     assert [(f.finding, f.line) for f in result.findings] == [
         ("cuda-out-of-memory", 2),

@@ -19,8 +19,10 @@ from fake_smi import write_fake_nvidia_smi  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RTX5090 = {"name": "NVIDIA GeForce RTX 5090", "cc": "12.0", "mem_mib": 32607}
-ARCH_WARNING = ("UserWarning: \nNVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
-                "current PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 "
+ARCH_WARNING = ("UserWarning: \nNVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with "
+    "the "
+                "current PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_50 "
+                "sm_60 "
                 "sm_70 sm_75 sm_80 sm_86 sm_90.\n")
 NO_KERNEL = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
 
@@ -29,8 +31,14 @@ def explain(args, stdin=None, env_extra=None, cwd=None, timeout=120):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env.update(PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0", NO_COLOR="1")
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "doctor", "explain", *args], input=stdin, capture_output=True,
-                          env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", "explain", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def causes(res) -> list[tuple[str, str]]:
@@ -50,13 +58,18 @@ def test_a_piped_stdin_needs_no_dash():
 
 
 def test_the_message_on_the_command_line():
-    res = explain(["--no-probe", "--json", "RuntimeError:", "Found", "no", "NVIDIA", "driver", "on", "your", "system."])
+    res = explain(
+        ["--no-probe", "--json", "RuntimeError:", "Found", "no", "NVIDIA", "driver", "on", "your", "system."]
+    )
     assert causes(res)[0][0] == "nvidia-driver-missing", res.stdout
 
 
 def test_a_file_with_crlf_ansi_and_chinese_around_the_message(tmp_path):
-    text = ("运行训练脚本时报错，求助：\r\n\x1b[31mRuntimeError\x1b[0m: CUDA out of memory. Tried to allocate 2.00 GiB "
-            "(GPU 0; 23.65 GiB total capacity; 20.10 GiB already allocated)\r\n谢谢！\r\n")
+    text = (
+        "运行训练脚本时报错，求助：\r\n\x1b[31mRuntimeError\x1b[0m: CUDA out of memory. "
+        "Tried to allocate 2.00 GiB "
+        "(GPU 0; 23.65 GiB total capacity; 20.10 GiB already allocated)\r\n谢谢！\r\n"
+    )
     log = tmp_path / "paste.txt"
     log.write_bytes(text.encode("utf-8"))
     res = explain(["--no-probe", "--json", str(log)])
@@ -72,7 +85,9 @@ def test_one_message_buried_in_a_long_ci_log(tmp_path):
     res = explain(["--no-probe", "--json", str(log)])
     report = json.loads(res.stdout)
     assert report["input"]["lines"] >= 5000
-    assert report["causes"][0]["id"] == "cudnn-library-missing" and report["causes"][0]["match"]["line"] == 4322
+    assert (
+        report["causes"][0]["id"] == "cudnn-library-missing" and report["causes"][0]["match"]["line"] == 4322
+    )
 
 
 def test_nothing_known_is_exit_0_and_says_so():
@@ -152,7 +167,9 @@ def test_probe_confirms_the_arch_message_with_the_plans_exact_command(tmp_path, 
 def test_probe_rules_out_the_arch_message_when_the_build_has_the_kernels(tmp_path, machine):
     py, env = machine
     python = make_fake_env(tmp_path / "venv", python=py, torch="2.7.1+cu128", cuda="12.8")
-    res = explain(["--json", "--python", str(python), "-"], stdin=(ARCH_WARNING + NO_KERNEL).encode(), env_extra=env)
+    res = explain(
+        ["--json", "--python", str(python), "-"], stdin=(ARCH_WARNING + NO_KERNEL).encode(), env_extra=env
+    )
     report = json.loads(res.stdout)
     assert [(c["id"], c["verdict"]) for c in report["causes"]] == [("gpu-arch-unsupported", "ruled-out")]
     assert res.returncode == 0

@@ -40,7 +40,9 @@ def table():
 def hand_built(source: str) -> list[str]:
     """The installer argv pieces and command lines a module writes itself (the line and the text of each)."""
     tree = ast.parse(source)
-    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    docs = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -114,8 +116,12 @@ def test_the_installer_line_keeps_its_reason(table, tmp_path, capsys):
 
 def test_fix_commands_writes_conda_and_the_source_into_the_plan(table):
     snap = cpu_snapshot(env_kind="conda", prefix="/opt/envs/t")
-    snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")]))
-    write = FixCommands(FixOptions(source=source_from_options(MIRROR, None, False)), {"CONDA_EXE": "/c/conda"})
+    snap.environment.python = PythonFacts(
+        conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")])
+    )
+    write = FixCommands(
+        FixOptions(source=source_from_options(MIRROR, None, False)), {"CONDA_EXE": "/c/conda"}
+    )
     plan = diagnose(snap, table, commands=write(snap)).plan
     assert write.why == "default" and write.written.installer == "pip"
     assert plan.steps[0].argv[:2] == ["/c/conda", "remove"]

@@ -30,7 +30,9 @@ def test_the_state_folder_follows_xdg_and_the_platforms(tmp_path):
     home = {"HOME": "/home/u"}
     assert state_dir(home, "linux") == Path("/home/u/.local/state/torchdoctor")
     assert state_dir({**home, "XDG_STATE_HOME": "/x/state"}, "linux") == Path("/x/state/torchdoctor")
-    assert state_dir({**home, "XDG_STATE_HOME": "relative"}, "linux") == Path("/home/u/.local/state/torchdoctor")
+    assert state_dir({**home, "XDG_STATE_HOME": "relative"}, "linux") == Path(
+        "/home/u/.local/state/torchdoctor"
+    )
     assert state_dir(home, "darwin") == Path("/home/u/Library/Application Support/torchdoctor")
     assert state_dir({"LOCALAPPDATA": "C:/Users/u/AppData/Local"}, "win32") == Path(
         "C:/Users/u/AppData/Local/torchdoctor"
@@ -70,7 +72,8 @@ def test_the_lock_refuses_a_second_fix_on_the_same_environment(tmp_path):
     prefix.mkdir()
     (tmp_path / "link").symlink_to(prefix)
     with EnvironmentLock(str(prefix), env):
-        with pytest.raises(DoctorError, match=rf"another torchdoctor fix \(pid {os.getpid()}\) is changing") as caught:
+        with pytest.raises(DoctorError, match=rf"another torchdoctor fix \(pid {os.getpid()}\) is "
+            r"changing") as caught:
             with EnvironmentLock(str(tmp_path / "link"), env):  # the same environment by another path
                 pass
         assert caught.value.exit_code == exitcodes.REFUSED
@@ -82,7 +85,8 @@ def test_the_lock_refuses_a_second_fix_on_the_same_environment(tmp_path):
 
 def test_the_lock_lives_in_the_environment_whatever_home_says(tmp_path):
     """Two fixes with different $HOME (or XDG_STATE_HOME), or through another path to the same folder (a bind
-    mount has another real path: the lock is on the file in the environment, so on its inode), still take turns."""
+    mount has another real path: the lock is on the file in the environment, so on its inode), still take
+    turns."""
     prefix = tmp_path / "venv"
     prefix.mkdir()
     (tmp_path / "link").symlink_to(prefix)
@@ -176,12 +180,17 @@ def test_an_interrupted_install_is_cleared_back_to_what_was_there(tmp_path):
     (site / "torch-2.6.0+cu126.dist-info").rename(site / "~orch-2.6.0+cu126.dist-info")
     (site / "torch" / "lib").mkdir(parents=True)
     (site / "torch" / "lib" / "new.so").write_text("half")
-    _dist(site, "torch", "2.7.1+cu128", ["torch/__init__.py"], whole=False)  # the wheel's RECORD, no INSTALLER
+    # the wheel's RECORD, no INSTALLER
+    _dist(site, "torch", "2.7.1+cu128", ["torch/__init__.py"], whole=False)
     found = sorted(Path(p).name for p in rollback.debris(state))
     assert found == ["torch", "torch-2.7.1+cu128.dist-info", "~orch", "~orch-2.6.0+cu126.dist-info"]
     removed = rollback.clear_debris(state)
     assert sorted(Path(p).name for p in removed) == found
-    assert sorted(p.name for p in site.iterdir()) == ["torchvision", "torchvision-0.21.0+cu126.dist-info", "~umpy"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "torchvision",
+        "torchvision-0.21.0+cu126.dist-info",
+        "~umpy",
+    ]
 
 
 def test_a_whole_new_install_and_what_was_there_are_left_alone(tmp_path):
@@ -276,8 +285,9 @@ def test_runresult_fakes_stay_compatible():
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
-    """ENOSPC while the restore file is written (a full state folder or --restore-file disk): one line, exit 2,
-    and no file at all under the name or beside it (before: exit 3 and a 0-byte file that blocked the name)."""
+    """ENOSPC while the restore file is written (a full state folder or --restore-file disk): one line, exit
+    2, and no file at all under the name or beside it (before: exit 3 and a 0-byte file that blocked the
+    name)."""
     import errno
 
     def full(fd):
@@ -296,8 +306,12 @@ def test_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
 
 def test_a_taken_name_gets_a_suffix_and_the_file_names_itself(tmp_path):
     (tmp_path / "r.txt").write_text("someone else's\n")
-    written = create_file(tmp_path / "r.txt", lambda at: f"# restore with: pip install -r {at}\n", chosen_by_user=False)
-    assert written == tmp_path / "r-2.txt" and written.read_text() == f"# restore with: pip install -r {written}\n"
+    written = create_file(tmp_path / "r.txt", lambda at: "# restore with: pip install -r "
+        f"{at}\n", chosen_by_user=False)
+    assert (
+        written == tmp_path / "r-2.txt"
+        and written.read_text() == f"# restore with: pip install -r {written}\n"
+    )
     assert (tmp_path / "r.txt").read_text() == "someone else's\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r-2.txt", "r.txt"]
 
@@ -318,8 +332,8 @@ def test_a_venv_path_with_a_newline_keeps_the_restore_file_whole():
 
 def test_the_restore_files_clean_up_step_clears_what_a_killed_install_left(tmp_path):
     """The first command of a restore file (rollback.clean_argv), run as the user would run it: pip's stashes
-    go, a torch-family dist-info cut off while written goes, and so does the torch folder no whole install owns
-    any more; what a whole install owns, and a user's own "~$notes.txt" file, stay."""
+    go, a torch-family dist-info cut off while written goes, and so does the torch folder no whole install
+    owns any more; what a whole install owns, and a user's own "~$notes.txt" file, stay."""
     site, state = _site(tmp_path)
     (site / "torch").rename(site / "~orch")
     (site / "torch-2.6.0+cu126.dist-info").rename(site / "~orch-2.6.0+cu126.dist-info")

@@ -287,7 +287,8 @@ def test_uv_and_poetry_projects_get_the_pyproject_change_not_an_install(table, t
     out = capsys.readouterr().out
     assert fake.steps == 0 and "This is a uv project" in out
     assert (
-        '[[tool.uv.index]]\nname = "pytorch-cu128"\nurl = "https://download.pytorch.org/whl/cu128"\nexplicit = true'
+        '[[tool.uv.index]]\nname = "pytorch-cu128"\nurl = "https://download.pytorch.org/whl/cu128"\nexplicit '
+        '= true'
         in out
     )
     assert 'torch = { index = "pytorch-cu128" }' in out and '"torch==2.7.1+cu128",' in out
@@ -320,7 +321,9 @@ def test_target_project_rules(tmp_path):
     assert target_project(str(project / "envs" / "a"), project) == "poetry"  # inside it
     cache = tmp_path / ".cache" / "pypoetry" / "virtualenvs" / "proj-AbC123-py3.12"
     assert target_project(str(cache), project) == "poetry"
-    assert target_project(str(tmp_path / "uvenv"), project, {"UV_PROJECT_ENVIRONMENT": "../uvenv"}) == "poetry"
+    assert (
+        target_project(str(tmp_path / "uvenv"), project, {"UV_PROJECT_ENVIRONMENT": "../uvenv"}) == "poetry"
+    )
     assert target_project(None, project) == "poetry"  # unknown prefix: the working directory
 
 
@@ -384,7 +387,9 @@ def test_source_options_and_the_commands_they_make(tmp_path):
 
 def test_restore_command_reinstalls_the_old_builds_from_their_index():
     src = InstallSource()
-    [argv] = restore_argvs("pip", "py", {"torch": "2.5.1+cpu", "torchvision": "0.20.1+cu121"}, [], src, "r.txt")
+    [argv] = restore_argvs(
+        "pip", "py", {"torch": "2.5.1+cpu", "torchvision": "0.20.1+cu121"}, [], src, "r.txt"
+    )
     assert argv == [
         "py",
         "-m",
@@ -412,7 +417,9 @@ def test_restore_command_reinstalls_the_old_builds_from_their_index():
         "--no-deps",
     ]]
     # Nothing before: restoring is removing.
-    assert restore_argvs("pip", "py", {}, ["torch"], src, "r.txt") == [["py", "-m", "pip", "uninstall", "-y", "torch"]]
+    assert restore_argvs("pip", "py", {}, ["torch"], src, "r.txt") == [
+        ["py", "-m", "pip", "uninstall", "-y", "torch"]
+    ]
 
 
 def test_restore_puts_back_the_old_cuda_wheels_and_removes_the_new_ones(table, tmp_path, capsys):
@@ -450,7 +457,9 @@ def test_restore_puts_back_the_old_cuda_wheels_and_removes_the_new_ones(table, t
     )
     assert command in out and f"#   {command}\n" in restore.read_text()
     assert "that was not there before: nvidia-cuda-runtime-cu12." in restore.read_text()
-    argvs = restore_argvs("uv", "py", before, ["torch", "nvidia-cuda-runtime-cu12", "sympy"], InstallSource(), "r")
+    argvs = restore_argvs(
+        "uv", "py", before, ["torch", "nvidia-cuda-runtime-cu12", "sympy"], InstallSource(), "r"
+    )
     assert argvs[0] == ["uv", "pip", "uninstall", "--python", "py", "nvidia-cuda-runtime-cu12"]
     assert restore_command([]) == "nothing to restore"
 
@@ -504,7 +513,9 @@ def test_pip_config_constraint_is_read_and_judged(tmp_path):
 
 def test_conda_owned_torch_puts_removal_first_in_the_plan(table):
     snap = cpu_snapshot(env_kind="conda", prefix="/opt/envs/t")
-    snap.environment.python = PythonFacts(conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")]))
+    snap.environment.python = PythonFacts(
+        conda=Conda(records=[CondaRecord(name="pytorch", version="2.7.1", build="b")])
+    )
     plan = diagnose(snap, table).plan
     assert [s.kind for s in plan.steps] == ["remove", "install"]
     assert plan.steps[0].command == "conda remove -p /opt/envs/t --force -y pytorch"

@@ -138,7 +138,12 @@ def test_summary_counts_odd_nodes_and_fix_groups(tmp_path):
         write(tmp_path, f"rack1/n{i}.json", report(hostname=f"n{i}"))
     write(tmp_path, "rack2/old-driver.json", report(hostname="old", driver="550.54.15"))
     write(tmp_path, "rack2/a100.json", report(hostname="a100", gpus=["NVIDIA A100-SXM4-80GB"] * 4))
-    write(tmp_path, "rack2/bad1.json", report(hostname="bad1", torch="2.12.0+cu126", finding="torch-cuda-mismatch", command=fix))  # fmt: skip
+    # fmt: skip
+    write(
+        tmp_path,
+        "rack2/bad1.json",
+        report(hostname="bad1", torch="2.12.0+cu126", finding="torch-cuda-mismatch", command=fix),
+    )
     write(tmp_path, "rack2/bad2.json", report(hostname="bad2", finding="torch-cuda-mismatch", command=fix))
     write(tmp_path, "rack2/notes.txt", "not a report, not *.json: ignored")
     summary = fleet.summarize_paths([str(tmp_path)])
@@ -192,7 +197,10 @@ def test_a_uniform_fleet_exits_0_and_renders_everywhere(tmp_path, capsys):
     assert torchdoctor(["fleet", "summarize", str(tmp_path)]) == exitcodes.OK
     human = capsys.readouterr().out
     assert "3 node(s)" in human and "no fix needed" in human and "every node matches the majority" in human
-    assert torchdoctor(["fleet", "summarize", str(tmp_path), "--json", "-o", str(tmp_path / "out.txt")]) == exitcodes.OK
+    assert (
+        torchdoctor(["fleet", "summarize", str(tmp_path), "--json", "-o", str(tmp_path / "out.txt")])
+        == exitcodes.OK
+    )
     data = json.loads((tmp_path / "out.txt").read_text())
     assert data["nodes"] == 3 and data["odd_nodes"] == [] and data["majority"]["driver"] == "570.124.06"
     assert torchdoctor(["fleet", "summarize", str(tmp_path / "n0.json"), "--markdown"]) == exitcodes.OK

@@ -24,8 +24,17 @@ def walk_reference(folder: str) -> list[str]:
 
 
 def test_the_walk_lists_what_os_walk_listed_in_its_order(tmp_path):
-    for rel in ["b.json", "a.json", "A.json", "notes.txt", "z/1.json", "z/y/2.json", "m/3.json", "m.json/4.json",
-                "m/deep/er/5.json"]:
+    for rel in [
+        "b.json",
+        "a.json",
+        "A.json",
+        "notes.txt",
+        "z/1.json",
+        "z/y/2.json",
+        "m/3.json",
+        "m.json/4.json",
+        "m/deep/er/5.json",
+    ]:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")

@@ -53,7 +53,8 @@ def read_ok_or_report_error(text: str) -> None:
 @example('{"report_schema_version": 1, "snapshot": {"host": {"wsl": "yes"}}}')
 @example("PyTorch version: N/A\nIs CUDA available: N/A\n")
 @example(
-    "Is CUDA available: True\nGPU models and configuration:\nGPU 99999999999999999999: X\nNvidia driver version: 1\n"
+    "Is CUDA available: True\nGPU models and configuration:\nGPU 99999999999999999999: X\nNvidia driver "
+    "version: 1\n"
 )
 def test_random_text(text):
     kind = detect_input_kind(text)

@@ -1,9 +1,9 @@
-"""Golden files of what a user sees: the human text of `check` and its `--json` report on four
-canonical machines (the broken one: the README's RTX 5090 with a cu126 build; the healthy one: a CPU torch on a
-machine without a GPU; the unknown one: the same torch where the NVIDIA driver and the PCI bus cannot be read;
-and a venv without torch), and the same machines in `-q`, Markdown, JUnit and the fleet view, which must tell
-one story: the same verdict, ids and words, errors first. A careless change to the screen or the report shows
-up here as a diff to review.
+"""Golden files of what a user sees: the human text of `check` and its `--json` report on four canonical
+machines (the broken one: the README's RTX 5090 with a cu126 build; the healthy one: a CPU torch on a machine
+without a GPU; the unknown one: the same torch where the NVIDIA driver and the PCI bus cannot be read; and a
+venv without torch), and the same machines in `-q`, Markdown, JUnit and the fleet view, which must tell one
+story: the same verdict, ids and words, errors first. A careless change to the screen or the report shows up
+here as a diff to review.
 
 Run with ``TORCHDOCTOR_UPDATE_GOLDEN=1`` to rewrite the files after an intended change, then read
 the diff. Variable parts are normalised: the temporary folder becomes ``<TMP>``, timings and dates
@@ -81,7 +81,9 @@ def _compare(name: str, actual: str) -> None:
         path.write_text(actual, encoding="utf-8")
         return
     expected = path.read_text(encoding="utf-8")
-    assert actual == expected, f"{name} changed; if intended, rerun with TORCHDOCTOR_UPDATE_GOLDEN=1 and review"
+    assert actual == expected, (
+        f"{name} changed; if intended, rerun with TORCHDOCTOR_UPDATE_GOLDEN=1 and review"
+    )
 
 
 SCENARIOS = [("rtx5090-cu126", 1), ("cpu-healthy", 0), ("no-torch", 1), ("cpu-no-gpu", 0)]
@@ -103,8 +105,14 @@ def test_check_text_is_golden(tmp_path, scenario, code):
 @pytest.mark.parametrize("scenario,code", SCENARIOS)
 def test_check_json_is_golden(tmp_path, scenario, code):
     python, env = _machine(tmp_path, scenario)
-    res = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-smoke", "--json", "--python", str(python)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "doctor", "check", "--no-smoke", "--json", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == code, res.stderr
     report = json.loads(res.stdout)
     # Host facts of the test machine itself (kernel release, container marker) are not the scenario's.
@@ -121,8 +129,10 @@ def test_check_json_is_golden(tmp_path, scenario, code):
 # The README's other scenarios: re-diagnosing a pasted collect_env, a CI preflight that is not met, the
 # output of an interpreter that does not start, -q, and the ASCII stand-ins of a cp1252 stdout.
 COLLECT_ENV = Path(__file__).parent / "fixtures" / "collect_env" / "composed-2.5.1-cu121-rtx4090-pip.txt"
-BROKEN_PYTHON = ("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding: failed to get the Python codec of the "
-                 "filesystem encoding' >&2\necho \"ModuleNotFoundError: No module named 'encodings'\" >&2\nexit 1\n")
+BROKEN_PYTHON = ("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding: failed to get the Python codec of "
+    "the "
+                 "filesystem encoding' >&2\necho \"ModuleNotFoundError: No module named 'encodings'\" "
+                 ">&2\nexit 1\n")
 README_SCENARIOS = [
     # (golden file, machine, arguments after `check`, expected exit code, extra environment)
     ("collect-env-rtx4090.txt", "no-torch", ["--from", str(COLLECT_ENV)], 0, {}),
@@ -135,7 +145,9 @@ README_SCENARIOS = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,scenario,args,code,extra", README_SCENARIOS, ids=[s[0] for s in README_SCENARIOS])
+@pytest.mark.parametrize(
+    "name,scenario,args,code,extra", README_SCENARIOS, ids=[s[0] for s in README_SCENARIOS]
+)
 def test_readme_scenarios_are_golden(tmp_path, name, scenario, args, code, extra):
     if scenario == "broken-venv":
         python, env = _machine(tmp_path, "no-torch")
@@ -168,7 +180,8 @@ def _check(tmp_path: Path, env: dict, python: Path, *args: str) -> subprocess.Co
 
 
 def _without_json(markdown: str) -> str:
-    return re.sub(r"<details><summary>Full report \(JSON\)</summary>.*?</details>\n", "", markdown, flags=re.S)
+    return re.sub(r"<details><summary>Full report "
+        r"\(JSON\)</summary>.*?</details>\n", "", markdown, flags=re.S)
 
 
 def _positions(text: str, words: list[str]) -> list[int]:
@@ -188,7 +201,13 @@ def test_every_format_is_golden_and_tells_the_same_story(tmp_path, scenario, cod
         _compare(scenario + suffix, _without_json(out[suffix]) if suffix == ".md" else out[suffix])
 
     report = json.loads(out[".json"])
-    text, verbose, quiet, markdown, junit = out[""], out["-v.txt"], out["-q.txt"], out[".md"], out[".junit.xml"]
+    text, verbose, quiet, markdown, junit = (
+        out[""],
+        out["-v.txt"],
+        out["-q.txt"],
+        out[".md"],
+        out[".junit.xml"],
+    )
     findings = report["findings"]
     ids = [f["id"] for f in findings]
     # the same findings everywhere, errors first, then warnings, then notes
@@ -235,9 +254,24 @@ def test_the_fleet_view_is_golden_and_uses_the_same_words(tmp_path):
     for scenario, _ in SCENARIOS:
         (tmp_path / scenario).mkdir()
         python, env = _machine(tmp_path / scenario, scenario)
-        res = subprocess.run([sys.executable, "-m", "doctor", "report", "--no-smoke", "--python", str(python), "-o",
-                              str(reports / f"{scenario}.json")], capture_output=True, text=True, env=env,
-                             cwd=tmp_path, timeout=120)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "doctor",
+                "report",
+                "--no-smoke",
+                "--python",
+                str(python),
+                "-o",
+                str(reports / f"{scenario}.json"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
     views = {}
     for suffix, args in (("txt", []), ("md", ["--format", "markdown"])):
@@ -246,8 +280,16 @@ def test_the_fleet_view_is_golden_and_uses_the_same_words(tmp_path):
         assert res.returncode == 1, res.stderr
         views[suffix] = _normalise(res.stdout, tmp_path)
         _compare(f"fleet.{suffix}", views[suffix])
-    data = json.loads(subprocess.run([sys.executable, "-m", "doctor", "fleet", "summarize", str(reports), "--json"],
-                                     capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stdout)
+    data = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "doctor", "fleet", "summarize", str(reports), "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        ).stdout
+    )
     assert data["counts"]["driver"] == {"(unknown)": 2, "570.124.04": 1, "no GPU": 1}
     assert "not installed" in data["counts"]["torch_build"]
     for view in views.values():

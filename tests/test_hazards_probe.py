@@ -83,9 +83,15 @@ def _linux():
 @pytest.mark.parametrize(
     ("files", "env", "kind"),
     [
-        ({"/.dockerenv": "", "/run/.containerenv": ""}, {}, "podman"),  # the two old detections disagreed here
-        ({"/proc/self/mountinfo": fixture("docker-cgroup2.mountinfo")}, {}, "docker"),  # cgroup v2: mountinfo only
-        ({"/.dockerenv": "", "/proc/1/cgroup": "11:devices:/kubepods/besteffort/pod1/abcd\n"}, {}, "kubernetes"),
+        # the two old detections disagreed here
+        ({"/.dockerenv": "", "/run/.containerenv": ""}, {}, "podman"),
+        # cgroup v2: mountinfo only
+        ({"/proc/self/mountinfo": fixture("docker-cgroup2.mountinfo")}, {}, "docker"),
+        (
+            {"/.dockerenv": "", "/proc/1/cgroup": "11:devices:/kubepods/besteffort/pod1/abcd\n"},
+            {},
+            "kubernetes",
+        ),
         ({}, {"container": "oci"}, "oci"),
         ({"/proc/1/cgroup": "0::/\n"}, {}, None),
     ],
@@ -243,7 +249,10 @@ def test_memory_real_psutil():
 
 def test_visible_devices_records_only_set_variables():
     env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HOME": "/root"}
-    assert as_plain(devices.probe_visible_devices(env)) == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert as_plain(devices.probe_visible_devices(env)) == {
+        "CUDA_VISIBLE_DEVICES": "",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
 
 
 # --- libraries ----------------------------------------------------------------------------------
@@ -302,7 +311,11 @@ def test_probe_libraries_keeps_order_and_missing_dirs(tmp_path):
 
 
 def test_probe_libraries_unset():
-    assert as_plain(libraries.probe_libraries({}, "linux")) == {"variable": "LD_LIBRARY_PATH", "value": None, "dirs": []}
+    assert as_plain(libraries.probe_libraries({}, "linux")) == {
+        "variable": "LD_LIBRARY_PATH",
+        "value": None,
+        "dirs": [],
+    }
 
 
 # --- CUDA_HOME ----------------------------------------------------------------------------------
@@ -329,7 +342,10 @@ def test_installed_toolkits_are_listed_with_their_versions(tmp_path):
     (tmp_path / "usr/local/cuda-notes").mkdir()
     facts = libraries.probe_cuda_home(str(tmp_path), {"CUDA_HOME": "/usr/local/cuda-12.4"})
     assert [(t.path, t.version) for t in facts.installed] == [
-        ("/usr/local/cuda-10.2", "10.2.89"), ("/usr/local/cuda-12.4", "12.4.1"), ("/usr/local/cuda-13.0", "13.0")]
+        ("/usr/local/cuda-10.2", "10.2.89"),
+        ("/usr/local/cuda-12.4", "12.4.1"),
+        ("/usr/local/cuda-13.0", "13.0"),
+    ]
 
 
 def test_cuda_path_version_txt(tmp_path):

@@ -33,7 +33,13 @@ def code_templates() -> dict[str, str]:
             if not isinstance(node, ast.Call) or not node.args:
                 continue
             func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            name = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else None
+            )
             if name not in MAKERS:
                 continue
             first = node.args[0]
@@ -73,8 +79,13 @@ def test_placeholders_are_identical_between_languages(english, chinese):
 def test_chinese_text_uses_the_glossary():
     glossary = (REPO / "docs" / "glossary-zh.md").read_text(encoding="utf-8")
     messages = catalog()
-    for english_word, chinese_word in (("driver", "驱动"), ("GPU", "显卡"), ("compute capability", "计算能力"),
-                                       ("virtual environment", "虚拟环境"), ("wheel", "预编译包")):
+    for english_word, chinese_word in (
+        ("driver", "驱动"),
+        ("GPU", "显卡"),
+        ("compute capability", "计算能力"),
+        ("virtual environment", "虚拟环境"),
+        ("wheel", "预编译包"),
+    ):
         assert chinese_word in glossary
         uses = [zh for en, zh in messages.items() if english_word in en.replace("GPUs", "GPU")]
         assert uses and any(chinese_word in zh for zh in uses), english_word
@@ -114,7 +125,9 @@ def test_messages_survive_concatenation_joining_copies_and_sanitising():
     assert localize(a + "!", ZH) == "没有 NVIDIA 显卡!"
     for twin in (copy.deepcopy(b), pickle.loads(pickle.dumps(b))):
         assert twin == b and localize(twin, ZH) == "未安装 torch"
-    assert localize(Msg("torch is not installed in {path}", path="/x").map(str.upper), ZH) == "/X 中未安装 torch"
+    assert (
+        localize(Msg("torch is not installed in {path}", path="/x").map(str.upper), ZH) == "/X 中未安装 torch"
+    )
 
 
 def test_plain_texts_are_matched_only_when_sure():
@@ -153,10 +166,21 @@ def test_a_language_is_chosen_for_a_block_only():
 
 def test_every_explain_signature_is_translated():
     """`explain` says each signature's title, meaning and fix from the catalog's "signatures" section."""
-    signatures = json.loads((REPO / "compat_tables" / "signatures.json").read_text(encoding="utf-8"))["signatures"]
+    signatures = json.loads((REPO / "compat_tables" / "signatures.json").read_text(encoding="utf-8"))[
+        "signatures"
+    ]
     section = json.loads(CATALOG.read_text(encoding="utf-8"))["messages"]["signatures"]
     messages = catalog()
-    missing = [f"{s['id']}.{key}" for s in signatures for key in ("title", "meaning", "fix") if s[key] not in messages]
+    missing = [
+        f"{s['id']}.{key}"
+        for s in signatures
+        for key in ("title", "meaning", "fix")
+        if s[key] not in messages
+    ]
     assert not missing
     with language(ZH):
-        assert localize(signatures[0]["title"]) == section[signatures[0]["title"]] == messages[signatures[0]["title"]]
+        assert (
+            localize(signatures[0]["title"])
+            == section[signatures[0]["title"]]
+            == messages[signatures[0]["title"]]
+        )

@@ -23,9 +23,18 @@ from fake_smi import write_fake_nvidia_smi  # noqa: E402
 
 # (scenario, exit code, finding ids, words the Chinese text must hold)
 SCENARIOS = [
-    ("rtx5090-cu126", 1, ["gpu-arch-unsupported", "ram-smaller-than-gpu-memory"],
-     ["驱动", "显卡 0", "没有显卡 0 NVIDIA GeForce RTX 5090（sm_120）的内核", "修复方案", "退出码 1"]),
-    ("cpu-on-gpu", 1, ["torch-cpu-build", "ram-smaller-than-gpu-memory"], ["有 NVIDIA 显卡的机器上装的是纯 CPU 版 torch", "修复方案", "退出码 1"]),
+    (
+        "rtx5090-cu126",
+        1,
+        ["gpu-arch-unsupported", "ram-smaller-than-gpu-memory"],
+        ["驱动", "显卡 0", "没有显卡 0 NVIDIA GeForce RTX 5090（sm_120）的内核", "修复方案", "退出码 1"],
+    ),
+    (
+        "cpu-on-gpu",
+        1,
+        ["torch-cpu-build", "ram-smaller-than-gpu-memory"],
+        ["有 NVIDIA 显卡的机器上装的是纯 CPU 版 torch", "修复方案", "退出码 1"],
+    ),
     ("no-torch", 1, ["torch-not-installed"], ["中未安装 torch", "修复方案", "退出码 1"]),
 ]
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
@@ -116,17 +125,35 @@ def test_ci_formats_stay_english_unless_asked(tmp_path):
         assert code == 1 and CHINESE.search(text), fmt
 
 
-@pytest.mark.parametrize("args,line", [
-    (["check", "--device", "x"], "torchdoctor: 错误: --device 'x'：请给出设备编号（0、1……）或 'all'"),
-    (["check", "--json", "--format", "text"], "torchdoctor: 错误: --json 与 --format text 互相矛盾：只能选一个"),
-    (["check", "--lang", "fr"], "torchdoctor: 错误: --lang 'fr'：请给出 en, zh 之一"),
-])
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (["check", "--device", "x"], "torchdoctor: 错误: --device 'x'：请给出设备编号（0、1……）或 'all'"),
+        (
+            ["check", "--json", "--format", "text"],
+            "torchdoctor: 错误: --json 与 --format text 互相矛盾：只能选一个",
+        ),
+        (["check", "--lang", "fr"], "torchdoctor: 错误: --lang 'fr'：请给出 en, zh 之一"),
+    ],
+)
 def test_usage_errors_in_chinese_keep_exit_2(tmp_path, args, line):
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
-    english = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
-                             env=dict(env, LANG="C.UTF-8"), timeout=60)
-    chinese = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
-                             env=dict(env, LANG="zh_CN.UTF-8"), timeout=60)
+    english = subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(env, LANG="C.UTF-8"),
+        timeout=60,
+    )
+    chinese = subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(env, LANG="zh_CN.UTF-8"),
+        timeout=60,
+    )
     assert chinese.returncode == english.returncode == 2
     assert chinese.stderr.strip() == line and english.stderr.startswith("torchdoctor: error: " + args[1])
 
@@ -140,10 +167,22 @@ def test_parser_usage_errors_in_chinese_keep_exit_2_and_the_option_names(tmp_pat
     """typer's own usage errors (an unknown option): the frame in Chinese, click's message and the options as
     they are, exit 2; English is click's own text."""
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
-    english = subprocess.run([sys.executable, "-m", "doctor", "check", "--no-smok"], capture_output=True, text=True,
-                             cwd=tmp_path, env=dict(env, LANG="C.UTF-8"), timeout=60)
-    chinese = subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
-                             env=dict(env, LANG=lang), timeout=60)
+    english = subprocess.run(
+        [sys.executable, "-m", "doctor", "check", "--no-smok"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(env, LANG="C.UTF-8"),
+        timeout=60,
+    )
+    chinese = subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(env, LANG=lang),
+        timeout=60,
+    )
     assert chinese.returncode == english.returncode == 2
     assert english.stderr.splitlines() == [
         "Usage: torchdoctor check [OPTIONS]", "Try 'torchdoctor check -h' for help.", "",
@@ -160,20 +199,27 @@ def test_markdown_report_in_chinese_keeps_its_json_english(tmp_path):
     code_en, english, _ = run(tmp_path, env, *args)
     code_zh, chinese, err = run(tmp_path, env, *args, "--lang", "zh")
     assert code_en == code_zh == 0, err
-    assert "中未安装 torch" in chinese and "`torch-not-installed`" in chinese and "完整报告（JSON）" in chinese
+    assert (
+        "中未安装 torch" in chinese and "`torch-not-installed`" in chinese and "完整报告（JSON）" in chinese
+    )
     fenced = re.compile(r"```json\n(.*?)\n```", re.S)
     timing = re.compile(r'"(seconds|collected_at|elapsed_s)": [^,\n]*')
-    assert timing.sub("T", fenced.search(chinese).group(1)) == timing.sub("T", fenced.search(english).group(1))
+    assert timing.sub("T", fenced.search(chinese).group(1)) == timing.sub(
+        "T", fenced.search(english).group(1)
+    )
 
 
 def test_explain_in_chinese(tmp_path):
-    message = "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
+    message = ("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+        "PyTorch installation.")
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
     argv = [sys.executable, "-m", "doctor", "explain", "--no-probe", message]
-    english = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="C.UTF-8"),
-                             timeout=60)
-    chinese = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="zh_CN.UTF-8"),
-                             timeout=60)
+    english = subprocess.run(
+        argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="C.UTF-8"), timeout=60
+    )
+    chinese = subprocess.run(
+        argv, capture_output=True, text=True, cwd=tmp_path, env=dict(env, LANG="zh_CN.UTF-8"), timeout=60
+    )
     assert chinese.returncode == english.returncode
     assert "gpu-arch-unsupported  torch 没有这张显卡架构的内核" in chinese.stdout
     assert "pip install torch --index-url https://download.pytorch.org/whl/cu128" in chinese.stdout

@@ -79,8 +79,13 @@ def test_inspector_on_each_real_interpreter(tmp_path, version):
 
     assert env.executable == str(python)
     # the CUDA wheels torch declares (fakeenv installs what is declared, as pip does), then the trio
-    assert [d.name for d in env.dists] == ["nvidia-cuda-runtime-cu12", "nvidia-cudnn-cu12", "torch", "torchaudio",
-                                           "torchvision"]
+    assert [d.name for d in env.dists] == [
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cudnn-cu12",
+        "torch",
+        "torchaudio",
+        "torchvision",
+    ]
     installed = {row[0]: row[1] for row in env.installed}
     assert installed["torch"] == "2.6.0+cu126" and installed["numpy"] and installed["filelock"]
     assert env.markers["python_version"] == version and env.markers["implementation_name"] == "cpython"
@@ -279,7 +284,9 @@ def test_inspector_without_its_sibling_still_describes_torch(tmp_path):
     folder.mkdir()
     shutil.copy(INSPECTOR, folder / "inspector.py")
     python = make_fake_env(tmp_path / "env", torch="2.6.0+cu126", cuda="12.6")
-    done = subprocess.run([str(python), str(folder / "inspector.py")], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(python), str(folder / "inspector.py")], capture_output=True, text=True, timeout=60
+    )
     data = json.loads(done.stdout)
     assert data["packages"]["torch"]["version"] == "2.6.0+cu126"
     assert "installed" not in data and any("listing installed versions failed" in p for p in data["problems"])
@@ -389,8 +396,8 @@ def test_leftovers_of_an_interrupted_pip(tmp_path, monkeypatch):
 
 
 def test_leftovers_only_by_pip_naming_in_site_packages(tmp_path, monkeypatch):
-    """A user's "~$Report.docx" or "~notes/" is not pip's: only folders named the way pip stashes them, and only
-    in the interpreter's own site-packages (a folder on PYTHONPATH is the user's)."""
+    """A user's "~$Report.docx" or "~notes/" is not pip's: only folders named the way pip stashes them, and
+    only in the interpreter's own site-packages (a folder on PYTHONPATH is the user's)."""
     site, work = tmp_path / "site", tmp_path / "work"
     for folder in (site, work):
         (folder / "~notes").mkdir(parents=True)
@@ -401,7 +408,9 @@ def test_leftovers_only_by_pip_naming_in_site_packages(tmp_path, monkeypatch):
     monkeypatch.setattr(inspector, "site_folders", lambda: [str(site)])
     monkeypatch.setattr(sys, "path", [str(work), str(site)])
     assert [Path(p).name for p in inspector.find_leftovers()] == ["stray-1.0.dist-info", "~-rch", "~notes"]
-    assert inspector.PIP_STASH.match("~orch-2.6.0+cu126.dist-info") and not inspector.PIP_STASH.match("~$Report")
+    assert inspector.PIP_STASH.match("~orch-2.6.0+cu126.dist-info") and not inspector.PIP_STASH.match(
+        "~$Report"
+    )
 
 
 def test_a_half_written_torch_is_a_leftover(tmp_path, monkeypatch):

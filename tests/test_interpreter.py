@@ -89,8 +89,9 @@ def test_torchdoctors_own_environment_when_it_holds_torch(tmp_path, present, exp
     if "dotvenv" in present:
         _real_venv(tmp_path / "work" / ".venv")  # only a real venv in the working folder is run
     own = (lambda: "/opt/td/bin/python") if "own" in present else (lambda: None)
-    path, why = choose_interpreter(None, env, str(tmp_path / "work"), which=_which({"python3": "/usr/bin/python3"}),
-                                   own=own)
+    path, why = choose_interpreter(
+        None, env, str(tmp_path / "work"), which=_which({"python3": "/usr/bin/python3"}), own=own
+    )
     assert path == (expected if expected.startswith("/") else str(tmp_path / expected))
     if expected.startswith("/opt"):
         assert why == "torchdoctor's own environment, which holds torch"
@@ -414,7 +415,8 @@ def test_a_venv_python_is_kept_as_given(tmp_path):
 
 BROKEN = (
     "echo 'Could not find platform independent libraries <prefix>' >&2\n"
-    "echo 'Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding' >&2\n"
+    "echo 'Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding' "
+    ">&2\n"
     "echo 'Python runtime state: core initialized' >&2\n"
     "echo 'Traceback (most recent call last):' >&2\n"
     "echo '  File \"<frozen importlib._bootstrap>\", line 1027, in _find_and_load' >&2\n"
@@ -426,13 +428,19 @@ BROKEN = (
 def test_a_broken_interpreter_named_with_python_is_exit_2_with_what_it_said(tmp_path):
     broken = _script(tmp_path / "python", BROKEN)
     (tmp_path / "sysroot").mkdir()
-    res = _cli(["check", "--no-smoke", "--python", broken], {"TORCHDOCTOR_SYSROOT": str(tmp_path / "sysroot")},
-               tmp_path)
+    res = _cli(
+        ["check", "--no-smoke", "--python", broken],
+        {"TORCHDOCTOR_SYSROOT": str(tmp_path / "sysroot")},
+        tmp_path,
+    )
     assert res.returncode == 2 and res.stdout == ""
     lines = res.stderr.splitlines()
     assert lines[0] == (f"torchdoctor: error: --python {broken}: the inspector exited with 1 in {broken}: "
                         "ModuleNotFoundError: No module named 'encodings'")
-    assert "  Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding" in lines
+    assert (
+        "  Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding"
+        in lines
+    )
     assert not any("File " in line for line in lines)  # frames say where, not why
     missing = _cli(["check", "--no-smoke", "--python", str(tmp_path / "nope")], {}, tmp_path)
     assert missing.returncode == 2  # the same code as an interpreter that is not there
@@ -448,8 +456,10 @@ def test_a_broken_interpreter_found_by_looking_is_a_finding_with_what_it_said(tm
     assert res.returncode == 1
     report = json.loads(res.stdout)
     assert "interpreter-unusable" in {f["id"] for f in report["findings"]}
-    assert "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding" in \
-        report["snapshot"]["interpreter"]["error_lines"]
+    assert (
+        "Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding"
+        in report["snapshot"]["interpreter"]["error_lines"]
+    )
     text = _cli(["check", "--no-smoke"], env, tmp_path).stdout
     assert "\n            Fatal Python error: init_fs_encoding" in text  # under the Python row, aligned
 
@@ -568,8 +578,8 @@ def test_a_half_written_torch_folder_is_not_an_install():
 
 
 def test_a_later_json_line_cannot_pass_for_the_inspector():
-    """Something printing at exit (an atexit hook in a sitecustomize) after the inspector: the object with this
-    run's nonce is the inspector's; one with another nonce, or none, printed later does not win."""
+    """Something printing at exit (an atexit hook in a sitecustomize) after the inspector: the object with
+    this run's nonce is the inspector's; one with another nonce, or none, printed later does not win."""
     real = {"inspector": 1, "nonce": "n1", "interpreter": {"version": "3.11.7"}, "packages": {}, "dists": []}
     forged = {"inspector": 1, "interpreter": {"version": "9.9"}, "packages": {}, "dists": []}
     other = dict(forged, nonce="n0")

@@ -202,12 +202,19 @@ def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
     monkeypatch.setattr(kernels, "_DISK_WAIT", -1.0)
     cold = read_kernels(path)
     assert cold.status == STATUS_OK
-    assert (cold.sm, cold.partial, cold.counts, cold.containers) == (warm.sm, warm.partial, warm.counts, warm.containers)
+    assert (cold.sm, cold.partial, cold.counts, cold.containers) == (
+        warm.sm,
+        warm.partial,
+        warm.counts,
+        warm.containers,
+    )
     data = path.read_bytes()
     with open(path, "rb") as fh:
         reader = kernels._FileReader(fh.fileno(), 100, len(data) - 100)
         # More than the first two timed groups (3 + 8 reads), so that the switch happens inside this call.
-        offsets = [0, 7, 500] + [600 + 64 * i for i in range(12)] + [len(data) - 130, len(data) - 100, len(data)]
+        offsets = (
+            [0, 7, 500] + [600 + 64 * i for i in range(12)] + [len(data) - 130, len(data) - 100, len(data)]
+        )
         expected = [data[100 + o : 100 + o + 48] for o in offsets]
         assert reader.read_many(offsets, 48) == expected
         assert reader._cold
@@ -215,9 +222,10 @@ def test_the_cold_cache_path_reads_the_same(tmp_path, monkeypatch):
 
 
 def test_on_a_cold_cache_every_header_is_announced_before_it_is_read(tmp_path, monkeypatch):
-    """Cold, each entry header's page is asked for (WILLNEED) as soon as its offset is known, while the rest of
-    the round is still being parsed: no read after the switch goes to the disk unannounced, and no round waits
-    for a batch of announcements of its own (only the round that noticed the cold cache announces the rest)."""
+    """Cold, each entry header's page is asked for (WILLNEED) as soon as its offset is known, while the rest
+    of the round is still being parsed: no read after the switch goes to the disk unannounced, and no round
+    waits for a batch of announcements of its own (only the round that noticed the cold cache announces the
+    rest)."""
     if not hasattr(os, "posix_fadvise"):
         pytest.skip("no posix_fadvise here")
     path = write(tmp_path, fatbin_elf(_containers(40)))
@@ -354,9 +362,11 @@ def test_directory_device_and_missing_file(tmp_path):
     if Path("/dev/null").exists():
         assert read_kernels("/dev/null").why == "not a regular file (a character device)"
     assert read_kernels(None).why == "not a path: NoneType"
-    # Python's own words for it: "embedded null byte" (3.10-3.12), "stat: embedded null character in path" (3.13)
+    # Python's own words for it: "embedded null byte" (3.10-3.12), "stat: embedded null character in path"
+    # (3.13)
     assert read_kernels(str(tmp_path) + "/a\0b").why in ("cannot open: embedded null byte",
-                                                          "cannot open: stat: embedded null character in path")
+                                                          "cannot open: stat: embedded null character in "
+                                                          "path")
 
 
 def test_elf_without_a_section_name_table_is_unknown(tmp_path):
@@ -374,16 +384,19 @@ def _corrupt_sections() -> dict[str, tuple[bytes, str]]:
     past = "runs past the end of the section (truncated?)"
     return {
         "bad-magic": (container([cubin(86)], magic=0xDEADBEEF), "bad fatbin magic 0xdeadbeef at offset 0"),
-        "container-past-end": (container([cubin(86)], entries_size=1 << 40), f"fatbin container at offset 0 {past}"),
+        "container-past-end": (container([cubin(86)], entries_size=1 << 40), "fatbin container at offset 0 "
+            f"{past}"),
         "container-size-wraps": (container([cubin(86)], entries_size=(1 << 64) - 1),
                                  f"fatbin container at offset 0 {past}"),
         "zero-container-header": (container([cubin(86)], header_size=0),
                                   "fatbin container at offset 0 has a 0-byte header"),
-        "zero-entry-header": (container([cubin(86, header_size=0)]), "fatbin entry at offset 16 has a 0-byte header"),
+        "zero-entry-header": (container([cubin(86, header_size=0)]), "fatbin entry at offset 16 has a 0-byte "
+            "header"),
         "entry-past-container": (container([cubin(86, payload_size=1 << 20)]),
                                  "fatbin entry at offset 16 runs past the end of its container"),
         "second-entry-past-container": (container([cubin(86), cubin(90, payload_size=(1 << 64) - 64)]),
-                                        f"fatbin entry at offset {len(good)} runs past the end of its container"),
+                                        f"fatbin entry at offset {len(good)} runs past the end of its "
+                                        "container"),
         "cut-container-header": (good + b"\x50\xed\x55\xba\x01\x00",
                                  f"fatbin container header at offset {len(good)} is cut short (truncated?)"),
         "cut-in-first-entry": (good[:40], f"fatbin container at offset 0 {past}"),
@@ -402,7 +415,10 @@ def test_corrupt_sections_are_unknown(name, tmp_path):
     assert scan.why == why
     assert (kernels_from_scan(scan).status, kernels_from_scan(scan).why) == (STATUS_UNKNOWN, why)
     # The same through a file, with and without wrapper records pointing at offset 0.
-    for segment in ([], [(".nvFatBinSegment", wrappers([elf_address([(".nv_fatbin", section)], ".nv_fatbin")]))]):
+    for segment in (
+        [],
+        [(".nvFatBinSegment", wrappers([elf_address([(".nv_fatbin", section)], ".nv_fatbin")]))],
+    ):
         got = read(tmp_path, elf64([(".nv_fatbin", section)] + segment))
         assert (got.status, got.why) == (STATUS_UNKNOWN, why)
 
@@ -436,7 +452,9 @@ def test_parse_never_raises_on_damaged_sections(at, junk):
 
 
 def test_pe_dll(tmp_path):
-    section = fatbin_section([[cubin(86, HOST_WINDOWS_64), cubin(89, HOST_WINDOWS_64)], [cubin(86, HOST_WINDOWS_64)]])
+    section = fatbin_section(
+        [[cubin(86, HOST_WINDOWS_64), cubin(89, HOST_WINDOWS_64)], [cubin(86, HOST_WINDOWS_64)]]
+    )
     got = read(tmp_path, pe64([(b".text\0\0\0", b"\xc3" * 16), (b".nv_fatb", section)]), "torch_cuda.dll")
     assert got.status == STATUS_OK
     assert (got.sm, got.partial, got.containers) == (("sm_86", "sm_89"), (), 2)
@@ -446,7 +464,8 @@ def test_pe_dll_with_wrapper_records(tmp_path):
     section = fatbin_section(_containers(4))
     placeholder = [(b".nvFatBi", wrappers([0] * 5)), (b".nv_fatb", section)]
     base = pe_address(placeholder, 1)
-    records = wrappers([0x180052000] + [base + o for o in container_offsets(section)])  # 1st: relocatable code
+    # 1st: relocatable code
+    records = wrappers([0x180052000] + [base + o for o in container_offsets(section)])
     got = read(tmp_path, pe64([(b".nvFatBi", records), (b".nv_fatb", section)]), "torch_cuda.dll")
     assert got.status == STATUS_OK and dict(got.counts) == {"sm_75": 4, "sm_80": 4, "sm_90a": 2}
 
@@ -474,7 +493,9 @@ def test_find_libraries(tmp_path):
     assert find_torchvision_library(tmp_path) is None
     (tmp_path / "torchvision" / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
     (tmp_path / "torchvision" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"")
-    assert find_torchvision_library(tmp_path) == str(tmp_path / "torchvision" / "_C.cpython-311-x86_64-linux-gnu.so")
+    assert find_torchvision_library(tmp_path) == str(
+        tmp_path / "torchvision" / "_C.cpython-311-x86_64-linux-gnu.so"
+    )
     (tmp_path / "torchvision" / "_C.so").write_bytes(b"")
     assert find_torchvision_library(tmp_path) == str(tmp_path / "torchvision" / "_C.so")
 
@@ -484,7 +505,9 @@ def test_reading_imports_no_torch_and_no_subprocess(tmp_path):
     code = ("import sys, json\nfrom doctor.probes.kernels import read_kernels\n"
             "got = read_kernels(sys.argv[1])\nprint(json.dumps([got.status, sorted(sys.modules)]))")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60
+    )
     status, modules = json.loads(done.stdout)
     assert status == STATUS_OK
     assert not {"torch", "subprocess", "mmap", "ctypes"} & set(modules)
@@ -517,8 +540,12 @@ TORCH = RealLibrary("torch==2.14.1", ("--platform", "manylinux_2_28_x86_64") + C
 TORCHVISION = RealLibrary("torchvision==0.20.1", ("--platform", "manylinux1_x86_64") + CP311,
                           "torchvision/_C.so", "torchvision-0.20.1-cu124-cuobjdump.txt")
 # A Windows CUDA DLL small enough to fetch: bitsandbytes ships one per CUDA version.
-BNB_WINDOWS = RealLibrary("bitsandbytes==0.45.0", ("--platform", "win_amd64"),
-                          "bitsandbytes/libbitsandbytes_cuda124.dll", "bitsandbytes-0.45.0-cuda124-dll-cuobjdump.txt")
+BNB_WINDOWS = RealLibrary(
+    "bitsandbytes==0.45.0",
+    ("--platform", "win_amd64"),
+    "bitsandbytes/libbitsandbytes_cuda124.dll",
+    "bitsandbytes-0.45.0-cuda124-dll-cuobjdump.txt",
+)
 
 
 def real_library(lib: RealLibrary) -> tuple[Path, str]:
@@ -607,7 +634,9 @@ def check_against_fixture(lib: RealLibrary) -> tuple[Kernels, Recorded]:
     assert got.status == STATUS_OK, got.why
     assert got.containers == recorded.containers
     assert as_cuobjdump_counts(got.counts) == recorded.counts
-    full = {name for (kind, name), n in recorded.counts.items() if kind == "elf" and 2 * n >= recorded.containers}
+    full = {
+        name for (kind, name), n in recorded.counts.items() if kind == "elf" and 2 * n >= recorded.containers
+    }
     assert {t[:-1] if t.endswith("f") else t for t in got.sm} == full
     return got, recorded
 
@@ -618,9 +647,20 @@ def test_real_torch_2_14_1_cu130():
     assert got.sm == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     assert got.ptx == ()
     assert got.partial == ("sm_89", "sm_90a", "sm_100a", "sm_103f", "sm_120a", "sm_121a")
-    assert dict(got.counts) == {"sm_75": 475, "sm_80": 475, "sm_86": 475, "sm_89": 1, "sm_90": 475, "sm_90a": 4,
-                                "sm_100": 475, "sm_100a": 59, "sm_103f": 59, "sm_120": 475, "sm_120a": 1,
-                                "sm_121a": 1}
+    assert dict(got.counts) == {
+        "sm_75": 475,
+        "sm_80": 475,
+        "sm_86": 475,
+        "sm_89": 1,
+        "sm_90": 475,
+        "sm_90a": 4,
+        "sm_100": 475,
+        "sm_100a": 59,
+        "sm_103f": 59,
+        "sm_120": 475,
+        "sm_120a": 1,
+        "sm_121a": 1,
+    }
     # Headers only: a few hundred KB of reads from a 503 MB file, counted in bytes, not timed.
     if Path("/proc/self/io").exists():
         fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
@@ -641,7 +681,18 @@ def test_real_torchvision_0_20_1_cu124_has_ptx():
 @pytest.mark.slow
 def test_real_windows_dll():
     got, _ = check_against_fixture(BNB_WINDOWS)
-    assert got.sm == ("sm_50", "sm_52", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+    assert got.sm == (
+        "sm_50",
+        "sm_52",
+        "sm_60",
+        "sm_61",
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+    )
     assert (got.ptx, got.partial, got.containers) == ((), (), 1)
 
 
@@ -652,8 +703,18 @@ def cuobjdump_binary() -> Path:
     folder = CACHE / "nvidia-cuda-cuobjdump"
     found = sorted(folder.glob("nvidia/*/bin/cuobjdump"))
     if not found:
-        argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
-                "--target", str(folder), "nvidia-cuda-cuobjdump"]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--target",
+            str(folder),
+            "nvidia-cuda-cuobjdump",
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         found = sorted(folder.glob("nvidia/*/bin/cuobjdump"))
         if done.returncode != 0 or not found:
@@ -677,7 +738,8 @@ def cuobjdump_counts(binary: Path, library: Path) -> dict[tuple[str, str], int]:
 
 def fixture_text(what: str, sha: str, containers: int, counts: dict[tuple[str, str], int]) -> str:
     lines = [f"# cuobjdump --list-elf / --list-ptx of {what}, entries per name.",
-             "# cuobjdump lists an sm_XXXf cubin as sm_XXX and a compute_XX PTX as sm_XX. See the .source note.",
+             "# cuobjdump lists an sm_XXXf cubin as sm_XXX and a compute_XX PTX as sm_XX. See the .source "
+             "note.",
              f"sha256 {sha}", f"containers {containers}"]
     order = sorted(counts, key=lambda k: (k[0], int(k[1][3:].rstrip("af")), k[1]))
     lines += [f"{kind} {name} {counts[(kind, name)]}" for kind, name in order]
@@ -701,7 +763,9 @@ def test_live_cuobjdump_agrees(lib, tmp_path):
     if path.suffix == ".dll":
         # Linux cuobjdump does not open PE files: hand it the raw .nv_fatb section instead.
         with open(path, "rb") as fh:
-            fatbin, _ = kernels._locate_pe(kernels._FileReader(fh.fileno(), 0, path.stat().st_size), path.stat().st_size)
+            fatbin, _ = kernels._locate_pe(
+                kernels._FileReader(fh.fileno(), 0, path.stat().st_size), path.stat().st_size
+            )
             fh.seek(fatbin.offset)
             target = tmp_path / "nv_fatb.fatbin"
             target.write_bytes(fh.read(fatbin.size))

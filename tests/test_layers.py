@@ -31,8 +31,20 @@ ALLOWED: dict[str, set[str]] = {
     "fix": {"base", "model", "runner", "table", "compat", "plan", "render"},
     # render: rank 0 writes the plain-text view itself (render/distributed.py, stdlib only)
     "distributed": {"base", "model", "runner", "compat", "plan", "render", "target"},
-    "app": {"base", "model", "runner", "table", "compat", "probes", "inputs", "rules", "plan", "render", "fix",
-            "distributed"},
+    "app": {
+        "base",
+        "model",
+        "runner",
+        "table",
+        "compat",
+        "probes",
+        "inputs",
+        "rules",
+        "plan",
+        "render",
+        "fix",
+        "distributed",
+    },
     "cli": {"base", "app"},
 }
 LOOSE = {"__init__": "base", "errors": "base", "exitcodes": "base", "runner": "runner", "cli": "cli",
@@ -72,7 +84,9 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
@@ -111,8 +125,14 @@ def test_layers_import_only_downward():
 def test_no_import_circle():
     g = graph()
     # a package's __init__ re-exporting its own modules is not a circle between layers
-    edges = {m: {d for d in deps if not (m == d.rpartition(".")[0] and (PACKAGE / "/".join(m.split(".")[1:])).is_dir())}
-             for m, deps in g.items()}
+    edges = {
+        m: {
+            d
+            for d in deps
+            if not (m == d.rpartition(".")[0] and (PACKAGE / "/".join(m.split(".")[1:])).is_dir())
+        }
+        for m, deps in g.items()
+    }
     state: dict[str, int] = {}
     circles = []
 
@@ -120,7 +140,8 @@ def test_no_import_circle():
         state[node] = 1
         for dep in sorted(edges.get(node, ())):
             if state.get(dep) == 1:
-                circles.append(" -> ".join(stack[stack.index(dep):] + [dep]) if dep in stack else f"{node} -> {dep}")
+                circles.append(" -> ".join(stack[stack.index(dep):] + [dep]) if dep in stack else f"{node} "
+                    f"-> {dep}")
             elif not state.get(dep):
                 visit(dep, stack + [dep])
         state[node] = 2
@@ -142,8 +163,11 @@ def test_target_scripts_are_stdlib_only():
 
 
 def test_modules_are_small():
-    big = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py")
-           if p.parent.name != "target" and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    big = {
+        str(p.relative_to(REPO)): n
+        for p in PACKAGE.rglob("*.py")
+        if p.parent.name != "target" and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not big, f"over {MAX_LINES} lines: {big}"
 
 

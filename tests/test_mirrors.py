@@ -1,7 +1,7 @@
 """``fix --mirror NAME``: the presets of the known PyTorch wheel mirrors, each with the argument form its
 layout needs, checked before use with one small request, and the official index with a clear line when the
-mirror does not serve the wheel. The network is faked only at the HTTP boundary: a real local HTTP server (in a
-thread) stands in for a mirror of each layout, and a port nobody listens on for one that is down."""
+mirror does not serve the wheel. The network is faked only at the HTTP boundary: a real local HTTP server (in
+a thread) stands in for a mirror of each layout, and a port nobody listens on for one that is down."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ PAGES = {
     "/aliyun/cu128/": f'<a href="{WHEEL}">{WHEEL}</a>',
     "/sjtu/torch_stable.html": "<a href='cu126/torch-2.6.0%2Bcu126-cp312.whl'>x</a>\n" * 3000
                                + f"<a href='cu128/{WHEEL}'>cu128/{WHEEL}</a>",
-    "/old/cu128/": '<a href="torch-2.5.1%2Bcu121-cp312.whl">torch-2.5.1+cu121</a>',  # a mirror that lags behind
+    # a mirror that lags behind
+    "/old/cu128/": '<a href="torch-2.5.1%2Bcu121-cp312.whl">torch-2.5.1+cu121</a>',
 }
 
 
@@ -122,9 +123,21 @@ def _fix_dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         write_fake_nvidia_smi(bin_dir, [RTX5090], driver="570.124.04", cuda="12.8")
         (tmp_path / "sysroot").mkdir()
         make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6", torchvision="0.21.0+cu126")
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0",
-               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200", **LOCAL)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")
+    }
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(REPO),
+        TORCHDOCTOR_NVML="0",
+        TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"),
+        NO_COLOR="1",
+        LANG="C.UTF-8",
+        COLUMNS="200",
+        **LOCAL,
+    )
     argv = [sys.executable, "-m", "doctor", "fix", "--dry-run", "--no-smoke", "--python",
             str(tmp_path / "venv" / "bin" / "python"), *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -172,13 +185,39 @@ def test_mirror_usage_errors(tmp_path):
 @pytest.mark.slow
 def test_check_and_report_write_commands_for_a_mirror_that_serves_the_wheel(tmp_path, server, down):
     _fix_dry_run(tmp_path)  # makes the machine
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")}
-    env.update(PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TORCHDOCTOR_NVML="0",
-               TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"), NO_COLOR="1", LANG="C.UTF-8", COLUMNS="200", **LOCAL)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "TORCHDOCTOR_INDEX_URL_BASE")
+    }
+    env.update(
+        PATH=f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(REPO),
+        TORCHDOCTOR_NVML="0",
+        TORCHDOCTOR_SYSROOT=str(tmp_path / "sysroot"),
+        NO_COLOR="1",
+        LANG="C.UTF-8",
+        COLUMNS="200",
+        **LOCAL,
+    )
     python = str(tmp_path / "venv" / "bin" / "python")
     for command in (["check", "--no-smoke"], ["report", "--no-smoke", "--format", "markdown"]):
-        served = subprocess.run([sys.executable, "-m", "doctor", *command, "--python", python, "--mirror",
-                                 f"aliyun={server}/aliyun"], capture_output=True, text=True, env=env, timeout=120)
+        served = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "doctor",
+                *command,
+                "--python",
+                python,
+                "--mirror",
+                f"aliyun={server}/aliyun",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert f"--find-links {server}/aliyun/cu128/" in served.stdout, served.stdout + served.stderr
         assert "serves torch-2.7.1+cu128-" in served.stderr
         fallback = subprocess.run([sys.executable, "-m", "doctor", *command, "--python", python, "--mirror",

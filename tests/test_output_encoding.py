@@ -36,7 +36,8 @@ def rtx5090(tmp_path):
     """The README's machine: an RTX 5090 with torch 2.6.0+cu126 (an error, a note, a plan: every glyph)."""
     sysroot = tmp_path / "sysroot"
     (sysroot / "proc").mkdir(parents=True)
-    (sysroot / "proc" / "meminfo").write_text("MemTotal: 24684092 kB\nMemAvailable: 24188892 kB\nSwapTotal: 0 kB\n")
+    (sysroot / "proc" / "meminfo").write_text("MemTotal: 24684092 kB\nMemAvailable: 24188892 kB\nSwapTotal: "
+        "0 kB\n")
     python = make_fake_env(tmp_path / "venv", torch="2.6.0+cu126", cuda="12.6", torchvision="0.21.0+cu126")
     bin_dir = tmp_path / "bin"
     write_fake_nvidia_smi(bin_dir, [RTX5090], driver="570.124.04", cuda="12.8")
@@ -78,14 +79,16 @@ def test_help_explain_and_errors_survive():
         res = run_cli(args, "ascii")
         assert res.returncode == 0 and b"Traceback" not in res.stderr
     res = run_cli(["explain", "--no-probe", "-"], "cp1252",
-                  stdin=b"RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+                  stdin=b"RuntimeError: CUDA error: no kernel image is available for execution on the "
+                      b"device\n")
     assert res.returncode == 1 and b"gpu-arch-unsupported" in res.stdout and b"Traceback" not in res.stderr
 
 
 def test_fit_keeps_what_the_encoding_holds_and_escapes_the_rest():
     assert fit("✓ ok · ≤ 12.8 → … é 😀", "ascii") == "+ ok - <= 12.8 -> ... \\u00e9 \\ud83d\\ude00"
     assert fit("✓ · é", "cp1252") == "+ · é"  # cp1252 has · and é
-    for stand_in in ASCII.values():  # never a quote, backslash or control character: JSON and shells stay intact
+    # never a quote, backslash or control character: JSON and shells stay intact
+    for stand_in in ASCII.values():
         assert stand_in.isascii() and not set(stand_in) & set("\"\\\n\r\t")
 
 

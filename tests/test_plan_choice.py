@@ -1,6 +1,6 @@
-"""The plan's choices, pure: the wheel that exists for this Python, the version asked for, the driver-or-downgrade
-choice and when the driver cannot change, the project's pins, the driver advice, the one command builder.
-Over make_snapshot() and the real bundled table."""
+"""The plan's choices, pure: the wheel that exists for this Python, the version asked for, the
+driver-or-downgrade choice and when the driver cannot change, the project's pins, the driver advice, the one
+command builder. Over make_snapshot() and the real bundled table."""
 
 from __future__ import annotations
 
@@ -57,11 +57,16 @@ def table():
     return load_table()
 
 
-def machine(python="3.12.1", ccs=((8, 9),), driver="570.124.04", max_cuda="12.8", installed=None, **kw) -> Machine:
-    return Machine("linux-x86_64", "linux", python, tuple(ccs), len(ccs), True, driver, max_cuda, installed, **kw)
+def machine(
+    python="3.12.1", ccs=((8, 9),), driver="570.124.04", max_cuda="12.8", installed=None, **kw
+) -> Machine:
+    return Machine(
+        "linux-x86_64", "linux", python, tuple(ccs), len(ccs), True, driver, max_cuda, installed, **kw
+    )
 
 
-# --- wheels that exist ---------------------------------------------------------------------------------------
+# --- wheels that exist
+# ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("python, free, torch", [
@@ -90,7 +95,8 @@ def test_python_3141_gets_torch_but_not_a_torchvision_that_excludes_it(table):
     assert '"torchvision==0.29.2+cu126"' in plan.steps[0].command
 
 
-# --- the version asked for -----------------------------------------------------------------------------------
+# --- the version asked for
+# -----------------------------------------------------------------------------------
 
 
 def test_public_spec_drops_local_labels():
@@ -99,7 +105,9 @@ def test_public_spec_drops_local_labels():
 
 
 def test_an_exact_version_gets_the_variant_that_fits(table):
-    choice = choose(table, machine(ccs=((8, 6),), driver="535.104.05", max_cuda="12.2"), None, wanted="==2.3.1")
+    choice = choose(
+        table, machine(ccs=((8, 6),), driver="535.104.05", max_cuda="12.2"), None, wanted="==2.3.1"
+    )
     assert choice.target.wheel.label == "2.3.1+cu121" and choice.asked == "2.3.1"
 
 
@@ -109,7 +117,10 @@ def test_a_version_without_wheels_for_this_python_names_both_ways(table):
     assert "Python 3.10 to 3.14" in choice.reason and "torch 2.8.0 is the last release" in choice.reason
     assert choice.nearest.wheel.torch == "2.8.0"
     old = choose(table, machine("3.13.1"), None, wanted="==2.0.1")
-    assert old.unavailable == NO_PYTHON and "torch 2.6.0 is the first release with wheels for Python 3.13" in old.reason
+    assert (
+        old.unavailable == NO_PYTHON
+        and "torch 2.6.0 is the first release with wheels for Python 3.13" in old.reason
+    )
 
 
 def test_a_version_without_kernels_for_this_gpu(table):
@@ -126,7 +137,8 @@ def test_the_installed_version_wins_when_it_matches_the_spec(table):
     assert choice.target.wheel.label == "2.7.1+cu128" and choice.reason == "keeps torch 2.7.1"
 
 
-# --- versions ordered as PEP 440 orders them -----------------------------------------------------------------
+# --- versions ordered as PEP 440 orders them
+# -----------------------------------------------------------------
 
 
 def runs(torch: str) -> Fit:
@@ -143,16 +155,21 @@ def test_a_nightly_or_release_candidate_ranks_below_its_final_release(installed,
     assert change_cost(installed, runs(final)) == f"an upgrade from torch {public} to {final}"
     assert change_cost(installed, runs("2.6.0")) == f"a downgrade from torch {public} to 2.6.0"
     # the nearest release above the installed one is its own final release, not the one after it
-    assert _nearest([(None, runs("2.6.0")), (None, runs(final)), (None, runs(later))], public).wheel.torch == final
+    assert (
+        _nearest([(None, runs("2.6.0")), (None, runs(final)), (None, runs(later))], public).wheel.torch
+        == final
+    )
 
 
 def test_a_version_that_does_not_parse_compares_with_nothing():
-    assert torch_version("not-a-version") is None and torch_version("2." + "1" * 5000) is None  # int()'s limit
+    # int()'s limit
+    assert torch_version("not-a-version") is None and torch_version("2." + "1" * 5000) is None
     assert change_cost("2.7.x", runs("2.7.1")) == "another build of torch 2.7.1 (cu128)"
     assert _nearest([(None, runs("2.6.0")), (None, runs("2.7.1"))], "garbage").wheel.torch == "2.7.1"
 
 
-# --- two ways out --------------------------------------------------------------------------------------------
+# --- two ways out
+# --------------------------------------------------------------------------------------------
 
 
 def test_the_driver_route_keeps_the_installed_build_and_names_today_beside_it(table):
@@ -172,14 +189,16 @@ def test_no_driver_route_past_the_last_branch_of_old_gpus(table):
 
 
 def rtx5090_2121(**kw):
-    return make_snapshot(gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=torch_dist("2.12.1+cu130", "13.0",
+    return make_snapshot(gpus=[gpu("NVIDIA GeForce RTX "
+        "5090", "12.0")], torch=torch_dist("2.12.1+cu130", "13.0",
                          metadata_version="2.12.1"), torchvision=None, torchaudio=None, **kw)
 
 
 def test_plan_driver_first_then_downgrade_where_the_driver_cannot_change(table):
     plan = diagnose(rtx5090_2121(), table).plan
     assert plan.status == "driver-first" and [a["kind"] for a in plan.alternatives] == ["driver", "wheel"]
-    assert plan.pins == ["torch==2.12.1"] and plan.pins_variant is None  # nothing to reinstall: PyPI's own build
+    # nothing to reinstall: PyPI's own build
+    assert plan.pins == ["torch==2.12.1"] and plan.pins_variant is None
     snap = rtx5090_2121()
     snap.environment.container = Container(kind="docker")
     plan = diagnose(snap, table).plan
@@ -213,7 +232,8 @@ def test_driver_change_is_decided_in_a_documented_order():
 
 @pytest.mark.parametrize("os_name, wsl, minimum, commands", [
     ("linux", False, "580.65.06", 2),
-    ("windows", False, "580", 0),  # CUDA 13.x: the Windows driver is "R580 or newer" (no GA Windows driver row)
+    # CUDA 13.x: the Windows driver is "R580 or newer" (no GA Windows driver row)
+    ("windows", False, "580", 0),
     ("linux", True, "580.65.06", 0),  # WSL: the Windows driver, nothing inside WSL
 ])
 def test_driver_advice_per_os(table, os_name, wsl, minimum, commands):
@@ -226,11 +246,13 @@ def test_driver_advice_per_os(table, os_name, wsl, minimum, commands):
         assert "install it on Windows, never inside WSL" in advice.sentence
 
 
-# --- the project's pins --------------------------------------------------------------------------------------
+# --- the project's pins
+# --------------------------------------------------------------------------------------
 
 
 def test_requirements_lines():
-    text = ("# torch pinned\n-r base.txt\n--index-url https://x\ntorch[opt]==2.3.1+cu121 ; sys_platform == 'linux'"
+    text = ("# torch pinned\n-r base.txt\n--index-url https://x\ntorch[opt]==2.3.1+cu121 ; sys_platform == "
+        "'linux'"
             "  # why\ntorchvision==0.18.1\ntorch>=2.0 \\\n    --hash=sha256:abc\ngit+https://x/y.git\n")
     pins = parse_requirements(text, "requirements-gpu.txt")
     assert [(p.spec, p.source, p.marker) for p in pins] == [
@@ -247,11 +269,17 @@ def test_pyproject_and_locks():
         ("==2.7.1", "pyproject.toml [project.optional-dependencies] gpu"),
         (">=2.6,<3.0", "pyproject.toml [tool.poetry.dependencies]")]
     problems = []
-    assert parse_pyproject("[project", problems) == [] and problems[0].startswith("pyproject.toml: invalid TOML")
-    lock = ('[[package]]\nname = "numpy"\nversion = "2.0.0"\n\n[[package]]\nname = "torch"\nversion = "2.3.1+cu121"\n'
+    assert parse_pyproject("[project", problems) == [] and problems[0].startswith("pyproject.toml: invalid "
+        "TOML")
+    lock = ('[[package]]\nname = "numpy"\nversion = "2.0.0"\n\n[[package]]\nname = "torch"\nversion = '
+        '"2.3.1+cu121"\n'
             'source = { registry = "https://download.pytorch.org/whl/cu121" }\n')
     assert [(p.spec, p.source) for p in parse_lock(lock, "uv.lock")] == [("==2.3.1+cu121", "uv.lock")]
-    assert poetry_spec("2.3.1") == "==2.3.1" and poetry_spec("~2.3.1") == ">=2.3.1,<2.4" and poetry_spec("*") is None
+    assert (
+        poetry_spec("2.3.1") == "==2.3.1"
+        and poetry_spec("~2.3.1") == ">=2.3.1,<2.4"
+        and poetry_spec("*") is None
+    )
 
 
 def test_the_project_pin_combines_its_statements():
@@ -261,7 +289,8 @@ def test_the_project_pin_combines_its_statements():
         TorchPin("==2.3.1", "requirements.txt:1", 'python_version < "3.12"'),  # not for this Python
         TorchPin("<2.8", "requirements.txt:2")])
     pin = project_pin(snap)
-    assert (pin.spec, pin.source) == (">=2.5,<2.8", "pyproject.toml [project] dependencies, requirements.txt:2")
+    assert (pin.spec, pin.source) == (">=2.5,<2.8", "pyproject.toml [project] dependencies, "
+        "requirements.txt:2")
     snap.project.pins.append(TorchPin("==2.7.1+cu128", "uv.lock"))
     assert (project_pin(snap).spec, project_pin(snap).source) == ("==2.7.1", "uv.lock")  # the lock file wins
     snap.requested = Requested(torch=TorchPin("==2.6.0", "--torch"))
@@ -276,7 +305,8 @@ def test_the_project_folder_is_the_environments_or_a_working_folder_it_belongs_t
     (other / "pyproject.toml").write_text("[project]\n")
     assert project_folder(str(project / ".venv"), str(other), "venv") == str(project)
     assert project_folder(str(tmp_path / "elsewhere/.venv"), str(other), "venv") is None  # not its business
-    assert project_folder("/usr", str(other), "system") == str(other)  # a system Python serves the folder it runs in
+    # a system Python serves the folder it runs in
+    assert project_folder("/usr", str(other), "system") == str(other)
     (other / "envs" / "a").mkdir(parents=True)  # a venv deeper inside the working folder belongs to it
     assert project_folder(str(other / "envs" / "a"), str(other), "venv") == str(other)
     (tmp_path / "other-sibling" / "a").mkdir(parents=True)  # a name that only starts like it does not
@@ -284,14 +314,24 @@ def test_the_project_folder_is_the_environments_or_a_working_folder_it_belongs_t
 
 
 def test_requirements_files_are_recognised_as_pathlibs_glob_did(tmp_path):
-    names = ["requirements.txt", "requirements-dev.txt", "requirements_gpu.txt", "requirements.txt.bak",
-             "requirement.txt", "dev-requirements.txt", "requirements.in", "requirementstxt", ".requirements.txt"]
+    names = [
+        "requirements.txt",
+        "requirements-dev.txt",
+        "requirements_gpu.txt",
+        "requirements.txt.bak",
+        "requirement.txt",
+        "dev-requirements.txt",
+        "requirements.in",
+        "requirementstxt",
+        ".requirements.txt",
+    ]
     for name in names:
         (tmp_path / name).write_text("")
     assert {n for n in names if _is_requirements(n)} == {p.name for p in tmp_path.glob("requirements*.txt")}
 
 
-# --- one builder ---------------------------------------------------------------------------------------------
+# --- one builder
+# ---------------------------------------------------------------------------------------------
 
 
 def test_plan_actions_are_written_with_the_plans_pins_or_not_at_all():
@@ -311,8 +351,8 @@ def test_plan_actions_are_written_with_the_plans_pins_or_not_at_all():
 
 
 def test_a_build_that_already_fits_is_not_told_it_stays_once_the_driver_is_updated(table):
-    # issue 13: --device 0 without a GPU made the smoke test say torch-cpu-build, and the plan answered
-    # "torch 2.13.0+cpu stays: it runs once the driver is updated". The same build is no plan step, no driver story.
+    # issue 13: --device 0 without a GPU made the smoke test say torch-cpu-build, and the plan answered "torch
+    # 2.13.0+cpu stays: it runs once the driver is updated". The same build is no plan step, no driver story.
     from doctor.plan.plan import build_plan
 
     snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
@@ -323,12 +363,16 @@ def test_a_build_that_already_fits_is_not_told_it_stays_once_the_driver_is_updat
     assert not any("driver" in n for n in plan.notes)
 
 
-# --- host facts and devices ----------------------------------------------------------------------------------
+# --- host facts and devices
+# ----------------------------------------------------------------------------------
 
 
 def test_scheduler_and_interpreters(tmp_path):
     assert detect_scheduler({"SLURM_JOB_ID": "1"}) == "slurm"
-    assert detect_scheduler({"JOB_ID": "1"}) is None and detect_scheduler({"JOB_ID": "1", "SGE_ROOT": "/x"}) == "sge"
+    assert (
+        detect_scheduler({"JOB_ID": "1"}) is None
+        and detect_scheduler({"JOB_ID": "1", "SGE_ROOT": "/x"}) == "sge"
+    )
     for name in ("python3.10", "python3.12", "uv"):
         exe = tmp_path / name
         exe.write_text("#!/bin/sh\n")
@@ -371,7 +415,8 @@ def test_device_n_is_checked_against_what_the_machine_has():
 
 
 def test_a_distributions_own_torch_gets_no_pip_reinstall_from_any_finding(table):
-    # conda-forge's torch, healthy for the plan, with a hazard that would reinstall torch: no pip command for it
+    # conda-forge's torch, healthy for the plan, with a hazard that would reinstall torch: no pip command for
+    # it
     from doctor.model.environment import Conda, CondaRecord, PythonFacts
     from doctor.plan.plan import build_plan
 

@@ -2,8 +2,8 @@
 
 Each machine is built from real parts as in test_e2e_check.py: a real venv of a real interpreter holding
 metadata-only packages (tests/fakeenv.py), a fake ``nvidia-smi`` on PATH, ``TORCHDOCTOR_SYSROOT`` for /sys and
-/proc. A "system" Python is a real interpreter under a prefix of our own (fakeenv.make_system_python): PEP 668's
-``EXTERNALLY-MANAGED`` file, or a free-threaded build configuration, without touching the machine's own.
+/proc. A "system" Python is a real interpreter under a prefix of our own (fakeenv.make_system_python): PEP
+668's ``EXTERNALLY-MANAGED`` file, or a free-threaded build configuration, without touching the machine's own.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ GTX1080TI = {"name": "NVIDIA GeForce GTX 1080 Ti", "cc": "6.1", "mem_mib": 11264
 H100 = {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "mem_mib": 81559}
 PYTORCH = "https://download.pytorch.org/whl"
 MIRROR = "https://mirror.example.org/pytorch/whl"
-UBUNTU_580 = ("sudo ubuntu-drivers install nvidia:580  # Ubuntu (sudo ubuntu-drivers list shows the branches it "
+UBUNTU_580 = ("sudo ubuntu-drivers install nvidia:580  # Ubuntu (sudo ubuntu-drivers list shows the branches "
+    "it "
               "packages; any from R580 on works); other distributions: https://www.nvidia.com/Download/index.aspx")
 
 
@@ -41,10 +42,17 @@ def python(version: str) -> str:
 
 
 class Machine:
-    """A fake machine: bin/ (nvidia-smi), sysroot/, the target interpreter; ``cli`` runs the real CLI on it."""
+    """A fake machine: bin/ (nvidia-smi), sysroot/, the target interpreter; ``cli`` runs the real CLI on
+    it."""
 
-    def __init__(self, root: Path, python_path: Path | str, gpus: list[dict] | None, driver: str = "570.124.04",
-                 cuda: str = "12.8"):
+    def __init__(
+        self,
+        root: Path,
+        python_path: Path | str,
+        gpus: list[dict] | None,
+        driver: str = "570.124.04",
+        cuda: str = "12.8",
+    ):
         self.root, self.python = root, str(python_path)
         self.bin = root / "bin"
         self.sysroot = root / "sysroot"
@@ -82,11 +90,13 @@ def finding(report, fid: str) -> dict:
 
 
 def install_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if " -m pip install " in line and not line.lstrip().startswith(
+    return [line.strip() for line in text.splitlines() if " -m pip "
+        "install " in line and not line.lstrip().startswith(
         "note:")]
 
 
-# --- two ways out: the driver first, torch kept --------------------------------------------------------------
+# --- two ways out: the driver first, torch kept
+# --------------------------------------------------------------
 
 
 @pytest.fixture
@@ -104,8 +114,10 @@ def test_driver_first_keeps_torch_and_names_the_downgrade_beside_it(rtx5090_pypi
     assert plan["status"] == "driver-first"
     assert [s["kind"] for s in plan["steps"]] == ["driver"]
     assert plan["steps"][0]["command"] == UBUNTU_580
-    assert plan["steps"][0]["description"].startswith("Install the NVIDIA driver 580.65.06 or newer (R580 or a "
-                                                      "later branch), then reboot: CUDA 13.0 (torch 2.12.1+cu130)")
+    assert plan["steps"][0]["description"].startswith("Install the NVIDIA driver 580.65.06 or newer (R580 or "
+        "a "
+                                                      "later branch), then reboot: CUDA 13.0 (torch "
+                                                      "2.12.1+cu130)")
     assert plan["driver"]["minimum"] == "580.65.06" and plan["driver"]["branch"] == 580
     assert plan["target"]["label"] == "2.12.1+cu130"
     assert plan["alternative"]["label"] == "2.11.0+cu128"  # never null where there is a choice
@@ -122,14 +134,15 @@ def test_driver_first_keeps_torch_and_names_the_downgrade_beside_it(rtx5090_pypi
 
     text = m.cli("check", "--no-smoke").stdout
     assert "torch 2.12.1+cu130 stays: it runs once the driver is updated." in text
-    assert (f"Or keep driver 570.124.04 and install torch 2.11.0+cu128 instead (a downgrade from torch 2.12.1 to "
+    assert ("Or keep driver 570.124.04 and install torch 2.11.0+cu128 instead (a downgrade from torch "
+        "2.12.1 to "
             f'2.11.0): {m.python} -m pip install "torch==2.11.0+cu128" --index-url {PYTORCH}/cu128') in text
 
 
 def test_a_cpu_build_on_a_gpu_is_never_kept_for_the_driver_to_run(tmp_path):
-    """RTX 5090, driver 570, torch 2.13.0+cpu: the version is kept, the CPU build is not. The driver way installs the
-    CUDA build of 2.13.0 after the driver update (once "a driver that supports CUDA  (the table does not know its
-    minimum)" and "torch 2.13.0+cpu stays")."""
+    """RTX 5090, driver 570, torch 2.13.0+cpu: the version is kept, the CPU build is not. The driver way
+    installs the CUDA build of 2.13.0 after the driver update (once "a driver that supports CUDA  (the table
+    does not know its minimum)" and "torch 2.13.0+cpu stays")."""
     venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.13.0+cpu", cuda=None)
     m = Machine(tmp_path, venv, [RTX5090])
     code, report = m.json("check", "--no-smoke")
@@ -138,7 +151,10 @@ def test_a_cpu_build_on_a_gpu_is_never_kept_for_the_driver_to_run(tmp_path):
     assert plan["status"] == "driver-first" and plan["target"]["label"] == "2.13.0+cu130"
     assert [s["kind"] for s in plan["steps"]] == ["driver", "install"]
     assert plan["steps"][0]["command"] == UBUNTU_580
-    assert plan["steps"][1]["command"] == f'{m.python} -m pip install "torch==2.13.0+cu130" --index-url {PYTORCH}/cu130'
+    assert (
+        plan["steps"][1]["command"]
+        == f'{m.python} -m pip install "torch==2.13.0+cu130" --index-url {PYTORCH}/cu130'
+    )
     assert plan["alternative"]["label"] == "2.11.0+cu128"
     text = m.cli("check", "--no-smoke").stdout
     assert "stays" not in text and "CUDA  (" not in text and "does not know its minimum" not in text
@@ -168,7 +184,8 @@ def test_where_the_driver_cannot_change_the_downgrade_comes_first(rtx5090_pypi_2
     assert why in plan["driver_change"]["why"]
     # fix --dry-run prints the same single command
     res = m.cli("fix", "--dry-run", "--no-smoke", *args, env=env)
-    assert install_lines(res.stdout) == [f'{m.python} -m pip install "torch==2.11.0+cu128" --index-url {PYTORCH}/cu128']
+    assert install_lines(res.stdout) == [f'{m.python} -m pip install "torch==2.11.0+cu128" --index-url '
+        f'{PYTORCH}/cu128']
 
 
 def test_gtx_1080_ti_on_r470_keeps_its_torch_with_a_driver_pascal_still_gets(tmp_path):
@@ -194,11 +211,14 @@ def test_a_data_center_gpu_gets_the_server_driver(tmp_path):
     _, report = m.json("check", "--no-smoke")
     plan = report["plan"]
     assert plan["status"] == "driver-first" and plan["driver"]["data_center"] is True
-    assert plan["steps"][0]["command"].startswith("sudo ubuntu-drivers install --gpgpu nvidia:580-server  # Ubuntu")
-    assert plan["steps"][0]["description"].startswith("Install NVIDIA's data-center driver 580.65.06 or newer")
+    assert plan["steps"][0]["command"].startswith("sudo ubuntu-drivers install --gpgpu nvidia:580-server  # "
+        "Ubuntu")
+    assert plan["steps"][0]["description"].startswith("Install NVIDIA's data-center driver 580.65.06 or "
+        "newer")
 
 
-# --- the user's version wins ---------------------------------------------------------------------------------
+# --- the user's version wins
+# ---------------------------------------------------------------------------------
 
 
 def test_fix_dry_run_with_torch_pins_that_version_for_this_gpu_and_driver(tmp_path):
@@ -206,7 +226,8 @@ def test_fix_dry_run_with_torch_pins_that_version_for_this_gpu_and_driver(tmp_pa
     m = Machine(tmp_path, venv, [RTX3090], driver="535.104.05", cuda="12.2")
     res = m.cli("fix", "--dry-run", "--no-smoke", "--torch", "==2.3.1")
     assert install_lines(res.stdout) == [
-        f'{m.python} -m pip install "torch==2.3.1+cu121" "torchvision==0.18.1+cu121" "torchaudio==2.3.1+cu121" '
+        f'{m.python} -m pip install "torch==2.3.1+cu121" "torchvision==0.18.1+cu121" '
+        '"torchaudio==2.3.1+cu121" '
         f"--index-url {PYTORCH}/cu121"]
     assert "Install torch 2.3.1+cu121 (torch==2.3.1, as asked by --torch)." in res.stdout
     assert res.returncode == 4  # --torch is also the requirement the fix answers: torch is not installed yet
@@ -223,7 +244,9 @@ def test_check_torch_names_the_pythons_that_have_the_wheel_and_the_last_release_
     plan = report["plan"]
     assert plan["status"] == "manual" and plan["steps"] == []  # nothing installed in its place
     nearest = next(a for a in plan["alternatives"] if a["kind"] == "wheel")
-    assert nearest["target"]["torch"] == "2.8.0" and nearest["cost"] == "a downgrade from torch 2.9.1 to 2.8.0"
+    assert (
+        nearest["target"]["torch"] == "2.8.0" and nearest["cost"] == "a downgrade from torch 2.9.1 to 2.8.0"
+    )
     assert code == 4  # and an error finding: the requirement is not met either
 
 
@@ -234,7 +257,8 @@ def test_the_project_pin_is_the_reason_for_the_choice(tmp_path):
     res = m.cli("fix", "--dry-run", "--no-smoke")
     assert "Install torch 2.3.1+cu121 (torch==2.3.1, as pinned by requirements.txt:2)." in res.stdout
     assert install_lines(res.stdout) == [
-        f'{m.python} -m pip install "torch==2.3.1+cu121" "torchvision==0.18.1+cu121" "torchaudio==2.3.1+cu121" '
+        f'{m.python} -m pip install "torch==2.3.1+cu121" "torchvision==0.18.1+cu121" '
+        '"torchaudio==2.3.1+cu121" '
         f"--index-url {PYTORCH}/cu121"]
     # a lock file's resolved version wins over the range the pyproject states
     (tmp_path / "requirements.txt").unlink()
@@ -247,7 +271,8 @@ def test_the_project_pin_is_the_reason_for_the_choice(tmp_path):
     assert report["snapshot"]["project"]["files"] == ["uv.lock", "pyproject.toml"]
 
 
-# --- wheels that exist ---------------------------------------------------------------------------------------
+# --- wheels that exist
+# ---------------------------------------------------------------------------------------
 
 
 def test_free_threaded_313t_gets_the_last_release_with_cp313t_wheels(tmp_path):
@@ -258,7 +283,8 @@ def test_free_threaded_313t_gets_the_last_release_with_cp313t_wheels(tmp_path):
     assert report["snapshot"]["interpreter"]["free_threaded"] is True
     # 2.12.1 dropped cp313t, 2.13 and later publish 3.14t only: 2.12.0 is the newest with a 3.13t wheel
     assert [s["command"] for s in report["plan"]["steps"]] == [
-        f'{m.python} -m pip install "torch==2.12.0+cu126" "torchvision==0.27.0+cu126" --index-url {PYTORCH}/cu126']
+        f'{m.python} -m pip install "torch==2.12.0+cu126" "torchvision==0.27.0+cu126" --index-url '
+        f'{PYTORCH}/cu126']
     assert any("Python 3.13t is a free-threaded build" in n for n in report["plan"]["notes"])
 
 
@@ -273,11 +299,13 @@ def test_python_3141_gets_no_torchvision_whose_requires_python_excludes_it(tmp_p
     code, again = m.json("check", "--from", str(path), python=False)
     [command] = [s["command"] for s in again["plan"]["steps"]]
     assert command == f'{m.python} -m pip install "torch==2.15.0+cu126" --index-url {PYTORCH}/cu126'
-    assert any("torchvision 0.29.2 declares Requires-Python >=3.10,!=3.14.1, which excludes Python 3.14.1" in n
+    assert any("torchvision 0.29.2 declares Requires-Python >=3.10,!=3.14.1, which excludes Python "
+        "3.14.1" in n
                for n in again["plan"]["notes"])
 
 
-# --- one builder, one voice ----------------------------------------------------------------------------------
+# --- one builder, one voice
+# ----------------------------------------------------------------------------------
 
 
 def test_the_import_error_reinstalls_what_the_plan_installs(tmp_path):
@@ -308,12 +336,33 @@ def _commands(value) -> list[str]:
 
 def test_with_a_mirror_no_printed_command_points_at_the_pytorch_index(tmp_path):
     scenarios = [
-        ("rtx5090-2.12.1", make_fake_env(tmp_path / "a", python=python("3.12"), torch="2.12.1", cuda="13.0"),
-         [RTX5090], "570.124.04", "12.8"),
-        ("rtx5090-2.6.0", make_fake_env(tmp_path / "b", python=python("3.12"), torch="2.6.0+cu126", cuda="12.6",
-                                        torchvision="0.21.0+cu126"), [RTX5090], "570.124.04", "12.8"),
-        ("no-torch", make_fake_env(tmp_path / "c", python=python("3.12"), torch=None), [RTX3090], "535.104.05",
-         "12.2"),
+        (
+            "rtx5090-2.12.1",
+            make_fake_env(tmp_path / "a", python=python("3.12"), torch="2.12.1", cuda="13.0"),
+            [RTX5090],
+            "570.124.04",
+            "12.8",
+        ),
+        (
+            "rtx5090-2.6.0",
+            make_fake_env(
+                tmp_path / "b",
+                python=python("3.12"),
+                torch="2.6.0+cu126",
+                cuda="12.6",
+                torchvision="0.21.0+cu126",
+            ),
+            [RTX5090],
+            "570.124.04",
+            "12.8",
+        ),
+        (
+            "no-torch",
+            make_fake_env(tmp_path / "c", python=python("3.12"), torch=None),
+            [RTX3090],
+            "535.104.05",
+            "12.2",
+        ),
     ]
     env = {"TORCHDOCTOR_INDEX_URL_BASE": MIRROR}
     seen = 0
@@ -333,7 +382,8 @@ def test_with_a_mirror_no_printed_command_points_at_the_pytorch_index(tmp_path):
     assert seen > 20
 
 
-# --- environments that refuse pip ----------------------------------------------------------------------------
+# --- environments that refuse pip
+# ----------------------------------------------------------------------------
 
 
 def test_an_externally_managed_python_gets_a_venv_and_the_pins_everywhere(tmp_path):
@@ -355,7 +405,8 @@ def test_an_externally_managed_python_gets_a_venv_and_the_pins_everywhere(tmp_pa
     assert not [c for c in every if c.startswith(f"{exe} -m pip install")]  # never into the system Python
 
 
-# --- only real paths -----------------------------------------------------------------------------------------
+# --- only real paths
+# -----------------------------------------------------------------------------------------
 
 
 def test_cuda_home_is_never_pointed_at_a_toolkit_that_is_not_there(tmp_path):
@@ -368,14 +419,19 @@ def test_cuda_home_is_never_pointed_at_a_toolkit_that_is_not_there(tmp_path):
     _, report = m.json("check", "--no-smoke")
     fix = finding(report, "cuda-home-version-mismatch")["fix"]
     assert fix["commands"] == []
-    assert "No CUDA 12.6 toolkit is installed here (toolkits found: /usr/local/cuda-13.0 (CUDA 13.0))" in fix["summary"]
+    assert (
+        "No CUDA 12.6 toolkit is installed here (toolkits found: /usr/local/cuda-13.0 (CUDA 13.0))"
+        in fix["summary"]
+    )
     assert "cuda-toolkit-12-6" in fix["summary"]
     (m.sysroot / "usr/local/cuda-12.6").mkdir()  # once it is there, the fix points at it
     _, report = m.json("check", "--no-smoke")
-    assert finding(report, "cuda-home-version-mismatch")["fix"]["commands"] == ["export CUDA_HOME=/usr/local/cuda-12.6"]
+    assert finding(report, "cuda-home-version-mismatch")["fix"]["commands"] == ["export "
+        "CUDA_HOME=/usr/local/cuda-12.6"]
 
 
-# --- asked-for devices ---------------------------------------------------------------------------------------
+# --- asked-for devices
+# ---------------------------------------------------------------------------------------
 
 
 def test_device_n_on_a_machine_without_it_is_a_usage_error(tmp_path):
@@ -387,10 +443,14 @@ def test_device_n_on_a_machine_without_it_is_a_usage_error(tmp_path):
     (intel / "class").write_text("0x030000\n")
     res = m.cli("check", "--no-smoke", "--device", "0")
     assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr.strip() == ("torchdoctor: error: --device 0: this machine has no device 0 (no NVIDIA GPU was "
+    assert res.stderr.strip() == ("torchdoctor: error: --device 0: this machine has no device 0 (no NVIDIA "
+        "GPU was "
                                   "found: no NVIDIA display device on the PCI bus); leave --device out")
     assert m.cli("check", "--no-smoke").returncode == 0  # without --device the same machine is healthy
     gpu = Machine(tmp_path / "gpu", make_fake_env(tmp_path / "gv", python=python("3.12")), [RTX4090, RTX4090])
     res = gpu.cli("check", "--no-smoke", "--device", "2")
-    assert res.returncode == 2 and "no device 2 (the NVIDIA driver lists 2 GPU(s)); give an index below 2" in res.stderr
+    assert (
+        res.returncode == 2
+        and "no device 2 (the NVIDIA driver lists 2 GPU(s)); give an index below 2" in res.stderr
+    )
     assert gpu.cli("check", "--no-smoke", "--device", "1").returncode in (0, 1)

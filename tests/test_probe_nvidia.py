@@ -157,7 +157,8 @@ def test_banner_without_cuda_and_garbage():
 
 
 def test_query_rows_tolerate_units_headers_and_garbage():
-    text = "index, name, memory.total [MiB]\n0, NVIDIA H100 80GB HBM3, 81559 MiB\nsegfault\n1, X, [Not Supported]\n"
+    text = ("index, name, memory.total [MiB]\n0, NVIDIA H100 80GB HBM3, 81559 MiB\nsegfault\n1, X, [Not "
+        "Supported]\n")
     rows = parse_smi_query(text, ("index", "name", "memory.total"))
     assert rows == [
         {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory.total": 81559},
@@ -502,7 +503,8 @@ def test_missing_pynvml_is_a_fact(tmp_path, monkeypatch):
 
 
 def test_module_import_does_not_import_pynvml():
-    code = "import sys, doctor.probes.nvidia, doctor.probes.nvidia.nvml, doctor.probes.host; print('pynvml' in sys.modules)"
+    code = ("import sys, doctor.probes.nvidia, doctor.probes.nvidia.nvml, doctor.probes.host; print('pynvml' "
+        "in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -692,7 +694,8 @@ def test_jetson_l4t_number_is_not_a_driver_version(tmp_path):
     [
         {"/dev/dxg": ""},
         {
-            "/proc/version": "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@941d701f84f1) (gcc (GCC) 11.2.0)"
+            "/proc/version": "Linux version 5.15.153.1-microsoft-standard-WSL2 (root@941d701f84f1) (gcc "
+                "(GCC) 11.2.0)"
         },
     ],
 )

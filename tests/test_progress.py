@@ -30,8 +30,11 @@ def env_for(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def run_with_terminal_stderr(args: list[str], env: dict[str, str], timeout: float = 180) -> tuple[int, str, str]:
-    """The CLI with stderr on a pseudo-terminal and stdout on a pipe: (exit code, stdout, what the terminal got)."""
+def run_with_terminal_stderr(
+    args: list[str], env: dict[str, str], timeout: float = 180
+) -> tuple[int, str, str]:
+    """The CLI with stderr on a pseudo-terminal and stdout on a pipe: (exit code, stdout, what the terminal
+    got)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "doctor", *args], stdout=subprocess.PIPE, stderr=slave,
                             stdin=subprocess.DEVNULL, env=env)
@@ -66,15 +69,21 @@ def test_a_terminal_sees_what_the_smoke_test_is_doing(tmp_path_factory, tmp_path
     steps = re.findall(r"smoke test: ([\w-]+) on the CPU", terminal)
     assert steps, terminal
     assert "\x1b[2K" in terminal  # a status line, redrawn in place and cleared at the end
-    assert "importing torch" not in out and "Runtime   torch 2.13.0+cpu imported in" in out  # stdout: the report
+    # stdout: the report
+    assert "importing torch" not in out and "Runtime   torch 2.13.0+cpu imported in" in out
 
 
 @pytest.mark.slow
 def test_no_progress_when_piped_or_asked_for_json_or_quiet(tmp_path_factory, tmp_path):
     python = real_cpu_torch_python(tmp_path_factory)
     env = env_for(tmp_path)
-    piped = subprocess.run([sys.executable, "-m", "doctor", "check", "--python", str(python)], capture_output=True,
-                           text=True, env=env, timeout=180)
+    piped = subprocess.run(
+        [sys.executable, "-m", "doctor", "check", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert piped.returncode == 0 and piped.stderr == ""
     for extra in (["--json"], ["-q"]):
         code, out, terminal = run_with_terminal_stderr(["check", "--python", str(python), *extra], env)
@@ -85,7 +94,8 @@ def test_the_child_lines_in_words():
     said = []
     reader = ProgressReader("/x/venv/bin/python", said.append)
     for line in ('{"running": {"name": "import", "device": null}}', '{"facts": {"backend": "cuda"}}',
-                 '{"running": {"name": "init", "device": null}}', '{"running": {"name": "matmul", "device": 1}}',
+                 '{"running": {"name": "init", "device": '
+                 'null}}', '{"running": {"name": "matmul", "device": 1}}',
                  "not json at all", '{"step": {"name": "matmul", "status": "ok", "seconds": 0.1}}'):
         reader.line(line)
     assert said == ["importing torch in /x/venv/bin/python", "smoke test: initialising the devices",

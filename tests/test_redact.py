@@ -257,6 +257,8 @@ def test_the_report_s_own_variables_name_its_user_and_secrets():
 def test_generic_home_names_are_not_scrubbed_elsewhere():
     report = full_report()
     report["snapshot"]["interpreter"]["path"] = "/home/ubuntu/venv/bin/python"
-    report["snapshot"]["runtime"]["detail"] = "/Users/Shared/x; run sudo ubuntu-drivers install; Shared memory"
+    report["snapshot"]["runtime"]["detail"] = (
+        "/Users/Shared/x; run sudo ubuntu-drivers install; Shared memory"
+    )
     out = redact_report(report, env={}, hostname="", username="", home="")
     assert out["snapshot"]["runtime"]["detail"] == "~/x; run sudo ubuntu-drivers install; Shared memory"

@@ -11,10 +11,14 @@ import pytest
 
 from doctor.render.redact import redact_report
 
-SECRETS = json.loads((Path(__file__).parent / "hostile" / "secrets.json").read_text(encoding="utf-8"))["secrets"]
+SECRETS = json.loads((Path(__file__).parent / "hostile" / "secrets.json").read_text(encoding="utf-8"))[
+    "secrets"
+]
 
 
-def _report(text: str, env: dict | None = None, hostname: str = "", path: str = "/opt/venv/bin/python") -> dict:
+def _report(
+    text: str, env: dict | None = None, hostname: str = "", path: str = "/opt/venv/bin/python"
+) -> dict:
     return {
         "snapshot": {
             "environment": {"hostname": hostname, "env": env or {}},

@@ -19,14 +19,73 @@ SECRETS = json.loads((HERE / "hostile" / "secrets.json").read_text(encoding="utf
 
 # What the patterns look for, and the letters re.IGNORECASE pairs with ASCII ones (long s, Kelvin sign).
 FRAGMENTS = [
-    "GPU-", "MIG-", "MIG-GPU-", "5d2ab6c4-8f1e-4b7c-9a3d-0123456789ab", "/0/1", "/home/", "/Users/", "Users", "\\",
-    "C:", "/scratch/", "home/", "@", ":", "://", "https", "=", "token", "TOKEN=", "api_key=", "Bearer ", "basic ",
-    "ba\u017fic ", "to\u212aen ", "ſ", "\u212a", "ALICE", "alice", "Alice", "gpu-box-17", "GPU-BOX-17", "10.0.0.1",
-    "010.020.030.040", "127.0.0.1", "::1", "fe80::1ff:fe23:4567:890a", "eyJhbGciOiJIUzI1NiJ9", ".", "..",
-    "-----BEGIN RSA PRIVATE KEY-----", "hooks.slack.com/services/T0/B0/xyz", "hf_", "ghp_", "sk-", "AKIA",
-    "ABCDEFGHIJKLMNOP", "aB3dE5gH7jK9", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", " ", "/", "x", "0", "12",
-    "\n", "'", '"', "~", "<redacted>", "<user>", "version", "13.0.3.0", "==", "s3cretpass", "bob:pw@",
-    "Smith", "\u017fmith", "JOHN",
+    "GPU-",
+    "MIG-",
+    "MIG-GPU-",
+    "5d2ab6c4-8f1e-4b7c-9a3d-0123456789ab",
+    "/0/1",
+    "/home/",
+    "/Users/",
+    "Users",
+    "\\",
+    "C:",
+    "/scratch/",
+    "home/",
+    "@",
+    ":",
+    "://",
+    "https",
+    "=",
+    "token",
+    "TOKEN=",
+    "api_key=",
+    "Bearer ",
+    "basic ",
+    "ba\u017fic ",
+    "to\u212aen ",
+    "ſ",
+    "\u212a",
+    "ALICE",
+    "alice",
+    "Alice",
+    "gpu-box-17",
+    "GPU-BOX-17",
+    "10.0.0.1",
+    "010.020.030.040",
+    "127.0.0.1",
+    "::1",
+    "fe80::1ff:fe23:4567:890a",
+    "eyJhbGciOiJIUzI1NiJ9",
+    ".",
+    "..",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "hooks.slack.com/services/T0/B0/xyz",
+    "hf_",
+    "ghp_",
+    "sk-",
+    "AKIA",
+    "ABCDEFGHIJKLMNOP",
+    "aB3dE5gH7jK9",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    " ",
+    "/",
+    "x",
+    "0",
+    "12",
+    "\n",
+    "'",
+    '"',
+    "~",
+    "<redacted>",
+    "<user>",
+    "version",
+    "13.0.3.0",
+    "==",
+    "s3cretpass",
+    "bob:pw@",
+    "Smith",
+    "\u017fmith",
+    "JOHN",
 ]
 # Each at the shortest a pattern can match, where a length test decides whether it runs.
 SHORTEST = [
@@ -59,8 +118,13 @@ def _corpus() -> list[str]:
         texts += [secret["value"], secret["plant"]]
     for name in ("cpu-healthy.json", "no-torch.json"):
         texts += _strings(json.loads((HERE / "golden" / name).read_text(encoding="utf-8")))
-    texts += [json.loads(line)["text"] for line in (HERE / "fixtures" / "explain" / "corpus.jsonl").open(encoding="utf-8")]
-    texts += (HERE / "fixtures" / "collect_env" / "composed-2.5.1-cu121-rtx4090-pip.txt").read_text().splitlines()
+    texts += [
+        json.loads(line)["text"]
+        for line in (HERE / "fixtures" / "explain" / "corpus.jsonl").open(encoding="utf-8")
+    ]
+    texts += (
+        (HERE / "fixtures" / "collect_env" / "composed-2.5.1-cu121-rtx4090-pip.txt").read_text().splitlines()
+    )
     texts += SHORTEST
     rng = random.Random(17)
     texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12))) for _ in range(3000)]

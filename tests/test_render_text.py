@@ -31,14 +31,23 @@ def _report() -> dict:
     """The README's machine, with a finding whose title has a tab and text that looks like markup."""
     report = json.loads((GOLDEN / "rtx5090-cu126.json").read_text(encoding="utf-8"))
     report["findings"].append({
-        "id": "x-[bold]y[/bold]", "severity": "warning", "title": "tab\there [red]not markup[/red] " + "w" * 150,
+        "id": "x-[bold]y[/bold]", "severity": "warning", "title": "tab\there [red]not "
+            "markup[/red] " + "w" * 150,
         "detail": "", "fix": {"summary": "ü ≤ → …", "commands": [COMMAND]},
     })
     return report
 
 
 def _env(monkeypatch, **env: str) -> None:
-    for name in ("TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS"):
+    for name in (
+        "TERM",
+        "COLORTERM",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE",
+        "COLUMNS",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -77,8 +86,10 @@ def test_no_color_keeps_the_attributes_and_drops_the_colours(monkeypatch):
     assert "\x1b[2m" in out and not COLOUR.search(out)
 
 
-@pytest.mark.parametrize("env", [{"TERM": "dumb", "FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"},
-                                 {"FORCE_COLOR": ""}])
+@pytest.mark.parametrize(
+    "env",
+    [{"TERM": "dumb", "FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"}, {"FORCE_COLOR": ""}],
+)
 def test_what_rich_takes_for_no_terminal_gets_no_styles(monkeypatch, env):
     _env(monkeypatch, **{"TERM": "xterm-256color", **env})
     assert "\x1b" not in _text()
@@ -106,7 +117,9 @@ def test_a_real_terminal_gets_styles_and_whole_lines(tmp_path):
     piped = subprocess.run(argv, env=env, capture_output=True, timeout=120)
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE
+        )
         os.close(follower)
         out = b""
         while True:

@@ -1,6 +1,7 @@
-"""A report holds copies of its findings' evidence (doctor/model/findings.py, ``_copied``: deepcopy without its
-machinery). Over the findings of the mutated reports (tests/mutated_reports.py), the copy must be what copy.deepcopy gives: equal,
-messages still messages with their template and parameters, and nothing shared with the finding."""
+"""A report holds copies of its findings' evidence (doctor/model/findings.py, ``_copied``: deepcopy without
+its machinery). Over the findings of the mutated reports (tests/mutated_reports.py), the copy must be what
+copy.deepcopy gives: equal, messages still messages with their template and parameters, and nothing shared
+with the finding."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ def same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, Msg):
-        return str(a) == str(b) and a.template == b.template and a.structural == b.structural and same(a.params, b.params)
+        return (
+            str(a) == str(b)
+            and a.template == b.template
+            and a.structural == b.structural
+            and same(a.params, b.params)
+        )
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):

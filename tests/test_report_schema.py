@@ -62,7 +62,8 @@ def full_environment() -> Environment:
     """Every environment section, as the probes fill them in a Docker container on that box."""
     site = "/home/alice/proj/.venv/lib/python3.11/site-packages"
     return Environment(
-        container=Container(kind="docker", evidence=["/.dockerenv exists"], device_nodes=["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"],
+        container=Container(kind="docker", evidence=["/.dockerenv "
+            "exists"], device_nodes=["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"],
                             gpu_device_nodes=1, nvidia_visible_devices="all", nvidia_driver_capabilities=None,
                             cuda_image=False, cuda_image_evidence=[]),
         shm=Shm(path="/dev/shm", total_bytes=67108864, free_bytes=67108864),

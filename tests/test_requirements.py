@@ -351,7 +351,8 @@ OURS = {  # every way a pyproject.toml can hold (or mean, and break) a [tool.tor
 NOT_OURS = {  # no table of ours, valid or not
     "someone else's": "[project]\nname = 'x'\n",
     "a dependency": "[project]\nname = 'x'\ndependencies = ['torchdoctor>=0.2']\n",
-    "a dependency last in its list": "[project]\nname = 'x'\ndependencies = [\"torchdoctor\"]\n",  # parsed: "]"
+    # parsed: "]"
+    "a dependency last in its list": "[project]\nname = 'x'\ndependencies = [\"torchdoctor\"]\n",
     "broken, not ours": "this is [not toml\n",
     "a mention in a comment": "# checked with torchdoctor in CI\n[project]\nname = 'x'\n",
     "a backslash": "[project]\nname = 'x'\ndescription = 'a\\\\b'\n",

@@ -32,49 +32,166 @@ def test_healthy_machine_has_no_findings_and_nothing_to_fix(table):
 
 CASES = [
     # (name, snapshot changes, expected ids, expected install pin fragment or None)
-    ("rtx5090-on-cu126",
-     dict(gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=torch_dist("2.6.0+cu126", "12.6"),
-          torchvision=companion("torchvision", "0.21.0+cu126", "12.6", "2.6.0"), torchaudio=None),
-     ["gpu-arch-unsupported"], '"torch==2.7.1+cu128" "torchvision==0.22.1+cu128" --index-url '
-                               "https://download.pytorch.org/whl/cu128"),
-    ("cpu-build-with-gpu", dict(torch=torch_dist("2.5.1+cpu", None), torchvision=None, torchaudio=None),
-     ["torch-cpu-build"], '"torch==2.5.1+cu124" --index-url https://download.pytorch.org/whl/cu124'),
-    ("no-torch-with-gpu", dict(torch=None, torchvision=None, torchaudio=None), ["torch-not-installed"], "+cu126"),
-    ("no-torch-no-gpu", dict(torch=None, torchvision=None, torchaudio=None, gpus=[], driver=None, max_cuda=None,
-                             nvidia_status="no-gpu", pci=[]), ["torch-not-installed"], "+cpu"),
-    ("cu130-on-r535", dict(driver="535.104.05", max_cuda="12.2", torch=torch_dist("2.14.1+cu130", "13.0"),
-                           torchvision=None, torchaudio=None), ["driver-too-old"], '"torch==2.14.1+cu126"'),
+    (
+        "rtx5090-on-cu126",
+        dict(
+            gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")],
+            torch=torch_dist("2.6.0+cu126", "12.6"),
+            torchvision=companion("torchvision", "0.21.0+cu126", "12.6", "2.6.0"),
+            torchaudio=None,
+        ),
+        ["gpu-arch-unsupported"],
+        '"torch==2.7.1+cu128" "torchvision==0.22.1+cu128" --index-url https://download.pytorch.org/whl/cu128',
+    ),
+    (
+        "cpu-build-with-gpu",
+        dict(torch=torch_dist("2.5.1+cpu", None), torchvision=None, torchaudio=None),
+        ["torch-cpu-build"],
+        '"torch==2.5.1+cu124" --index-url https://download.pytorch.org/whl/cu124',
+    ),
+    (
+        "no-torch-with-gpu",
+        dict(torch=None, torchvision=None, torchaudio=None),
+        ["torch-not-installed"],
+        "+cu126",
+    ),
+    (
+        "no-torch-no-gpu",
+        dict(
+            torch=None,
+            torchvision=None,
+            torchaudio=None,
+            gpus=[],
+            driver=None,
+            max_cuda=None,
+            nvidia_status="no-gpu",
+            pci=[],
+        ),
+        ["torch-not-installed"],
+        "+cpu",
+    ),
+    (
+        "cu130-on-r535",
+        dict(
+            driver="535.104.05",
+            max_cuda="12.2",
+            torch=torch_dist("2.14.1+cu130", "13.0"),
+            torchvision=None,
+            torchaudio=None,
+        ),
+        ["driver-too-old"],
+        '"torch==2.14.1+cu126"',
+    ),
     # same major, but below CUDA 11.x's minor-version-compatibility floor (450.80.02): it cannot start
-    ("cu118-below-the-11x-floor", dict(driver="450.57", max_cuda="11.0", torch=torch_dist("2.7.1+cu118", "11.8"),
-                                       torchvision=None, torchaudio=None), ["driver-too-old"], None),
-    ("cu128-on-r535-minor-compat", dict(driver="535.104.05", max_cuda="12.2"), ["driver-older-than-build"], None),
-    ("pascal-on-cu128", dict(gpus=[gpu("Tesla P100-PCIE-16GB", "6.0")], torch=torch_dist("2.8.0+cu128", "12.8"),
-                             torchvision=None, torchaudio=None), ["gpu-arch-unsupported"], '"torch==2.8.0+cu126"'),
-    ("volta-on-cu130", dict(gpus=[gpu("Tesla V100-SXM2-32GB", "7.0")], driver="580.65.06", max_cuda="13.0",
-                            torch=torch_dist("2.14.1+cu130", "13.0"), torchvision=None, torchaudio=None),
-     ["gpu-arch-unsupported"], '"torch==2.14.1+cu126"'),
-    ("torchvision-cpu-build", dict(torchvision=companion("torchvision", "0.22.1+cpu", None, "2.7.1")),
-     ["torchvision-mismatch"], '"torch==2.7.1+cu128" "torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128"'),
+    (
+        "cu118-below-the-11x-floor",
+        dict(
+            driver="450.57",
+            max_cuda="11.0",
+            torch=torch_dist("2.7.1+cu118", "11.8"),
+            torchvision=None,
+            torchaudio=None,
+        ),
+        ["driver-too-old"],
+        None,
+    ),
+    (
+        "cu128-on-r535-minor-compat",
+        dict(driver="535.104.05", max_cuda="12.2"),
+        ["driver-older-than-build"],
+        None,
+    ),
+    (
+        "pascal-on-cu128",
+        dict(
+            gpus=[gpu("Tesla P100-PCIE-16GB", "6.0")],
+            torch=torch_dist("2.8.0+cu128", "12.8"),
+            torchvision=None,
+            torchaudio=None,
+        ),
+        ["gpu-arch-unsupported"],
+        '"torch==2.8.0+cu126"',
+    ),
+    (
+        "volta-on-cu130",
+        dict(
+            gpus=[gpu("Tesla V100-SXM2-32GB", "7.0")],
+            driver="580.65.06",
+            max_cuda="13.0",
+            torch=torch_dist("2.14.1+cu130", "13.0"),
+            torchvision=None,
+            torchaudio=None,
+        ),
+        ["gpu-arch-unsupported"],
+        '"torch==2.14.1+cu126"',
+    ),
+    (
+        "torchvision-cpu-build",
+        dict(torchvision=companion("torchvision", "0.22.1+cpu", None, "2.7.1")),
+        ["torchvision-mismatch"],
+        '"torch==2.7.1+cu128" "torchvision==0.22.1+cu128" "torchaudio==2.7.1+cu128"',
+    ),
     # torchvision itself checks only the CUDA major: 12.6 beside 12.8 is fine
-    ("torchvision-other-cuda-minor", dict(torchvision=companion("torchvision", "0.22.1+cu126", "12.6", "2.7.1")),
-     [], None),
-    ("torchvision-other-release", dict(torchvision=companion("torchvision", "0.21.0+cu128", "12.8", "2.6.0")),
-     ["torchvision-mismatch"], '"torchvision==0.22.1+cu128"'),
-    ("torchaudio-other-release", dict(torchaudio=companion("torchaudio", "2.6.0+cu128", "12.8", "2.6.0")),
-     ["torchaudio-mismatch"], '"torchaudio==2.7.1+cu128"'),
-    ("python-without-wheels", dict(python="3.16.0", torch=None, torchvision=None, torchaudio=None),
-     ["python-unsupported", "torch-not-installed"], None),
-    ("python38-on-rtx5090", dict(python="3.8.18", gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=None,
-                                 torchvision=None, torchaudio=None),
-     ["python-unsupported", "torch-not-installed"], None),
-    ("driver-missing", dict(nvidia_status="no-driver", gpus=[], driver=None, max_cuda=None, pci=["0000:01:00.0"]),
-     ["nvidia-driver-missing"], None),
-    ("driver-library-mismatch", dict(nvidia_status="driver-library-mismatch", gpus=[], driver=None, max_cuda=None),
-     ["driver-library-mismatch"], None),
-    ("container-lost-gpu", dict(nvidia_status="container-lost-gpu", gpus=[], driver=None, max_cuda=None),
-     ["container-lost-gpu-access"], None),
-    ("windows-pypi-cpu", dict(os="windows", torch=torch_dist("2.7.1", None), torchvision=None, torchaudio=None),
-     ["torch-cpu-build"], '"torch==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128'),
+    (
+        "torchvision-other-cuda-minor",
+        dict(torchvision=companion("torchvision", "0.22.1+cu126", "12.6", "2.7.1")),
+        [],
+        None,
+    ),
+    (
+        "torchvision-other-release",
+        dict(torchvision=companion("torchvision", "0.21.0+cu128", "12.8", "2.6.0")),
+        ["torchvision-mismatch"],
+        '"torchvision==0.22.1+cu128"',
+    ),
+    (
+        "torchaudio-other-release",
+        dict(torchaudio=companion("torchaudio", "2.6.0+cu128", "12.8", "2.6.0")),
+        ["torchaudio-mismatch"],
+        '"torchaudio==2.7.1+cu128"',
+    ),
+    (
+        "python-without-wheels",
+        dict(python="3.16.0", torch=None, torchvision=None, torchaudio=None),
+        ["python-unsupported", "torch-not-installed"],
+        None,
+    ),
+    (
+        "python38-on-rtx5090",
+        dict(
+            python="3.8.18",
+            gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")],
+            torch=None,
+            torchvision=None,
+            torchaudio=None,
+        ),
+        ["python-unsupported", "torch-not-installed"],
+        None,
+    ),
+    (
+        "driver-missing",
+        dict(nvidia_status="no-driver", gpus=[], driver=None, max_cuda=None, pci=["0000:01:00.0"]),
+        ["nvidia-driver-missing"],
+        None,
+    ),
+    (
+        "driver-library-mismatch",
+        dict(nvidia_status="driver-library-mismatch", gpus=[], driver=None, max_cuda=None),
+        ["driver-library-mismatch"],
+        None,
+    ),
+    (
+        "container-lost-gpu",
+        dict(nvidia_status="container-lost-gpu", gpus=[], driver=None, max_cuda=None),
+        ["container-lost-gpu-access"],
+        None,
+    ),
+    (
+        "windows-pypi-cpu",
+        dict(os="windows", torch=torch_dist("2.7.1", None), torchvision=None, torchaudio=None),
+        ["torch-cpu-build"],
+        '"torch==2.7.1+cu128" --index-url https://download.pytorch.org/whl/cu128',
+    ),
 ]
 
 
@@ -142,8 +259,14 @@ def test_companion_requirement_ranges_are_honoured(table):
         snap = make_snapshot(gpus=h100, driver="595.45.04", max_cuda="13.2", torch=torch, torchvision=tv,
                              torchaudio=None)
         assert ids(diagnose(snap, table)) == []
-    old = make_snapshot(gpus=h100, driver="595.45.04", max_cuda="13.2", torch=torch_dist("2.13.0+cu130", "13.0"),
-                        torchvision=tv, torchaudio=None)
+    old = make_snapshot(
+        gpus=h100,
+        driver="595.45.04",
+        max_cuda="13.2",
+        torch=torch_dist("2.13.0+cu130", "13.0"),
+        torchvision=tv,
+        torchaudio=None,
+    )
     assert ids(diagnose(old, table)) == ["torchvision-mismatch"]
 
 
@@ -159,7 +282,8 @@ def test_driver_too_old_with_no_wheel_for_it_says_which_driver_first(table):
 
 
 def test_mixed_gpus_get_one_environment_per_group(table):
-    snap = make_snapshot(gpus=[gpu("NVIDIA GeForce GTX 1080 Ti", "6.1", 0), gpu("NVIDIA GeForce RTX 5090", "12.0", 1)],
+    snap = make_snapshot(gpus=[gpu("NVIDIA GeForce GTX 1080 "
+        "Ti", "6.1", 0), gpu("NVIDIA GeForce RTX 5090", "12.0", 1)],
                          torch=torch_dist("2.6.0+cu126", "12.6"), torchvision=None, torchaudio=None)
     diag = diagnose(snap, table)
     assert "gpus-need-different-wheels" in ids(diag)

@@ -97,7 +97,9 @@ def test_missing_cuda_wheels_whose_libraries_are_on_the_library_path_are_a_warni
     from doctor.model.environment import CudaLib, Libraries, LibraryDir
 
     snap = snapshot([("filelock", "3.16.1"), ("typing-extensions", "4.12.2")])
-    cudnn = LibraryDir(path="/opt/cudnn/lib", exists=True, libs=[CudaLib(file="libcudnn.so.9", family="cudnn")])
+    cudnn = LibraryDir(
+        path="/opt/cudnn/lib", exists=True, libs=[CudaLib(file="libcudnn.so.9", family="cudnn")]
+    )
     snap.environment.libraries = Libraries(variable="LD_LIBRARY_PATH", value="/opt/cudnn/lib", dirs=[cudnn])
     found = check_declared_requirements(assess(snap, None))
     assert [(f.id, f.severity) for f in found] == [("torch-requirements-unmet", WARNING)]

@@ -69,7 +69,8 @@ def test_rules_module_is_pure():
     import subprocess
     import sys
 
-    code = "import sys, doctor.rules.hazards; print([m for m in ('psutil', 'subprocess', 'pynvml', 'torch') if m in sys.modules])"
+    code = ("import sys, doctor.rules.hazards; print([m for m in ('psutil', 'subprocess', 'pynvml', 'torch') "
+        "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 
@@ -102,8 +103,16 @@ def test_healthy_environment_says_nothing():
 
 def container(kind="docker", nodes=(), **extra):
     gpu_nodes = sum(1 for n in nodes if n[len("/dev/nvidia") :].isdigit())
-    facts = {"kind": kind, "device_nodes": list(nodes), "gpu_device_nodes": gpu_nodes, "cuda_image": False,
-             "cuda_image_evidence": [], "nvidia_visible_devices": None, "nvidia_driver_capabilities": None} | extra  # fmt: skip
+    facts = {
+        "kind": kind,
+        "device_nodes": list(nodes),
+        "gpu_device_nodes": gpu_nodes,
+        "cuda_image": False,
+        # fmt: skip
+        "cuda_image_evidence": [],
+        "nvidia_visible_devices": None,
+        "nvidia_driver_capabilities": None,
+    } | extra
     return Container(**facts)
 
 
@@ -423,7 +432,8 @@ def test_mixed_gpus_subset_mentions_device_order():
 
 def test_mixed_gpus_without_the_variable():
     snap = snap_with(
-        snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 Ti")), visible_devices=VisibleDevices()
+        snap=two_gpus(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce GTX 1080 "
+            "Ti")), visible_devices=VisibleDevices()
     )
     assert ids(devices.check_visible_devices(assess(snap, None))) == ["cuda-device-order-differs"]
     snap.environment.visible_devices = VisibleDevices(CUDA_DEVICE_ORDER="PCI_BUS_ID")
@@ -520,8 +530,21 @@ def test_falls_back_to_torch_cuda_when_dists_are_unknown():
 
 def test_cpu_torch_is_not_affected():
     snap = make_snapshot(torch=torch_dist("2.7.1+cpu", cuda=None))
-    snap = snap_with(snap=snap, libraries=libs_section("/x", [
-        LibraryDir(path="/x", exists=True, driver_libs=[], libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1")])]))  # fmt: skip
+    snap = snap_with(
+        snap=snap,
+        libraries=libs_section(
+            "/x",
+            [
+                # fmt: skip
+                LibraryDir(
+                    path="/x",
+                    exists=True,
+                    driver_libs=[],
+                    libs=[lib("libcublas.so.12.1.3.1", "cublas", "12.1")],
+                )
+            ],
+        ),
+    )
     assert libraries.check_library_shadowing(assess(snap, None)) == []
 
 
@@ -563,7 +586,10 @@ def test_cuda_home_other_version_is_info():
 
 
 def test_cuda_home_fix_points_at_a_toolkit_that_exists():
-    installed = [CudaToolkitDir("/usr/local/cuda-11.8", "11.8.89"), CudaToolkitDir("/usr/local/cuda-12.8", "12.8.1")]
+    installed = [
+        CudaToolkitDir("/usr/local/cuda-11.8", "11.8.89"),
+        CudaToolkitDir("/usr/local/cuda-12.8", "12.8.1"),
+    ]
     snap = snap_with(cuda_home=CudaHome(variable="CUDA_HOME", path="/usr/local/cuda-11.8", version="11.8.89",
                                         installed=installed))
     finding = one(libraries.check_library_shadowing(assess(snap, None)), "cuda-home-version-mismatch")
@@ -576,7 +602,10 @@ def test_cuda_home_fix_never_invents_a_folder():
                                         installed=[CudaToolkitDir("/usr/local/cuda-13.0", "13.0.1")]))
     finding = one(libraries.check_library_shadowing(assess(snap, None)), "cuda-home-version-mismatch")
     assert finding.fix.commands == []
-    assert "/usr/local/cuda-13.0 (CUDA 13.0)" in finding.fix.summary and "cuda-toolkit-12-8" in finding.fix.summary
+    assert (
+        "/usr/local/cuda-13.0 (CUDA 13.0)" in finding.fix.summary
+        and "cuda-toolkit-12-8" in finding.fix.summary
+    )
 
 
 def test_cuda_home_same_minor_is_fine():
@@ -599,8 +628,18 @@ def test_conda_and_pip_torch_mixed():
     prefix = "/opt/conda/envs/ml"
     snap = make_snapshot()
     snap.interpreter.path = f"{prefix}/bin/python"
-    snap = snap_with(snap=snap, python=py_facts(("torch", "2.7.1+cu128"), conda=conda_facts(
-        prefix, ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0"), ("pytorch-cuda", "12.1", "ha16c6d3_6"))))  # fmt: skip
+    snap = snap_with(
+        snap=snap,
+        python=py_facts(
+            ("torch", "2.7.1+cu128"),
+            conda=conda_facts(
+                # fmt: skip
+                prefix,
+                ("pytorch", "2.5.1", "py3.11_cuda12.1_cudnn9.1.0_0"),
+                ("pytorch-cuda", "12.1", "ha16c6d3_6"),
+            ),
+        ),
+    )
     findings = written(installs.check_mixed_installs(assess(snap, None)), snap)
     mixed = one(findings, "mixed-conda-pip-torch")
     assert mixed.fix.commands == [
@@ -725,7 +764,8 @@ def test_wsl_ld_so_conf_order():
     wsl_conf = LdSoConf(file="/etc/ld.so.conf.d/ld.wsl.conf", dirs=["/usr/lib/wsl/lib"], driver_libs={})
     finding = one(wsl.check_wsl(assess(wsl_snap(confs=[conf, wsl_conf]), None)), "wsl-library-path-order")
     assert finding.fix.commands == [
-        "sudo mv /etc/ld.so.conf.d/000-nvidia.conf /etc/ld.so.conf.d/000-nvidia.conf.disabled && sudo ldconfig"
+        "sudo mv /etc/ld.so.conf.d/000-nvidia.conf /etc/ld.so.conf.d/000-nvidia.conf.disabled && sudo "
+        "ldconfig"
     ]
     assert wsl.check_wsl(assess(wsl_snap(confs=[wsl_conf, conf]), None)) == []  # later: harmless
 
@@ -736,7 +776,8 @@ def test_wsl_linux_driver_inside():
                   "wsl-linux-driver-installed")  # fmt: skip
     assert finding.fix.commands[0] == f"sudo apt-get purge $(dpkg -S {lib_path} | cut -d: -f1)"
     # then ldconfig, and WSL restarted from Windows so that nothing keeps the old libraries loaded
-    assert finding.fix.commands[-2:] == ["sudo ldconfig", "wsl --shutdown  # in Windows, then open the distribution again"]
+    assert finding.fix.commands[-2:] == ["sudo ldconfig", "wsl --shutdown  # in Windows, then open the "
+        "distribution again"]
 
 
 def test_not_wsl():
@@ -754,10 +795,15 @@ def test_every_emitted_id_is_declared():
 
 
 def test_torchs_own_cudnn_pin_is_what_it_uses_not_another_packages():
-    # TensorFlow's nvidia-cudnn-cu12 8.9 beside torch 2.4.1's pin on 9.1: the wheel torch loads is its own pin's
+    # TensorFlow's nvidia-cudnn-cu12 8.9 beside torch 2.4.1's pin on 9.1: the wheel torch loads is its own
+    # pin's
     snap = make_snapshot(torch=torch_dist("2.4.1+cu121", "12.1", requires=[
         'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"']))
     snap.environment.python = PythonFacts(dists=[DistRecord(name="nvidia-cudnn-cu12", version="8.9.4.25")])
-    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("9.1.0.70", "torch's requirement nvidia-cudnn-cu12==9.1.0.70")
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("9.1.0.70", "torch's "
+        "requirement nvidia-cudnn-cu12==9.1.0.70")
     snap.install.torch.requires = []  # no pin: the installed wheel is all there is to go by
-    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == ("8.9.4.25", "nvidia-cudnn-cu12 8.9.4.25")
+    assert libraries.expected_lib_versions(snap, assess(snap, None).build)["cudnn"] == (
+        "8.9.4.25",
+        "nvidia-cudnn-cu12 8.9.4.25",
+    )

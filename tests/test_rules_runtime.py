@@ -267,13 +267,15 @@ def test_missing_shared_library_reinstalls_the_same_build(dist, command):
 
 
 def test_import_error_reinstalls_what_the_plan_installs():
-    # The plan moves this RTX 5090 to 2.7.1+cu128; the import error's reinstall names that build, not 2.6.0+cu126.
+    # The plan moves this RTX 5090 to 2.7.1+cu128; the import error's reinstall names that build, not
+    # 2.6.0+cu126.
     from doctor.app.diagnose import diagnose
     from doctor.table.load import load_table
 
     text = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
     rt = TorchRuntime(status="import-error", steps=[failed("import", text)])
-    snap = snap_with(rt, gpus=[gpu("NVIDIA GeForce RTX 5090", "12.0")], torch=torch_dist("2.6.0+cu126", "12.6"),
+    snap = snap_with(rt, gpus=[gpu("NVIDIA GeForce RTX "
+        "5090", "12.0")], torch=torch_dist("2.6.0+cu126", "12.6"),
                      torchvision=None, torchaudio=None)
     diag = diagnose(snap, load_table())
     [install] = [s for s in diag.plan.steps if s.kind == "install"]

@@ -101,14 +101,16 @@ def test_time_limits_are_always_usable(value, expected):
 
 @POSIX
 def test_children_carry_the_owner_mark_and_their_own_group():
-    res = run([sys.executable, "-c", "import os; print(os.environ['TORCHDOCTOR_OWNER'], os.getpgid(0) == os.getpid())"])
+    res = run([sys.executable, "-c", "import os; print(os.environ['TORCHDOCTOR_OWNER'], os.getpgid(0) == "
+        "os.getpid())"])
     assert res.ok and res.stdout.split() == [str(os.getpid()), "True"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_child_ends_the_moment_its_parent_is_killed(tmp_path):
     pid_file = tmp_path / "child.pid"
-    parent = _parent(tmp_path, f"runner.run([sys.executable, '-c', {SLEEPER!r}, {str(pid_file)!r}], timeout=60)\n")
+    parent = _parent(tmp_path, f"runner.run([sys.executable, '-c', {SLEEPER!r}, {str(pid_file)!r}], "
+        "timeout=60)\n")
     child = None
     try:
         child = _wait_for_pid(pid_file)

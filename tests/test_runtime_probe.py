@@ -331,8 +331,11 @@ def test_one_busy_gpu_does_not_stop_the_others_being_tested(standin_python, tmp_
     rt = run_scenario(standin_python, tmp_path, scenario)
     assert by_name(rt, 0)["matmul"].status == "ok"  # GPU 0 still got the whole workload
     failed = [s for s in rt.steps if s.status == "failed"]
-    assert [(s.name, s.device) for s in failed] == [("init", 1)] and "busy or unavailable" in failed[0].message
-    snap = make_snapshot(gpus=[gpu("NVIDIA H100 80GB HBM3", "9.0", 0), gpu("NVIDIA H100 80GB HBM3", "9.0", 1)])
+    assert [(s.name, s.device) for s in failed] == [("init", 1)] and "busy or unavailable" in failed[
+        0
+    ].message
+    snap = make_snapshot(gpus=[gpu("NVIDIA H100 80GB "
+        "HBM3", "9.0", 0), gpu("NVIDIA H100 80GB HBM3", "9.0", 1)])
     snap.runtime = rt
     assert "gpu-busy-or-exclusive" in ids(check_runtime(assess(snap, None)))
 
@@ -615,14 +618,17 @@ def test_windows_access_violation_is_a_crash():
 
 
 def test_name_cuda_libraries():
-    text = "free(): invalid pointer\n#3 in /usr/local/cuda/lib64/libcublasLt.so.12.4.5 ... libcublasLt.so.12.4.5\n"
+    text = ("free(): invalid pointer\n#3 in /usr/local/cuda/lib64/libcublasLt.so.12.4.5 ... "
+        "libcublasLt.so.12.4.5\n")
     assert name_cuda_libraries(text) == ["libcublasLt.so.12.4.5"]
     assert name_cuda_libraries("Fatal Python error: Segmentation fault") == []
 
 
 def test_a_leftover_torch_folder_is_an_import_error_not_a_torch(tmp_path):
     # pip uninstall can leave an empty torch/ behind: Python imports it as a namespace package
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120
+    )
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
     (site / "torch").mkdir()
     rt = probe_runtime(str(tmp_path / "venv" / "bin" / "python"), mode="import", timeout=30)

@@ -85,8 +85,14 @@ def test_an_override_that_cannot_mean_anything_is_refused(env, message):
 
 
 def test_good_overrides_are_read():
-    forced = read_overrides({"TORCHDOCTOR_DRIVER_VERSION": " 572.16 ", "TORCHDOCTOR_CUDA_DRIVER_VERSION": "12080",
-                             "TORCHDOCTOR_NVIDIA_TIMEOUT": "2.5", "TORCHDOCTOR_NVML": "0"})
+    forced = read_overrides(
+        {
+            "TORCHDOCTOR_DRIVER_VERSION": " 572.16 ",
+            "TORCHDOCTOR_CUDA_DRIVER_VERSION": "12080",
+            "TORCHDOCTOR_NVIDIA_TIMEOUT": "2.5",
+            "TORCHDOCTOR_NVML": "0",
+        }
+    )
     assert (forced.driver, forced.cuda, forced.nvidia_timeout, forced.nvml) == ("572.16", "12.8", 2.5, False)
 
 
@@ -141,8 +147,11 @@ def test_a_crashing_library_is_a_fact_and_junk_on_stdout_is_skipped(tmp_path):
     env = {"LD_LIBRARY_PATH": str(tmp_path)}
     crashed = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, -11), env=env)
     assert not crashed.ok and "crashed the probe (SIGSEGV)" in crashed.message
-    answer = json.dumps({"ok": False, "error": {"type": "NVMLError_DriverNotLoaded", "value": 9, "message": "x"}})
-    noisy = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, 0, "hello from the library\n" + answer),
+    answer = json.dumps(
+        {"ok": False, "error": {"type": "NVMLError_DriverNotLoaded", "value": 9, "message": "x"}}
+    )
+    noisy = query_nvml_isolated(runner=lambda argv, **kw: RunResult(argv, 0, "hello from the "
+        "library\n" + answer),
                                 env=env)
     assert noisy.code == 9 and noisy.message == "x"
     hung = query_nvml_isolated(1.0, runner=lambda argv, **kw: RunResult(argv, None, timed_out=True), env=env)

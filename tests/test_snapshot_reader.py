@@ -1,6 +1,7 @@
 """Reading a snapshot back takes a value its reader would return unchanged as it is (doctor/model/snapshot.py,
-``_as_is``). Over the mutated reports (tests/mutated_reports.py) and values of every wrong type in every field, that must give the
-same snapshot, or the same error naming the same field, as reading every value through its reader."""
+``_as_is``). Over the mutated reports (tests/mutated_reports.py) and values of every wrong type in every
+field, that must give the same snapshot, or the same error naming the same field, as reading every value
+through its reader."""
 
 from __future__ import annotations
 

@@ -29,7 +29,9 @@ def modules_after(argv: list[str], env_extra: dict[str, str] | None = None, cwd=
         "mods = sorted(sys.modules)\nimport json\nprint(json.dumps(mods), file=sys.__stderr__)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), **(env_extra or {}))
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=cwd)
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+    )
     return set(json.loads(res.stderr.strip().splitlines()[-1]))
 
 
@@ -41,7 +43,8 @@ def doctor_modules(mods: set[str]) -> set[str]:
 def test_help_and_version_load_only_the_cli(argv):
     mods = modules_after(argv)
     # No probe, rule, table or command module: help is typer alone (the commands import lazily).
-    # doctor.app.process: the signal guard every command runs in (signal and threading, loaded by typer anyway).
+    # doctor.app.process: the signal guard every command runs in (signal and threading, loaded by typer
+    # anyway).
     assert doctor_modules(mods) <= {"doctor", "doctor.cli", "doctor.cli.commands", "doctor.errors",
                                     "doctor.exitcodes", "doctor.app", "doctor.app.process"}
     assert not (HEAVY_ANYWHERE | {"psutil", "pynvml", "concurrent.futures", "json"}) & mods
@@ -158,7 +161,8 @@ def test_a_pyproject_that_is_not_ours_costs_no_toml_parser(tmp_path):
     python = make_fake_env(tmp_path / "env", python=sys.executable, torch="2.6.0+cu126", cuda="12.6")
     project = tmp_path / "project"
     project.mkdir()
-    (project / "pyproject.toml").write_text("[project]\nname = 'app'\ndependencies = ['torch', 'torchdoctor>=0.2']"
+    (project / "pyproject.toml").write_text("[project]\nname = 'app'\ndependencies = ['torch', "
+        "'torchdoctor>=0.2']"
                                             "\n\n[tool.ruff]\nline-length = 100\n")
     extra = {"TORCHDOCTOR_NVML": "0"}
     argv = ["check", "--no-smoke", "--json", "--python", str(python)]

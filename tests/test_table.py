@@ -44,7 +44,9 @@ def test_bundled_table_loads_with_its_versions(table):
     assert table.table_version == "2026.12.02"
     assert table.verified_on == "2026-11-29"
     assert Path(table.path) == default_table_path().resolve()
-    assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [f"2.{n}" for n in range(16)]
+    assert [r.minor for r in table.releases] == [f"1.{n}" for n in range(8, 14)] + [
+        f"2.{n}" for n in range(16)
+    ]
 
 
 def test_default_table_path_is_the_shipped_file():
@@ -101,7 +103,8 @@ PYPI_LINUX_X86 = {
 def test_pypi_default_per_release_and_platform(table, minor):
     release = table.release(minor)
     assert release.pypi_default["linux-x86_64"] == PYPI_LINUX_X86[minor]
-    assert release.pypi_default["windows-x86_64"] == "cpu"  # torch/version.py of every PyPI Windows wheel: +cpu
+    # torch/version.py of every PyPI Windows wheel: +cpu
+    assert release.pypi_default["windows-x86_64"] == "cpu"
     if release.variants_for("darwin-arm64"):
         assert release.pypi_default["darwin-arm64"] == "cpu"
     aarch64 = release.pypi_default.get("linux-aarch64")
@@ -468,51 +471,73 @@ BROKEN = {
     "empty table_version": (_set("table_version", " "), "table_version: is empty"),
     "minor not a version": (_set("releases.1.minor", "2.x"), "releases[1].minor: '2.x' is not a version"),
     "minor with patch": (_set("releases.1.minor", "2.6.0"), "releases[1].minor: '2.6.0' is not a version"),
-    "duplicate minor": (_append("releases", 0), "releases[2]: duplicate release minor '2.7' (first at releases[0])"),
+    "duplicate minor": (_append("releases", 0), "releases[2]: duplicate release minor '2.7' (first at "
+        "releases[0])"),
     "releases not list": (_set("releases", {}), "releases: expected a list, got an object"),
     "release not object": (_set("releases.0", "2.7"), "releases[0]: expected an object, got a string"),
-    "patch bad": (_set("releases.0.patches.0.torch", "2.7.x"), "releases[0].patches[0].torch: '2.7.x' is not a version"),
-    "patch other minor": (_set("releases.0.patches.0.torch", "2.8.1"), "releases[0].patches[0].torch: '2.8.1' is not a 2.7.x"),
-    "patch duplicate": (_set("releases.0.patches.1.torch", "2.7.1"), "releases[0].patches[1].torch: duplicate"),
-    "patch vision bad": (_set("releases.0.patches.0.torchvision", "x"), "releases[0].patches[0].torchvision: 'x' is not"),
+    "patch bad": (_set("releases.0.patches.0.torch", "2.7.x"), "releases[0].patches[0].torch: '2.7.x' is not "
+        "a version"),
+    "patch other minor": (_set("releases.0.patches.0.torch", "2.8.1"), "releases[0].patches[0].torch: "
+        "'2.8.1' is not a 2.7.x"),
+    "patch duplicate": (_set("releases.0.patches.1.torch", "2.7.1"), "releases[0].patches[1].torch: "
+        "duplicate"),
+    "patch vision bad": (_set("releases.0.patches.0.torchvision", "x"), "releases[0].patches[0].torchvision: "
+        "'x' is not"),
     "no patches": (_set("releases.0.patches", []), "releases[0].patches: is empty"),
     "patch confidence": (_set("releases.0.patches.0.confidence", "sure"), "releases[0].patches[0].confidence: 'sure'"),
-    "python min": (_set("releases.0.python.min", "three"), "releases[0].python.min: 'three' is not a version"),
+    "python min": (_set("releases.0.python.min", "three"), "releases[0].python.min: 'three' is not a "
+        "version"),
     "python missing": (_set("releases.0.python", DELETE), "releases[0].python: missing"),
     "bad variant": (_set("releases.0.variants.linux-x86_64.1", "cuda118"), "releases[0].variants.linux-x86_64[1]: 'cuda118' is not a variant"),
     "rocm variant": (_set("releases.0.variants.linux-x86_64.1", "rocm6"), "releases[0].variants.linux-x86_64[1]: 'rocm6' is not a variant"),
-    "variant twice": (_set("releases.0.variants.linux-x86_64.1", "cpu"), "releases[0].variants.linux-x86_64: lists a variant twice"),
+    "variant twice": (_set("releases.0.variants.linux-x86_64.1", "cpu"), "releases[0].variants.linux-x86_64: "
+        "lists a variant twice"),
     "unknown platform": (_set("releases.0.variants.linux-riscv", ["cpu"]), "releases[0].variants.linux-riscv: unknown platform"),
     "pypi default unlisted": (_set("releases.0.pypi_default.linux-x86_64", "cu130"), "releases[0].pypi_default.linux-x86_64: 'cu130' is not among"),
-    "release confidence": (_set("releases.0.confidence", "unknown"), "releases[0].confidence: 'unknown' is not one of"),
+    "release confidence": (_set("releases.0.confidence", "unknown"), "releases[0].confidence: 'unknown' is "
+        "not one of"),
     "release no source": (_set("releases.0.source", DELETE), "releases[0].source: missing"),
     "release empty source": (_set("releases.0.source", ""), "releases[0].source: is empty"),
-    "duplicate arch row": (_append("arch_lists", 2), "arch_lists[3]: duplicate arch list row ('2.7', 'cu128', 'linux-x86_64')"),
-    "arch bad variant": (_set("arch_lists.0.variant", "cu12x"), "arch_lists[0].variant: 'cu12x' is not a variant"),
+    "duplicate arch row": (_append("arch_lists", 2), "arch_lists[3]: duplicate arch list row ('2.7', "
+        "'cu128', 'linux-x86_64')"),
+    "arch bad variant": (_set("arch_lists.0.variant", "cu12x"), "arch_lists[0].variant: 'cu12x' is not a "
+        "variant"),
     "arch bad sm": (_set("arch_lists.0.sm.0", "50"), "arch_lists[0].sm[0]: '50' is not a cubin target"),
-    "arch bad ptx": (_set("arch_lists.2.ptx", ["sm_120"]), "arch_lists[2].ptx[0]: 'sm_120' is not a PTX target"),
+    "arch bad ptx": (_set("arch_lists.2.ptx", ["sm_120"]), "arch_lists[2].ptx[0]: 'sm_120' is not a PTX "
+        "target"),
     "arch no ptx": (_set("arch_lists.2.ptx", DELETE), "arch_lists[2].ptx: missing"),
-    "arch unknown release": (_set("arch_lists.0.torch_minor", "2.5"), "arch_lists[0].torch_minor: '2.5' has no row in releases"),
-    "arch unpublished": (_set("arch_lists.0.variant", "cu128"), "arch_lists[0].variant: 'cu128' is not a linux-x86_64 variant of torch 2.6"),
-    "arch platform": (_set("arch_lists.0.platform", "linux"), "arch_lists[0].platform: 'linux' is not one of"),
-    "arch confidence": (_set("arch_lists.1.confidence", "high"), "arch_lists[1].confidence: 'high' is not one of"),
+    "arch unknown release": (_set("arch_lists.0.torch_minor", "2.5"), "arch_lists[0].torch_minor: '2.5' has "
+        "no row in releases"),
+    "arch unpublished": (_set("arch_lists.0.variant", "cu128"), "arch_lists[0].variant: 'cu128' is not a "
+        "linux-x86_64 variant of torch 2.6"),
+    "arch platform": (_set("arch_lists.0.platform", "linux"), "arch_lists[0].platform: 'linux' is not one "
+        "of"),
+    "arch confidence": (_set("arch_lists.1.confidence", "high"), "arch_lists[1].confidence: 'high' is not "
+        "one of"),
     "cuda no source": (_set("cuda.0.source", DELETE), "cuda[0].source: missing"),
     "cuda version": (_set("cuda.0.cuda", "12"), "cuda[0].cuda: '12' is not a CUDA version"),
     "cuda driver": (_set("cuda.0.min_linux", "r560"), "cuda[0].min_linux: 'r560' is not a driver version"),
     "cuda duplicate": (_set("cuda.1.cuda", "12.6"), "cuda[1]: duplicate CUDA version '12.6'"),
-    "major string": (_set("cuda_majors.0.major", "12"), "cuda_majors[0].major: expected an integer, got a string"),
-    "branch string": (_set("driver_branches.0.branch", "560"), "driver_branches[0].branch: expected an integer"),
-    "branch duplicate": (_set("driver_branches.1.branch", 560), "driver_branches[1]: duplicate driver branch 560"),
-    "branch max_cuda": (_set("driver_branches.0.max_cuda", None), "driver_branches[0].max_cuda: expected a string, got null"),
-    "gpu cc": (_set("gpus.0.compute_capability", "8"), "gpus[0].compute_capability: '8' is not a compute capability"),
+    "major string": (_set("cuda_majors.0.major", "12"), "cuda_majors[0].major: expected an integer, got a "
+        "string"),
+    "branch string": (_set("driver_branches.0.branch", "560"), "driver_branches[0].branch: expected an "
+        "integer"),
+    "branch duplicate": (_set("driver_branches.1.branch", 560), "driver_branches[1]: duplicate driver branch "
+        "560"),
+    "branch max_cuda": (_set("driver_branches.0.max_cuda", None), "driver_branches[0].max_cuda: expected a "
+        "string, got null"),
+    "gpu cc": (_set("gpus.0.compute_capability", "8"), "gpus[0].compute_capability: '8' is not a compute "
+        "capability"),
     "gpu confidence": (_set("gpus.1.confidence", "Verified"), "gpus[1].confidence: 'Verified' is not one of"),
     "gpu duplicate": (_set("gpus.1.name", "NVIDIA GeForce RTX 4090"), "gpus[1]: duplicate GPU name"),
-    "gpu alias not string": (_set("gpus.0.aliases", [1]), "gpus[0].aliases[0]: expected a string, got an integer"),
+    "gpu alias not string": (_set("gpus.0.aliases", [1]), "gpus[0].aliases[0]: expected a string, got an "
+        "integer"),
     "gpus missing": (_set("gpus", DELETE), "gpus: missing"),
     "gpu segment": (_set("gpus.0.segment", "server"), "gpus[0].segment: 'server' is not one of data-center"),
     "support range": (_set("driver_support", [{"min_compute_capability": "7.2", "max_compute_capability": "5.0",
                                                "last_branch": 580, "source": "s", "confidence": "inferred"}]),
-                      "driver_support[0].min_compute_capability: '7.2' is above max_compute_capability '5.0'"),
+                      "driver_support[0].min_compute_capability: '7.2' is above max_compute_capability "
+                      "'5.0'"),
     "support branch": (_set("driver_support", [{"min_compute_capability": "5.0", "max_compute_capability": "7.2",
                                                 "last_branch": "580", "source": "s", "confidence": "inferred"}]),
                        "driver_support[0].last_branch: expected an integer, got a string"),
@@ -691,7 +716,8 @@ def test_torch_213_declares_cu129(table):
 @pytest.mark.parametrize(
     "name, cc",
     [("Tesla K40m", "3.5"), ("Tesla K40c", "3.5"), ("Tesla K20Xm", "3.5"), ("Tesla K20c", "3.5"),
-     ("Tesla K10.G2.8GB", "3.0"), ("Tesla K80", "3.7"), ("GeForce GTX 780", "3.5"), ("GeForce GTX 780 Ti", "3.5"),
+     ("Tesla K10.G2.8GB", "3.0"), ("Tesla K80", "3.7"), ("GeForce GTX 780", "3.5"), ("GeForce GTX 780 "
+         "Ti", "3.5"),
      ("GeForce GTX TITAN", "3.5"), ("GeForce GTX TITAN Black", "3.5"), ("GeForce GTX TITAN Z", "3.5"),
      ("GeForce GT 710", "3.5"), ("GeForce GT 730", "3.5"), ("GeForce 910M", "3.5"),
      ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "8.6"), ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9"),
@@ -729,19 +755,26 @@ def test_old_tables_without_new_sections_still_load(tmp_path):
 
 BROKEN_NEW = {
     "toolkit cuda": (_set("cuda_toolkits.0.cuda", "12"), "cuda_toolkits[0].cuda: '12' is not a CUDA version"),
-    "toolkit sm": (_set("cuda_toolkits.0.sm.0", "sm_90a"), "cuda_toolkits[0].sm[0]: 'sm_90a' is not a plain cubin target"),
+    "toolkit sm": (_set("cuda_toolkits.0.sm.0", "sm_90a"), "cuda_toolkits[0].sm[0]: 'sm_90a' is not a plain "
+        "cubin target"),
     "toolkit empty": (_set("cuda_toolkits.0.sm", []), "cuda_toolkits[0].sm: is empty"),
     "toolkit order": (_set("cuda_toolkits.0.sm.1", "sm_50"), "cuda_toolkits[0].sm: is not ascending"),
-    "toolkit lowest": (_set("cuda_toolkits.0.lowest_sm", "sm_60"), "cuda_toolkits[0].lowest_sm: 'sm_60' is not the lowest"),
-    "toolkit highest": (_set("cuda_toolkits.0.highest_sm", "sm_100"), "cuda_toolkits[0].highest_sm: 'sm_100' is not the highest"),
-    "toolkit duplicate": (_set("cuda_toolkits.1.cuda", "12.8"), "cuda_toolkits[1]: duplicate CUDA toolkit '12.8'"),
+    "toolkit lowest": (_set("cuda_toolkits.0.lowest_sm", "sm_60"), "cuda_toolkits[0].lowest_sm: 'sm_60' is "
+        "not the lowest"),
+    "toolkit highest": (_set("cuda_toolkits.0.highest_sm", "sm_100"), "cuda_toolkits[0].highest_sm: 'sm_100' "
+        "is not the highest"),
+    "toolkit duplicate": (_set("cuda_toolkits.1.cuda", "12.8"), "cuda_toolkits[1]: duplicate CUDA toolkit "
+        "'12.8'"),
     "toolkit confidence": (_set("cuda_toolkits.0.confidence", "sure"), "cuda_toolkits[0].confidence: 'sure'"),
     "cudnn cc": (_set("cudnn.0.min_compute_capability", "5"), "cudnn[0].min_compute_capability: '5' is not"),
     "cudnn major": (_set("cudnn.0.cuda_major", "12"), "cudnn[0].cuda_major: expected an integer"),
     "cudnn duplicate": (_set("cudnn.1.cuda_major", 12), "cudnn[1]: duplicate cuDNN row"),
-    "release cudnn variant": (_set("releases.0.cudnn.cu124", "9.1"), "releases[0].cudnn.cu124: 'cu124' is not a variant of torch 2.7"),
-    "release cudnn cpu": (_set("releases.0.cudnn.cpu", "9.1"), "releases[0].cudnn.cpu: 'cpu' is not a CUDA variant"),
-    "release cudnn version": (_set("releases.0.cudnn.cu126", "nine"), "releases[0].cudnn.cu126: 'nine' is not a cuDNN version"),
+    "release cudnn variant": (_set("releases.0.cudnn.cu124", "9.1"), "releases[0].cudnn.cu124: 'cu124' is "
+        "not a variant of torch 2.7"),
+    "release cudnn cpu": (_set("releases.0.cudnn.cpu", "9.1"), "releases[0].cudnn.cpu: 'cpu' is not a CUDA "
+        "variant"),
+    "release cudnn version": (_set("releases.0.cudnn.cu126", "nine"), "releases[0].cudnn.cu126: 'nine' is "
+        "not a cuDNN version"),
     "requires python": (_set("releases.0.requires_python.torch", ">=3.x"), "releases[0].requires_python.torch: '>=3.x' is not a version specifier"),
     "requires python type": (_set("releases.0.requires_python.torch", 3), "releases[0].requires_python.torch: expected a string"),
     "free threaded": (_set("releases.0.python.free_threaded", ["3.13"]), "releases[0].python.free_threaded[0]: '3.13' is not a Python like"),
@@ -749,7 +782,8 @@ BROKEN_NEW = {
     "companion compares": (_set("companion_rules.cuda_check.0.compares", "minor"), "companion_rules.cuda_check[0].compares: 'minor' is not one of"),
     "companion versions": (_set("companion_rules.cuda_check.0.versions", "0.16"), "companion_rules.cuda_check[0].versions: '0.16' is not a version specifier"),
     "companion source": (_set("companion_rules.cuda_check.1.source", ""), "companion_rules.cuda_check[1].source: is empty"),
-    "companion not list": (_set("companion_rules.cuda_check", {}), "companion_rules.cuda_check: expected a list"),
+    "companion not list": (_set("companion_rules.cuda_check", {}), "companion_rules.cuda_check: expected a "
+        "list"),
 }  # fmt: skip
 
 
@@ -770,6 +804,8 @@ def test_broken_new_sections_name_file_and_field(tmp_path, case):
 def test_driver_support_and_segments(table):
     assert table.last_driver_branch((3, 7)) == 470 and table.last_driver_branch("6.1") == 580
     assert table.last_driver_branch((7, 0)) == 580 and table.last_driver_branch((7, 5)) is None
-    assert table.gpu("NVIDIA H100 80GB HBM3").segment == "data-center" and table.gpu("Tesla T4").segment == "data-center"
-    assert table.gpu("NVIDIA GeForce RTX 4090").segment is None and table.gpu("NVIDIA RTX A6000").segment is None
+    assert table.gpu("NVIDIA H100 80GB "
+        "HBM3").segment == "data-center" and table.gpu("Tesla T4").segment == "data-center"
+    assert table.gpu("NVIDIA GeForce RTX "
+        "4090").segment is None and table.gpu("NVIDIA RTX A6000").segment is None
     assert all(row.source and row.confidence in ("verified", "inferred") for row in table.driver_support)

@@ -88,14 +88,29 @@ def test_ngc_variable_marks_an_untagged_a0_build_as_ngc():
     assert dist_origin(snap.install.torch, snap).kind == distributions.NGC
 
 
-@pytest.mark.parametrize(("channel", "build", "kind"), [
-    ("https://conda.anaconda.org/conda-forge/linux-64", "cuda126_mkl_py312_h1234_303", distributions.CONDA_FORGE),
-    ("conda-forge", "cpu_mkl_py312_h1234_101", distributions.CONDA_FORGE),
-    ("https://conda.anaconda.org/pytorch/linux-64", "py3.12_cuda12.4_cudnn9.1.0_0", distributions.PYTORCH_CONDA),
-    (None, "py3.11_cuda12.1_cudnn9.1.0_0", distributions.PYTORCH_CONDA),
-    ("https://repo.anaconda.com/pkgs/main/linux-64", "gpu_cuda118py310h0123_0", distributions.CONDA_OTHER),
-    (None, "b", distributions.UNKNOWN),  # no channel, no telling build string
-])
+@pytest.mark.parametrize(
+    ("channel", "build", "kind"),
+    [
+        (
+            "https://conda.anaconda.org/conda-forge/linux-64",
+            "cuda126_mkl_py312_h1234_303",
+            distributions.CONDA_FORGE,
+        ),
+        ("conda-forge", "cpu_mkl_py312_h1234_101", distributions.CONDA_FORGE),
+        (
+            "https://conda.anaconda.org/pytorch/linux-64",
+            "py3.12_cuda12.4_cudnn9.1.0_0",
+            distributions.PYTORCH_CONDA,
+        ),
+        (None, "py3.11_cuda12.1_cudnn9.1.0_0", distributions.PYTORCH_CONDA),
+        (
+            "https://repo.anaconda.com/pkgs/main/linux-64",
+            "gpu_cuda118py310h0123_0",
+            distributions.CONDA_OTHER,
+        ),
+        (None, "b", distributions.UNKNOWN),  # no channel, no telling build string
+    ],
+)
 def test_origin_from_conda_meta(channel, build, kind):
     snap = with_conda(make_snapshot(torch=torch_dist("2.5.1", cuda="12.6")),
                       CondaRecord("pytorch", "2.5.1", build, channel))
@@ -156,7 +171,9 @@ def test_torchvision_binary_of_another_cuda_major_is_a_mismatch():
 
 
 def test_torchvision_without_gpu_code_is_a_cpu_build():
-    snap = make_snapshot(torchvision=_untagged_torchvision(status="no-gpu-code", path="/x/_C.so"), torchaudio=None)
+    snap = make_snapshot(
+        torchvision=_untagged_torchvision(status="no-gpu-code", path="/x/_C.so"), torchaudio=None
+    )
     assert companion_build(snap, "torchvision").kind == "cpu"
 
 
@@ -173,14 +190,17 @@ def test_cuda_major_from_needed():
 
 
 def test_torch_without_version_py_takes_its_cuda_from_the_conda_record():
-    dist = Dist(name="torch", version="2.5.1", installer="conda", location="/opt/env/lib/python3.12/site-packages")
+    dist = Dist(
+        name="torch", version="2.5.1", installer="conda", location="/opt/env/lib/python3.12/site-packages"
+    )
     snap = with_conda(make_snapshot(torch=dist), CondaRecord("pytorch", "2.5.1", "cuda124_mkl_py312_h_300",
                                                              "conda-forge"))
     build = torch_build(snap)
     assert (build.kind, build.cuda) == ("cuda", "12.4") and "conda build" in build.evidence
 
 
-# --- the arch list's source, and the CUDA bound ---------------------------------------------------------------
+# --- the arch list's source, and the CUDA bound
+# ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("cuda", "cc", "verdict"), [
@@ -226,16 +246,20 @@ def test_sources_in_order_runtime_binary_table_bound():
 def test_pytorch_ptx_policy_needs_recorded_ptx():
     table = _table()
     assert "carry no PTX" in coverage.pytorch_ptx_policy(table, "cu124", "linux-x86_64", (12, 0))
-    assert coverage.pytorch_ptx_policy(table, "cu128", "linux-x86_64", (12, 1)) is None  # 2.7 cu128 has compute_120
+    # 2.7 cu128 has compute_120
+    assert coverage.pytorch_ptx_policy(table, "cu128", "linux-x86_64", (12, 1)) is None
     assert coverage.pytorch_ptx_policy(table, None, "linux-x86_64", (12, 0)) is None
 
 
-# --- the verdict on small test libraries (the binary reader's side is in test_kernels.py) ----------------------
+# --- the verdict on small test libraries (the binary reader's side is in test_kernels.py)
+# ----------------------
 
 
 def library(tmp_path: Path, entries, name="libtorch_cuda.so", containers=3) -> BinaryKernels:
     path = tmp_path / name
-    path.write_bytes(with_needed([(".nv_fatbin", fatbin_section([entries] * containers))], ["libcudart.so.13"]))
+    path.write_bytes(
+        with_needed([(".nv_fatbin", fatbin_section([entries] * containers))], ["libcudart.so.13"])
+    )
     return binaries.read_binary(path, "torch")
 
 
@@ -359,16 +383,24 @@ def test_conda_prefix_lib_is_searched_only_in_a_conda_environment(tmp_path):
     assert binaries.torch_library(torch, str(prefix)) == str(prefix / "lib" / "libtorch_cuda.so")
 
 
-@pytest.mark.skipif(not (CACHE / "torchvision-0.20.1" / "_C.so").exists(), reason="real torchvision not cached")
+@pytest.mark.skipif(not (CACHE / "torchvision-0.20.1" / "_C.so").exists(), reason="real torchvision not "
+    "cached")
 def test_real_torchvision_needs_cudart_12():
     # readelf -d of the PyPI torchvision 0.20.1 (cu124) _C.so lists libcudart.so.12 (and libcudart only)
     assert binaries.read_cuda_needed(CACHE / "torchvision-0.20.1" / "_C.so") == ["libcudart.so.12"]
 
 
-@pytest.mark.skipif(not (CACHE / "torch-2.14.1" / "libtorch_cuda.so").exists(), reason="real torch not cached")
+@pytest.mark.skipif(not (CACHE / "torch-2.14.1" / "libtorch_cuda.so").exists(), reason="real torch not "
+    "cached")
 def test_real_libtorch_cuda_needs_cuda_13():
     needed = binaries.read_cuda_needed(CACHE / "torch-2.14.1" / "libtorch_cuda.so")
-    assert needed == ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libnvrtc.so.13"]
+    assert needed == [
+        "libcudart.so.13",
+        "libcublas.so.13",
+        "libcublasLt.so.13",
+        "libcudnn.so.9",
+        "libnvrtc.so.13",
+    ]
     assert cuda_major_from_needed(needed) == "13"
 
 
@@ -376,7 +408,8 @@ def test_real_libtorch_cuda_needs_cuda_13():
 
 
 @pytest.mark.parametrize(("text", "l4t"), [
-    ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan 8\n", "36.4.3"),
+    ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan "
+        "8\n", "36.4.3"),
     ("# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64\n", "35.4.1"),
     ("# R32 (release), REVISION: 7, GCID: 1\n", "32.7"),
     ("garbage\n", None),
@@ -397,7 +430,8 @@ def test_provenance_probe_reads_under_the_sysroot(tmp_path):
     assert probe_provenance(str(tmp_path / "nothing"), {}) == Provenance()
 
 
-# --- the plan never replaces a distribution's own torch -------------------------------------------------------
+# --- the plan never replaces a distribution's own torch
+# -------------------------------------------------------
 
 
 def _arch_error_snapshot(version: str):
@@ -418,8 +452,12 @@ def test_own_builds_get_their_own_remedy(version, words):
 
 
 def test_conda_forge_gets_a_conda_forge_spec():
-    snap = with_conda(_arch_error_snapshot("2.5.1"), CondaRecord("pytorch", "2.5.1", "cuda124_mkl_py312_h_303",
-                                                                   "https://conda.anaconda.org/conda-forge/linux-64"))
+    snap = with_conda(
+        _arch_error_snapshot("2.5.1"),
+        CondaRecord(
+            "pytorch", "2.5.1", "cuda124_mkl_py312_h_303", "https://conda.anaconda.org/conda-forge/linux-64"
+        ),
+    )
     snap.install.torch.installer = "conda"
     snap.interpreter.prefix = "/opt/env"
     plan = diagnose(snap, _table()).plan
@@ -429,8 +467,10 @@ def test_conda_forge_gets_a_conda_forge_spec():
 
 
 def test_the_pytorch_channel_is_replaced_and_the_plan_says_so():
-    snap = with_conda(_arch_error_snapshot("2.5.1"), CondaRecord("pytorch", "2.5.1", "py3.12_cuda12.4_cudnn9.1.0_0",
-                                                                   "pytorch"))
+    snap = with_conda(
+        _arch_error_snapshot("2.5.1"),
+        CondaRecord("pytorch", "2.5.1", "py3.12_cuda12.4_cudnn9.1.0_0", "pytorch"),
+    )
     snap.install.torch.installer = "conda"
     snap.interpreter.prefix = "/opt/env"
     plan = diagnose(snap, _table()).plan
@@ -448,7 +488,8 @@ def test_an_unconfirmed_variant_is_never_recommended():
 
 
 def test_gpu_wanted_by_requirements():
-    assert gpu_wanted_by(Requirements(require=["cuda", "cpu"])) == ["require cuda (--require or [tool.torchdoctor])"]
+    assert gpu_wanted_by(Requirements(require=["cuda", "cpu"])) == ["require cuda (--require or "
+        "[tool.torchdoctor])"]
     assert gpu_wanted_by(Requirements(min_gpus=2)) == ["min-gpus 2"]
     assert gpu_wanted_by(Requirements(require=["rocm"])) == []
 
@@ -507,9 +548,12 @@ def test_the_early_read_is_used_only_for_the_same_file(tmp_path, monkeypatch):
     lib.write_bytes(with_needed([(".nv_fatbin", fatbin_section([[cubin(80)]] * 2))], ["libcudart.so.13"]))
     (env / "bin").mkdir()
     early = binaries.EarlyRead(str(env / "bin" / "python"))
-    assert early.result_for(lib, 5.0).sm == ["sm_80"]  # waits for it: the patch below must not race the thread
+    # waits for it: the patch below must not race the thread
+    assert early.result_for(lib, 5.0).sm == ["sm_80"]
     reads = []
-    monkeypatch.setattr(binaries, "read_binary", lambda path, what: reads.append(path) or BinaryKernels(status="x"))
+    monkeypatch.setattr(
+        binaries, "read_binary", lambda path, what: reads.append(path) or BinaryKernels(status="x")
+    )
     torch = torch_dist()
     torch.location = str(lib.parents[2])
     binaries.read_install_binaries(torch, None, None, early=early)

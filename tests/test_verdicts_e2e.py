@@ -30,7 +30,8 @@ RTX4090 = {"name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_mib": 24564}
 RTX5080 = {"name": "NVIDIA GeForce RTX 5080", "cc": "12.0", "mem_mib": 16303}
 RTX5090 = {"name": "NVIDIA GeForce RTX 5090", "cc": "12.0", "mem_mib": 32607}
 GTX1080TI = {"name": "NVIDIA GeForce GTX 1080 Ti", "cc": "6.1", "mem_mib": 11264}
-ORIN = {"name": "Orin (nvgpu)", "cc": None, "mem_mib": None}  # JetPack 6: no memory, capability from the table
+# JetPack 6: no memory, capability from the table
+ORIN = {"name": "Orin (nvgpu)", "cc": None, "mem_mib": None}
 K40M = {"name": "Tesla K40m", "cc": None, "mem_mib": 11441}  # R470's nvidia-smi has no compute_cap
 K80 = {"name": "Tesla K80", "cc": None, "mem_mib": 11441}
 
@@ -70,7 +71,9 @@ def finding(report, fid: str) -> dict:
 
 def plan_text(report) -> str:
     plan = report["plan"]
-    return json.dumps([plan.get("reason"), plan.get("notes"), [s.get("command") for s in plan.get("steps") or []]])
+    return json.dumps(
+        [plan.get("reason"), plan.get("notes"), [s.get("command") for s in plan.get("steps") or []]]
+    )
 
 
 def assert_no_pip_replacement(report):
@@ -122,7 +125,8 @@ def test_cpu_only_container_with_the_plain_pip_torch_is_healthy(cpu_container, s
     assert code == 0, report["findings"]
     assert not ids(report, "error") and not ids(report, "warning")
     note = finding(report, "container-no-gpu-access")
-    assert note["severity"] == "info" and note["evidence"]["expects_gpu"] == ["torch 2.14.1+cu130 is a CUDA build"]
+    assert note["severity"] == "info" and note["evidence"]["expects_gpu"] == ["torch 2.14.1+cu130 is a CUDA "
+        "build"]
     assert report["plan"]["status"] == "healthy"
 
 
@@ -154,8 +158,17 @@ def test_pyproject_requirement_makes_it_an_error_too(cpu_container, sysroot):
 def conda_forge(tmp_path):
     def build(gpu: dict) -> tuple[Path, Path]:
         root = tmp_path / "env"
-        venv = make_fake_env(root, python=python("3.12"), torch="2.5.1", cuda="12.6", build_version="2.5.1",
-                             requires=["filelock", "sympy"], installer="conda", torchvision="0.20.1", tv_cuda=None)
+        venv = make_fake_env(
+            root,
+            python=python("3.12"),
+            torch="2.5.1",
+            cuda="12.6",
+            build_version="2.5.1",
+            requires=["filelock", "sympy"],
+            installer="conda",
+            torchvision="0.20.1",
+            tv_cuda=None,
+        )
         channel = "https://conda.anaconda.org/conda-forge/linux-64"
         conda_meta(root, "pytorch", "2.5.1", "cuda126_mkl_py312_h8b1a2c3_303", channel)
         conda_meta(root, "libtorch", "2.5.1", "cuda126_mkl_h1f0e0a2_303", channel)
@@ -172,8 +185,12 @@ def test_conda_forge_cuda126_with_its_torchvision_is_healthy(conda_forge, sysroo
     assert code == 0, report["findings"]
     assert "torchvision-mismatch" not in ids(report)
     assert not ids(report, "error") and not ids(report, "warning")
-    unknown = finding(report, "arch-list-unknown")  # conda-forge's own list: neither binary nor table knows it
-    assert unknown["evidence"]["origin"] == "conda-forge" and unknown["evidence"]["arch_list.kind"] == "cuda-bound"
+    # conda-forge's own list: neither binary nor table knows it
+    unknown = finding(report, "arch-list-unknown")
+    assert (
+        unknown["evidence"]["origin"] == "conda-forge"
+        and unknown["evidence"]["arch_list.kind"] == "cuda-bound"
+    )
     assert report["plan"]["status"] == "healthy"
 
 
@@ -192,11 +209,13 @@ def test_conda_forge_libtorch_in_the_prefix_is_read(conda_forge, sysroot, tmp_pa
 def test_conda_forge_on_a_gpu_its_cuda_cannot_target_stays_with_conda_forge(conda_forge, sysroot):
     venv, bin_dir = conda_forge(RTX5090)
     code, report = run_check(venv, bin_dir, sysroot)
-    warning = finding(report, "gpu-arch-needs-ptx")  # CUDA 12.6 cannot make sm_120 cubins; PTX might still run
+    # CUDA 12.6 cannot make sm_120 cubins; PTX might still run
+    warning = finding(report, "gpu-arch-needs-ptx")
     assert warning["severity"] == "warning" and "CUDA 12.6 cannot target sm_120" in warning["detail"]
     plan = report["plan"]
     assert plan["status"] == "manual" and "conda-forge" in plan["reason"]
-    assert any("-c conda-forge 'pytorch=*=cuda*' 'cuda-version>=12.8' torchvision" in n for n in plan["notes"])
+    assert any("-c conda-forge 'pytorch=*=cuda*' 'cuda-version>=12.8' "
+        "torchvision" in n for n in plan["notes"])
     assert_no_pip_replacement(report)
     assert code == 0  # a warning alone
 
@@ -206,9 +225,16 @@ def test_conda_forge_on_a_gpu_its_cuda_cannot_target_stays_with_conda_forge(cond
 
 @pytest.fixture
 def ngc(tmp_path, sysroot):
-    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.6.0a0+ecf3bae40a.nv25.1", cuda="12.8",
-                         build_version="2.6.0a0+ecf3bae40a.nv25.01", requires=["filelock", "sympy"],
-                         torchvision="0.20.0a0+861c3ca", tv_cuda=None)
+    venv = make_fake_env(
+        tmp_path / "venv",
+        python=python("3.12"),
+        torch="2.6.0a0+ecf3bae40a.nv25.1",
+        cuda="12.8",
+        build_version="2.6.0a0+ecf3bae40a.nv25.01",
+        requires=["filelock", "sympy"],
+        torchvision="0.20.0a0+861c3ca",
+        tv_cuda=None,
+    )
     site = site_packages(tmp_path / "venv")
     put(site / "torchvision" / "_C.so", library("sm_80", "sm_86", "sm_90", "compute_90",
                                                 needed=("libc10.so", "libcudart.so.12")))
@@ -246,7 +272,8 @@ def test_ngc_on_a_gpu_its_cuda_cannot_target_asks_for_a_newer_container(ngc, sys
     venv, _, site = ngc
     put(site / "torch" / "lib" / "libtorch_cuda.so", library("sm_80", "sm_86", "sm_90"))
     bin_dir = tmp_path / "bin2"
-    write_fake_nvidia_smi(bin_dir, [{"name": "NVIDIA B300", "cc": "10.3", "mem_mib": 288000}], driver="580.82.07",
+    write_fake_nvidia_smi(bin_dir, [{"name": "NVIDIA "
+        "B300", "cc": "10.3", "mem_mib": 288000}], driver="580.82.07",
                           cuda="13.0")
     code, report = run_check(venv, bin_dir, sysroot, env=NGC_ENV)
     assert code == 1 and finding(report, "gpu-arch-unsupported")["evidence"]["arch_list.kind"] == "binary"
@@ -275,38 +302,54 @@ def test_cuda_11_7_cannot_target_hopper_or_blackwell(tmp_path, sysroot, gpu, sm)
 
 
 def test_nightly_cu124_on_an_rtx_5080(tmp_path, sysroot):
-    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.7.0.dev20250301+cu124", cuda="12.4")
+    venv = make_fake_env(
+        tmp_path / "venv", python=python("3.12"), torch="2.7.0.dev20250301+cu124", cuda="12.4"
+    )
     bin_dir = tmp_path / "bin"
     write_fake_nvidia_smi(bin_dir, [RTX5080], driver="570.124.04", cuda="12.8")
     code, report = run_check(venv, bin_dir, sysroot)
     assert code == 1
     error = finding(report, "gpu-arch-unsupported")
-    assert error["evidence"]["arch_list.kind"] == "cuda-bound" and error["evidence"]["origin"] == "pytorch-nightly"
+    assert (
+        error["evidence"]["arch_list.kind"] == "cuda-bound"
+        and error["evidence"]["origin"] == "pytorch-nightly"
+    )
     assert "CUDA 12.4 cannot target sm_120" in error["detail"]
     assert "PyTorch's cu124 builds carry no PTX" in error["detail"]
     assert any("replaces the nightly build" in n for n in report["plan"]["notes"])
 
 
 def test_nightly_cu130_on_a_gtx_1080_ti(tmp_path, sysroot):
-    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.16.0.dev20261101+cu130", cuda="13.0")
+    venv = make_fake_env(
+        tmp_path / "venv", python=python("3.12"), torch="2.16.0.dev20261101+cu130", cuda="13.0"
+    )
     bin_dir = tmp_path / "bin"
     write_fake_nvidia_smi(bin_dir, [GTX1080TI], driver="580.95.05", cuda="13.0")
     code, report = run_check(venv, bin_dir, sysroot)
     assert code == 1
     error = finding(report, "gpu-arch-unsupported")
     assert error["evidence"]["arch_list.kind"] == "cuda-bound"
-    assert "CUDA 13.0 cannot target sm_61" in error["detail"] and "no build made with CUDA 13.0" in error["detail"]
+    assert (
+        "CUDA 13.0 cannot target sm_61" in error["detail"]
+        and "no build made with CUDA 13.0" in error["detail"]
+    )
     assert report["plan"]["target"]["variant"] == "cu126"  # the last builds for Pascal
 
 
-# --- a source build -------------------------------------------------------------------------------------------
+# --- a source build
+# -------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def source_build(tmp_path):
     def build(gpu: dict, with_binary: bool = True):
-        venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.14.1a0+git9a8b7c6", cuda="13.0",
-                             requires=["filelock", "sympy"])
+        venv = make_fake_env(
+            tmp_path / "venv",
+            python=python("3.12"),
+            torch="2.14.1a0+git9a8b7c6",
+            cuda="13.0",
+            requires=["filelock", "sympy"],
+        )
         if with_binary:
             put(site_packages(tmp_path / "venv") / "torch" / "lib" / "libtorch_cuda.so",
                 library("sm_80", containers=8, needed=("libcudart.so.13",)))
@@ -322,7 +365,10 @@ def test_source_build_for_sm80_only_is_an_error_on_an_h100(source_build, sysroot
     assert code == 1
     error = finding(report, "gpu-arch-unsupported")
     assert error["evidence"]["arch_list.kind"] == "binary" and error["evidence"]["arch_list"] == ["sm_80"]
-    assert error["evidence"]["origin"] == "source" and "libtorch_cuda.so" in error["evidence"]["arch_list.source"]
+    assert (
+        error["evidence"]["origin"] == "source"
+        and "libtorch_cuda.so" in error["evidence"]["arch_list.source"]
+    )
     plan = report["plan"]
     assert plan["status"] == "manual"
     assert any('TORCH_CUDA_ARCH_LIST="8.0;9.0"' in n for n in plan["notes"])
@@ -344,17 +390,22 @@ def test_the_same_source_build_without_a_binary_falls_back_to_the_cuda_bound(sou
     assert code == 0
     unknown = finding(report, "arch-list-unknown")
     assert unknown["evidence"]["arch_list.kind"] == "cuda-bound"
-    assert "CUDA 13.0 can target sm_90" in unknown["detail"] and "binary: no torch library found" in unknown["detail"]
+    assert (
+        "CUDA 13.0 can target sm_90" in unknown["detail"]
+        and "binary: no torch library found" in unknown["detail"]
+    )
 
 
-# --- Jetson ---------------------------------------------------------------------------------------------------
+# --- Jetson
+# ---------------------------------------------------------------------------------------------------
 
 
 def test_jetson_orin_with_a_pypi_wheel_says_which_jetpack_build_it_needs(tmp_path, sysroot):
     venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.14.1", cuda="13.0")
     (sysroot / "etc").mkdir()
     (sysroot / "etc" / "nv_tegra_release").write_text(
-        "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 "
+        "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 "
+        "01:49:37 "
         "UTC 2025\n")
     put(sysroot / "proc" / "device-tree" / "model", b"NVIDIA Jetson AGX Orin Developer Kit\0")
     bin_dir = tmp_path / "bin"
@@ -373,7 +424,8 @@ def test_jetson_orin_with_a_pypi_wheel_says_which_jetpack_build_it_needs(tmp_pat
     assert_no_pip_replacement(report)
 
 
-# --- Kepler ---------------------------------------------------------------------------------------------------
+# --- Kepler
+# ---------------------------------------------------------------------------------------------------
 
 
 def test_tesla_k40m_on_r470_has_no_wheel(tmp_path, sysroot):
@@ -383,7 +435,9 @@ def test_tesla_k40m_on_r470_has_no_wheel(tmp_path, sysroot):
     code, report = run_check(venv, bin_dir, sysroot)
     assert code == 1
     gpu = report["snapshot"]["nvidia"]["gpus"][0]
-    assert gpu["compute_capability"]["value"] == "3.5" and gpu["compute_capability"]["source"].startswith("table")
+    assert gpu["compute_capability"]["value"] == "3.5" and gpu["compute_capability"]["source"].startswith(
+        "table"
+    )
     error = finding(report, "gpu-arch-unsupported")
     assert error["evidence"]["compute_capability"] == "3.5" and "sm_37" in error["evidence"]["arch_list"]
     assert report["plan"]["status"] == "manual"
@@ -396,11 +450,14 @@ def test_tesla_k80_cannot_run_cudnn_9_even_with_sm37_listed(tmp_path, sysroot):
     code, report = run_check(venv, bin_dir, sysroot)
     assert code == 1 and "gpu-arch-unsupported" not in ids(report)
     error = finding(report, "cudnn-unsupported-gpu")
-    assert error["evidence"]["cudnn.min_cc"] == "5.0" and "cuDNN 9.1.0.70" in error["evidence"]["cudnn.source"]
+    assert (
+        error["evidence"]["cudnn.min_cc"] == "5.0" and "cuDNN 9.1.0.70" in error["evidence"]["cudnn.source"]
+    )
     assert report["plan"]["target"]["label"] == "2.3.1+cu118"  # cuDNN 8.7: Kepler 3.5 and up
 
 
-# --- companions' CUDA check -----------------------------------------------------------------------------------
+# --- companions' CUDA check
+# -----------------------------------------------------------------------------------
 
 
 def test_torchvision_0_15_refuses_another_cuda_minor(tmp_path, sysroot):
@@ -411,7 +468,9 @@ def test_torchvision_0_15_refuses_another_cuda_minor(tmp_path, sysroot):
     code, report = run_check(venv, bin_dir, sysroot)
     assert code == 1
     error = finding(report, "torchvision-mismatch")
-    assert "compares major and minor" in error["detail"] and error["evidence"]["cuda_check"].startswith("major.minor")
+    assert "compares major and minor" in error["detail"] and error["evidence"]["cuda_check"].startswith(
+        "major.minor"
+    )
     commands = [s["command"] for s in report["plan"]["steps"]]
     assert any('"torch==2.0.1+cu117" "torchvision==0.15.2+cu117"' in c for c in commands), commands
 
@@ -433,7 +492,9 @@ def test_torchvision_0_16_accepts_another_cuda_minor(tmp_path, sysroot):
 
 @pytest.mark.parametrize("gpu,code", [(H100, 1), (RTX3090, 0)])
 def test_a_nightly_is_judged_on_its_binary_too(tmp_path, sysroot, gpu, code):
-    venv = make_fake_env(tmp_path / "venv", python=python("3.12"), torch="2.16.0.dev20261101+cu130", cuda="13.0")
+    venv = make_fake_env(
+        tmp_path / "venv", python=python("3.12"), torch="2.16.0.dev20261101+cu130", cuda="13.0"
+    )
     put(site_packages(tmp_path / "venv") / "torch" / "lib" / "libtorch_cuda.so",
         library("sm_80", containers=6, needed=("libcudart.so.13",)))
     bin_dir = tmp_path / "bin"
@@ -442,6 +503,9 @@ def test_a_nightly_is_judged_on_its_binary_too(tmp_path, sysroot, gpu, code):
     assert got == code, report["findings"]
     if code:
         error = finding(report, "gpu-arch-unsupported")
-        assert error["evidence"]["arch_list.kind"] == "binary" and error["evidence"]["origin"] == "pytorch-nightly"
+        assert (
+            error["evidence"]["arch_list.kind"] == "binary"
+            and error["evidence"]["origin"] == "pytorch-nightly"
+        )
     else:
         assert not ids(report, "error") and "arch-list-unknown" not in ids(report)

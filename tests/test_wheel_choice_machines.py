@@ -26,7 +26,9 @@ def machines(table):
     for i in range(0, 700, 3):
         report = mutate(base, i)
         host = report["snapshot"]["host"]
-        host["os"], host["machine"] = ("windows", "x86_64") if i % 7 == 0 else ("linux", "aarch64" if i % 5 == 0 else "x86_64")
+        host["os"], host["machine"] = (
+            ("windows", "x86_64") if i % 7 == 0 else ("linux", "aarch64" if i % 5 == 0 else "x86_64")
+        )
         report["snapshot"]["interpreter"]["version"] = ("3.12.1", "3.9.7", "3.14.0", "3.10.2")[i % 4]
         if i % 2:  # mixed models on one machine
             for k, gpu in enumerate(report["snapshot"]["nvidia"]["gpus"]):
@@ -55,7 +57,9 @@ def answers(table, machine, installed):
 
 def test_how_many_gpus_does_not_change_the_choice(table):
     for machine, installed in list(machines(table))[:60]:
-        many = replace(machine, gpu_ccs=machine.gpu_ccs * 3 + machine.gpu_ccs[:1], gpu_count=machine.gpu_count * 3 + 1)
+        many = replace(
+            machine, gpu_ccs=machine.gpu_ccs * 3 + machine.gpu_ccs[:1], gpu_count=machine.gpu_count * 3 + 1
+        )
         once = answers(table, machine, installed)
         assert answers(table, many, installed)[:5] == once[:5]
 

@@ -52,7 +52,9 @@ def _expand_inputs(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".txt", ".md")))
+            files.extend(
+                sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".txt", ".md"))
+            )
         else:
             files.append(path)
     if not files:

@@ -19,7 +19,8 @@ class Diagnosis:
     findings: list[Finding]
     checks: list[CheckResult]
     plan: Plan
-    commands: Commands  # how this run wrote every command (installer, source, shell): the plan's and the fix's
+    # how this run wrote every command (installer, source, shell): the plan's and the fix's
+    commands: Commands
     strict: bool = False  # warnings fail the run too (--strict or the config's strict)
     facts: Assessment | None = None  # what the rules and the plan were given (explain judges by it too)
 
@@ -76,4 +77,6 @@ def diagnose(snap: Snapshot, table, rules=None, commands: Commands | None = None
     # Findings are written after the plan: a finding that reinstalls torch names the plan's exact builds.
     commands.fill(findings, (tuple(plan.pins), plan.pins_variant))
     attach_commands(findings, plan)
-    return Diagnosis(snap, findings, checks, plan, commands, bool(requirements and requirements.strict), facts)
+    return Diagnosis(
+        snap, findings, checks, plan, commands, bool(requirements and requirements.strict), facts
+    )

@@ -38,7 +38,9 @@ TEXT_ONLY = "text-only"  # a cause probing cannot see (out of memory, a shape bu
 NOT_PROBED = "not-probed"  # --no-probe: the answer rests on the text alone
 
 # site-packages in a traceback: POSIX lib/pythonX.Y[t]/site-packages, Windows Lib\site-packages
-_SITE_RE = re.compile(r"""(?P<prefix>(?:/|[A-Za-z]:\\)[^\s"'<>|:*?]*?)[/\\](?:lib[/\\]python3\.\d+t?|Lib)[/\\]site-packages""")
+_SITE_RE = re.compile(
+    r"""(?P<prefix>(?:/|[A-Za-z]:\\)[^\s"'<>|:*?]*?)[/\\](?:lib[/\\]python3\.\d+t?|Lib)[/\\]site-packages"""
+)
 
 
 @dataclass(slots=True)
@@ -216,7 +218,10 @@ def verdicts(causes: list[dict], diag, where: str = "this machine") -> None:
             continue
         rules = [r for i in ids for r in rules_of.get(i, [])]
         if not rules:
-            cause["verdict"], cause["why"] = TEXT_ONLY, "probing cannot see this cause: the message is the evidence"
+            cause["verdict"], cause["why"] = (
+                TEXT_ONLY,
+                "probing cannot see this cause: the message is the evidence",
+            )
             continue
         statuses = {status_of.get(r) for r in rules}
         # a check that looked rules the cause out; one that was skipped (did not apply) neither confirms nor
@@ -272,8 +277,14 @@ def explain(opts: ExplainOptions, stdin=None) -> tuple[dict, int]:
 
         text = kept.tail.decode("utf-8", "replace")
         python = opts.python or traceback_interpreter(text)
-        check = CheckOptions(python=python, smoke=opts.smoke, table=opts.table, quiet=opts.quiet,
-                             json=opts.format == "json" and opts.output is None, python_named=bool(opts.python))
+        check = CheckOptions(
+            python=python,
+            smoke=opts.smoke,
+            table=opts.table,
+            quiet=opts.quiet,
+            json=opts.format == "json" and opts.output is None,
+            python_named=bool(opts.python),
+        )
         table, diag = diagnose_machine(check)
         verdicts(causes, diag)
         report["probed"] = True

@@ -51,4 +51,6 @@ def run_fix(opts: CheckOptions, fix) -> int:
             diag = checked_mirror(mirror, diag, official)
         return table, diag
 
-    return carry_out(opts, fix, Machine(diagnose=diagnose, report=make_report, emit=emit, exit_code=exit_code_for))
+    return carry_out(
+        opts, fix, Machine(diagnose=diagnose, report=make_report, emit=emit, exit_code=exit_code_for)
+    )

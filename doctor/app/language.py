@@ -23,7 +23,8 @@ def choose_language(option: str | None, fmt: str | None = None, env=None) -> str
     if option is not None:
         lang = parse_language(option)
         if lang is None:
-            raise DoctorError(Msg("--lang {value}: give one of {names}", value=repr(option), names=", ".join(LANGUAGES)))
+            raise DoctorError(Msg("--lang {value}: give one of "
+                "{names}", value=repr(option), names=", ".join(LANGUAGES)))
         return lang
     if fmt in MACHINE_FORMATS:
         return EN

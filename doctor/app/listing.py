@@ -17,8 +17,10 @@ def listed_rules() -> list[dict]:
     from doctor.rules import all_rules
 
     rules = [{"id": r.id, "summary": r.summary, "ids": list(r.ids)} for r in all_rules()]
-    rules.append({"id": REQUIREMENTS_RULE, "summary": Msg("the machine meets the stated requirements (only with "
-                                                          "--require, --min-gpus, ... or [tool.torchdoctor])"),
+    rules.append({"id": REQUIREMENTS_RULE, "summary": Msg("the machine meets the stated requirements (only "
+        "with "
+                                                          "--require, --min-gpus, ... or "
+                                                          "[tool.torchdoctor])"),
                   "ids": list(REQUIREMENT_IDS)})
     return rules
 
@@ -42,7 +44,8 @@ def check_ignored(ids: list[str], where: str) -> None:
             continue
         close = difflib.get_close_matches(finding_id, known, n=3, cutoff=0.6)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise DoctorError(f"{where} {finding_id}: no finding has this id ({hint}`torchdoctor rules` lists them)")
+        raise DoctorError(f"{where} {finding_id}: no finding has this id ({hint}`torchdoctor rules` lists "
+            "them)")
 
 
 def rules_text() -> str:

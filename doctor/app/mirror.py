@@ -23,7 +23,8 @@ def mirror_option(value: str | None, *others: str | bool | None):
         raise DoctorError(Msg("--mirror {value}: give one of {names}, or NAME=URL", value=repr(value),
                               names=", ".join(PRESETS)))
     if any(others):
-        raise DoctorError(Msg("--mirror and --index-url-base, --find-links or --no-index contradict each other: "
+        raise DoctorError(Msg("--mirror and --index-url-base, --find-links or --no-index contradict each "
+            "other: "
                               "pick one"))
     return mirror
 
@@ -46,7 +47,8 @@ def checked_mirror(mirror, diag, rejudge):
             _tell(Msg("mirror {name}: {url} serves {file}", name=mirror.name, url=answer.url, file=wanted[0]))
             return diag
         why = Msg("{url}: {why}", url=answer.url, why=answer.why)
-    _tell(Msg("mirror {name} cannot serve this plan ({why}): installing from the official index {index} instead",
+    _tell(Msg("mirror {name} cannot serve this plan ({why}): installing from the official index {index} "
+        "instead",
               name=mirror.name, why=why, index=DEFAULT_INDEX_BASE))
     if mirror.source() is None:
         return diag  # written for the official index from the start

@@ -33,14 +33,16 @@ class CheckOptions:
     min_gpus: int | None = None
     min_compute_capability: str | None = None
     min_gpu_memory: str | None = None
-    torch: str | None = None  # the torch to end with: a CI requirement (check) and the plan's choice (every command)
+    # the torch to end with: a CI requirement (check) and the plan's choice (every command)
+    torch: str | None = None
     cuda: str | None = None
     config: Path | None = None
     quiet: bool = False  # -q: no progress, no machine summary; only what needs doing (nothing when healthy)
     python_named: bool = True  # `python` came from --python (explain may take it from a traceback instead)
     no_driver_change: bool = False  # the plan keeps today's driver (--no-driver-change)
     index_url_base: str | None = None  # a mirror of download.pytorch.org/whl for every printed command
-    mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked with one request (app/mirror.py)
+    # --mirror NAME (doctor/plan/mirrors.py), checked with one request (app/mirror.py)
+    mirror: str | None = None
 
     @property
     def output_format(self) -> str:
@@ -54,12 +56,14 @@ MAX_DEVICE_INDEX_DIGITS = 6
 def validate(opts: CheckOptions) -> None:
     """Option values that can only be wrong: one line and exit 2 before any probing."""
     if opts.device != "all" and not (opts.device.isdigit() and len(opts.device) <= MAX_DEVICE_INDEX_DIGITS):
-        raise DoctorError(Msg("--device {device}: give a device index (0, 1, ...) or 'all'", device=repr(opts.device)))
+        raise DoctorError(Msg("--device {device}: give a device index (0, 1, ...) or "
+            "'all'", device=repr(opts.device)))
     check_timeout("--smoke-timeout", opts.smoke_timeout)
     if not opts.inputs:
         validate_overrides()
     if opts.json and opts.format not in (None, "json"):
-        raise DoctorError(Msg("--json and --format {format} contradict each other: pick one", format=opts.format))
+        raise DoctorError(Msg("--json and --format {format} contradict each other: pick "
+            "one", format=opts.format))
     if opts.config is not None and not opts.config.is_file():
         raise DoctorError(Msg("--config {path}: no such file", path=str(opts.config)))
 
@@ -85,7 +89,8 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
         if path is None:
             raise DoctorError(reason)
         if os.name == "posix" and not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise DoctorError(Msg("--python {python}: {path} is not an executable file", python=python, path=path))
+            raise DoctorError(Msg("--python {python}: {path} is not an executable "
+                "file", python=python, path=path))
     return path, reason
 
 
@@ -119,7 +124,8 @@ def source_from_options(index_url_base: str | None, find_links: str | None, no_i
         if "://" not in base:
             folder = Path(base).expanduser()
             if not folder.is_dir():
-                raise DoctorError(Msg("--index-url-base {value}: not a URL and not a folder", value=repr(index_url_base)))
+                raise DoctorError(Msg("--index-url-base {value}: not a URL and not a "
+                    "folder", value=repr(index_url_base)))
             base = folder.resolve().as_uri()
         base = base.rstrip("/")
     links = find_links
@@ -137,7 +143,8 @@ def check_timeout(option: str, value: float, most: float = MAX_TIMEOUT_S) -> flo
     from doctor.model.files import bounded_float
 
     if bounded_float(value, 0.0, most) is None:
-        raise DoctorError(Msg("{option} {value}: give a number of seconds above 0 and at most {most:g}", option=option,
+        raise DoctorError(Msg("{option} {value}: give a number of seconds above 0 and at most "
+            "{most:g}", option=option,
                               value=value, most=most))
     return float(value)
 

@@ -95,7 +95,8 @@ def _append_step_summary(path: str, report: dict) -> str:
         write_text(path, said + render_markdown(report) + "\n", append=True)
     except OSError as exc:
         why = exc.strerror or str(exc)
-        return annotation("warning", "torchdoctor", one_line(f"could not write the step summary to {path}: {why}")) + "\n"
+        return annotation("warning", "torchdoctor", one_line(f"could not write the step summary to {path}: "
+            f"{why}")) + "\n"
     return ""
 
 

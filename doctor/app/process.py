@@ -115,7 +115,8 @@ def _fill_closed_streams() -> None:
 
 
 def _reader_may_leave() -> list[ReaderMayLeave]:
-    """stdout and stderr wrapped, where they are not terminals (a terminal that goes away is SIGHUP's, below)."""
+    """stdout and stderr wrapped, where they are not terminals (a terminal that goes away is SIGHUP's,
+    below)."""
     wrapped = []
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
@@ -143,8 +144,14 @@ def output_failed(code: int) -> int:
     from doctor.model.i18n import Msg, localize
 
     for stream in failed:
-        said = Msg("could not write to {stream}: {why}; what it shows is incomplete (the run itself ended with "
-                   "exit {code})", stream=stream.name, why=stream.failed.strerror or str(stream.failed), code=code)
+        said = Msg(
+            "could not write to {stream}: {why}; what it shows is incomplete (the run itself ended "
+            "with "
+            "exit {code})",
+            stream=stream.name,
+            why=stream.failed.strerror or str(stream.failed),
+            code=code,
+        )
         print(one_line(f"torchdoctor: {localize(said)}"), file=sys.stderr)
     ended = (exitcodes.INTERNAL, exitcodes.FIX_FAILED, exitcodes.REFUSED, exitcodes.INTERRUPTED)
     return code if code in ended else exitcodes.USAGE

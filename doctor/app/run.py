@@ -43,7 +43,9 @@ def requirements_for(opts: CheckOptions):
     check_ignored(cli.ignore, "--ignore")
     # ./pyproject.toml counts when it states [tool.torchdoctor]; then every error in it is reported (exit 2)
     shown = path if opts.config else os.path.join(os.getcwd(), path)  # errors name the file that was read
-    from_file = load_pyproject_requirements(shown, explicit=bool(opts.config)) if os.path.isfile(path) else None
+    from_file = (
+        load_pyproject_requirements(shown, explicit=bool(opts.config)) if os.path.isfile(path) else None
+    )
     if from_file is not None:
         check_ignored(from_file.ignore, f"{shown}: [tool.torchdoctor]: ignore")
         _say_what_the_file_changes(shown, from_file, opts)
@@ -124,9 +126,16 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     # progress on a terminal's stderr; never with -q, --json, or JSON going to stdout
     show = wanted(opts.quiet, opts.json or (opts.output_format == "json" and opts.output is None))
     with progress(show) as tell:
-        snapshot = collect(ProbeOptions(interpreter=interpreter, smoke=opts.smoke, smoke_timeout=opts.smoke_timeout,
-                                        device=opts.device, progress=tell),
-                           meanwhile=meanwhile)
+        snapshot = collect(
+            ProbeOptions(
+                interpreter=interpreter,
+                smoke=opts.smoke,
+                smoke_timeout=opts.smoke_timeout,
+                device=opts.device,
+                progress=tell,
+            ),
+            meanwhile=meanwhile,
+        )
     table = loaded["table"] if "table" in loaded else load_table(opts.table)  # meanwhile broke
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
@@ -142,10 +151,10 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
 
 
 def check_device(device: str, snapshot) -> None:
-    """``--device N`` on a machine without device N is a usage error (exit 2), never a verdict about the build.
-    The count is torch's own when the smoke test saw devices, else the NVIDIA GPUs the driver lists (unless
-    CUDA_VISIBLE_DEVICES renumbers them), else none when no NVIDIA GPU is there and torch is no ROCm/XPU build
-    (those serve GPUs the NVIDIA probes cannot see); otherwise it is not judged."""
+    """``--device N`` on a machine without device N is a usage error (exit 2), never a verdict about the
+    build. The count is torch's own when the smoke test saw devices, else the NVIDIA GPUs the driver lists
+    (unless CUDA_VISIBLE_DEVICES renumbers them), else none when no NVIDIA GPU is there and torch is no
+    ROCm/XPU build (those serve GPUs the NVIDIA probes cannot see); otherwise it is not judged."""
     if device in ("", "all") or not device.isdigit():
         return
     from doctor.compat.builds import torch_build
@@ -167,9 +176,11 @@ def check_device(device: str, snapshot) -> None:
     else:
         return
     if index >= count:
-        raise DoctorError(f"--device {shown}: this machine has no device {shown} ({what}); give an index below "
+        raise DoctorError(f"--device {shown}: this machine has no device {shown} ({what}); give an index "
+            "below "
                           f"{count} or leave --device out" if count else
-                          f"--device {shown}: this machine has no device {shown} ({what}); leave --device out")
+                          f"--device {shown}: this machine has no device {shown} ({what}); leave --device "
+                          "out")
 
 
 def unusable(opts: CheckOptions, snapshot) -> None:
@@ -199,8 +210,15 @@ def table_meta(table) -> dict:
 def make_report(table, diag, code: int) -> dict:
     from doctor.model.report import build_report
 
-    return build_report(diag.snapshot, table_meta(table), diag.findings, diag.checks, diag.plan.to_dict(), code,
-                        strict=diag.strict)
+    return build_report(
+        diag.snapshot,
+        table_meta(table),
+        diag.findings,
+        diag.checks,
+        diag.plan.to_dict(),
+        code,
+        strict=diag.strict,
+    )
 
 
 def report_crashes(findings) -> None:
@@ -209,6 +227,8 @@ def report_crashes(findings) -> None:
 
     for f in findings:
         if f.id == INTERNAL_ERROR_ID:
-            print(f"torchdoctor: internal error in rule {f.evidence.get('rule')}: {f.detail.split(' (at ')[0]} "
-                  f"(at {f.evidence.get('at')}); the other checks ran, but this one did not: please report it "
+            print(f"torchdoctor: internal error in rule {f.evidence.get('rule')}: "
+                f"{f.detail.split(' (at ')[0]} "
+                  f"(at {f.evidence.get('at')}); the other checks ran, but this one did not: please report "
+                  "it "
                   "(exit 3)", file=sys.stderr)

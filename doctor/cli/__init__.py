@@ -67,7 +67,8 @@ def _main(argv: list[str] | None = None) -> int:
     except DoctorError as exc:
         from doctor.app.language import error_line
 
-        print(error_line(exc), file=sys.stderr)  # one line (in the run's language), then its evidence indented
+        # one line (in the run's language), then its evidence indented
+        print(error_line(exc), file=sys.stderr)
         for line in exc.details:
             print(f"  {line}", file=sys.stderr)
         return exc.exit_code

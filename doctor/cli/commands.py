@@ -31,16 +31,24 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter (or venv/conda folder) to inspect. "
-                                               "Default: VIRTUAL_ENV, CONDA_PREFIX, ./.venv, python3 on PATH.")]
-NoSmokeOpt = Annotated[bool, typer.Option("--no-smoke", help="Do not import torch (no import probe, no smoke test).")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter (or venv/conda folder) to "
+    "inspect. "
+                                               "Default: VIRTUAL_ENV, CONDA_PREFIX, ./.venv, python3 on "
+                                               "PATH.")]
+NoSmokeOpt = Annotated[bool, typer.Option("--no-smoke", help="Do not import torch (no import probe, no smoke "
+    "test).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="The same as --format json: only JSON on stdout.")]
-QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="No progress and no notices on stderr; with text "
+QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="No progress and no notices on stderr; with "
+    "text "
                                         "output, only what needs doing (nothing when healthy).")]
-TableOpt = Annotated[Path | None, typer.Option("--table", help="Use this compatibility table instead of the bundled one.")]
-VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Show details, evidence and every check's state.")]
-SmokeTimeoutOpt = Annotated[float, typer.Option("--smoke-timeout", help="Time limit for the smoke test, seconds.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index, or all; a device "
+TableOpt = Annotated[Path | None, typer.Option("--table", help="Use this compatibility table instead of the "
+    "bundled one.")]
+VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Show details, evidence and every check's "
+    "state.")]
+SmokeTimeoutOpt = Annotated[float, typer.Option("--smoke-timeout", help="Time limit for the smoke test, "
+    "seconds.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Smoke-test only this device index, or all; a "
+    "device "
                                        "this machine does not have is a usage error.")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Ignore this finding id (repeatable; "
@@ -50,8 +58,10 @@ OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Write th
 NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep user/host names, home paths, GPU UUIDs, "
                                            "IPs and every environment variable in shared output.")]
 TorchOpt = Annotated[str | None, typer.Option(
-    "--torch", help='The torch to end with, a PEP 440 specifier ("==2.3.1", ">=2.5,<2.8"): the plan installs the '
-    "variant of it that fits this machine (default: the project's pins, else the installed version). check: the "
+    "--torch", help='The torch to end with, a PEP 440 specifier ("==2.3.1", ">=2.5,<2.8"): the plan installs '
+        'the '
+    "variant of it that fits this machine (default: the project's pins, else the installed version). check: "
+    "the "
     "installed torch must match it too (exit 4).")]
 NoDriverChangeOpt = Annotated[bool, typer.Option(
     "--no-driver-change", help="The driver stays as it is: the plan's first way is a torch that runs on it "
@@ -150,7 +160,8 @@ def _format(json_out: bool, chosen: Enum | None, default: str = "text") -> str:
 FromOpt = Annotated[list[Path] | None, typer.Option(
     "--from", help="Re-diagnose a torchdoctor JSON report, a pasted Markdown report or the output of "
     "`python -m torch.utils.collect_env` (a file, or a folder of them; repeatable) instead of probing.")]
-FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (the default), json, markdown (to paste "
+FormatOpt = Annotated[Format | None, typer.Option("--format", help="text (the default), json, markdown (to "
+    "paste "
                                                   "into an issue), github (Actions annotations), junit.",
                                                   show_default=False)]
 RequireOpt = Annotated[list[str] | None, typer.Option("--require", help="CI: fail (exit 4) unless this is "
@@ -263,7 +274,8 @@ def fix(
     python: PythonOpt = None,
     no_smoke: NoSmokeOpt = False,
     output_format: Annotated[TextOrJson | None, typer.Option(
-        "--format", help="text (the default) or json: the report before the fix on stdout, the run on stderr.",
+        "--format", help="text (the default) or json: the report before the fix on stdout, the run on "
+            "stderr.",
         show_default=False)] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -277,10 +289,12 @@ def fix(
     index_url_base: IndexUrlBaseOpt = None,
     find_links: Annotated[str | None, typer.Option(
         "--find-links", help="A folder or URL listing wheels (flat), passed to the installer as -f.")] = None,
-    no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline installs.")] = False,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: offline "
+        "installs.")] = False,
     mirror: MirrorOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Change a PEP 668, conda base or uv/poetry project "
-                                        "environment anyway; allow changes outside torch under --yes.")] = False,
+                                        "environment anyway; allow changes outside torch under "
+                                        "--yes.")] = False,
     restore_file: Annotated[Path | None, typer.Option(
         "--restore-file", help="Where to record the builds before the fix; never over an existing file "
         "(default: a new file in ~/.local/state/torchdoctor/restore/).")] = None,
@@ -303,14 +317,33 @@ def fix(
 
     _use_language(lang, _format(json_out, output_format))
     _no_cache_notice(no_cache, quiet)
-    raise typer.Exit(run_fix(CheckOptions(
-        python=python, smoke=not no_smoke, json=_format(json_out, output_format) == "json", table=table,
-        verbose=verbose, smoke_timeout=smoke_timeout, device=device, quiet=quiet, torch=torch_spec,
-        no_driver_change=no_driver_change,
-    ), FixOptions(
-        dry_run=dry_run, yes=yes, installer=installer.value, index_url_base=index_url_base, find_links=find_links,
-        no_index=no_index, force=force, restore_file=restore_file, mirror=mirror,
-    )))
+    raise typer.Exit(
+        run_fix(
+            CheckOptions(
+                python=python,
+                smoke=not no_smoke,
+                json=_format(json_out, output_format) == "json",
+                table=table,
+                verbose=verbose,
+                smoke_timeout=smoke_timeout,
+                device=device,
+                quiet=quiet,
+                torch=torch_spec,
+                no_driver_change=no_driver_change,
+            ),
+            FixOptions(
+                dry_run=dry_run,
+                yes=yes,
+                installer=installer.value,
+                index_url_base=index_url_base,
+                find_links=find_links,
+                no_index=no_index,
+                force=force,
+                restore_file=restore_file,
+                mirror=mirror,
+            ),
+        )
+    )
 
 
 fleet_app = typer.Typer(help="Summarise the reports of many nodes.\n\n\b\nExample:\n"
@@ -319,7 +352,8 @@ fleet_app = typer.Typer(help="Summarise the reports of many nodes.\n\n\b\nExampl
 app.add_typer(fleet_app, name="fleet")
 
 
-@fleet_app.command("summarize", short_help="Summarise node reports: counts, odd nodes out, the fix per group.")
+@fleet_app.command("summarize", short_help="Summarise node reports: counts, odd nodes out, the fix per "
+    "group.")
 def fleet_summarize(
     reports: Annotated[list[Path], typer.Argument(help="Report files, or folders of *.json reports.")],
     output_format: Annotated[TextJsonMarkdown | None, typer.Option(
@@ -357,11 +391,13 @@ def fleet_summarize(
 def distributed(
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", help="Ranks to start on this node.")] = 2,
     python: PythonOpt = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Time limit of each collective, seconds.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Time limit of each collective, "
+        "seconds.")] = 60.0,
     output_format: Annotated[TextOrJson | None, typer.Option(
         "--format", help="text (the default) or json.", show_default=False)] = None,
     json_out: JsonOpt = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this file.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the report to this "
+        "file.")] = None,
     quiet: QuietOpt = False,
     lang: LangOpt = None,
 ) -> None:
@@ -376,18 +412,24 @@ def distributed(
     from doctor.app.distributed import run_distributed
 
     _use_language(lang, _format(json_out, output_format))
-    raise typer.Exit(run_distributed(python, nproc_per_node, timeout, _format(json_out, output_format) == "json",
-                                     output, quiet=quiet))
+    raise typer.Exit(
+        run_distributed(
+            python, nproc_per_node, timeout, _format(json_out, output_format) == "json", output, quiet=quiet
+        )
+    )
 
 
 @app.command(short_help="Explain an error message and check its cause on this machine.")
 def explain(
     message: Annotated[list[str] | None, typer.Argument(
-        help="A file holding the error (a log, a traceback, a pasted issue), - for stdin, or the message itself. "
+        help="A file holding the error (a log, a traceback, a pasted issue), - for stdin, or the message "
+            "itself. "
         "Without it, a piped stdin is read.", show_default=False)] = None,
-    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not probe this machine: the answer rests on "
+    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not probe this machine: the answer rests "
+        "on "
                                            "the text alone.")] = False,
-    smoke: Annotated[bool, typer.Option("--smoke", help="Also run the smoke test (imports torch) while probing.")]
+    smoke: Annotated[bool, typer.Option("--smoke", help="Also run the smoke test (imports torch) while "
+        "probing.")]
     = False,
     python: PythonOpt = None,
     json_out: JsonOpt = False,
@@ -424,7 +466,8 @@ def list_rules(
     output_format: Annotated[TextOrJson | None, typer.Option(
         "--format", help="text (the default) or json.", show_default=False)] = None,
     json_out: JsonOpt = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the list to this file.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the list to this "
+        "file.")] = None,
     lang: LangOpt = None,
 ) -> None:
     """List every rule and the finding ids it can report (what --ignore accepts).

@@ -1,14 +1,14 @@
 """Can a build compiled for these SM architectures run on a GPU of this compute capability? (pure)
 
-CUDA runs a cubin (SASS) for ``sm_XY`` on any GPU of the same major whose minor is not below
-Y; it JIT-compiles embedded PTX (``compute_XY``) for any GPU at or above XY. Arch-specific
-cubins (``sm_90a``) run on exactly that capability; family cubins (``sm_100f``, CUDA 12.9+) on the
-later capabilities of the same major (10.0 and 10.3), like plain ones. PTX follows the same suffix
-rules: plain PTX JIT-compiles forward to any later GPU, ``compute_90a`` only for 9.0,
-``compute_100f`` only within 10.x. Integrated Tegra parts (5.3, 6.2, 7.2, 8.7) cannot run the
-discrete-GPU cubins of the same major (torch's DEVICE_REQUIREMENT table), except that builds with
-CUDA 13.2 or later run sm_70/sm_80/sm_86 cubins on Xavier and Orin too (torch 2.14's DEVICE_REQUIREMENT_POST_JETSON_SBSA_UNIFICATION). Thor's sm_101 was renamed sm_110:
-those two capabilities run each other's cubins and nothing else does.
+CUDA runs a cubin (SASS) for ``sm_XY`` on any GPU of the same major whose minor is not below Y; it
+JIT-compiles embedded PTX (``compute_XY``) for any GPU at or above XY. Arch-specific cubins (``sm_90a``) run
+on exactly that capability; family cubins (``sm_100f``, CUDA 12.9+) on the later capabilities of the same
+major (10.0 and 10.3), like plain ones. PTX follows the same suffix rules: plain PTX JIT-compiles forward to
+any later GPU, ``compute_90a`` only for 9.0, ``compute_100f`` only within 10.x. Integrated Tegra parts (5.3,
+6.2, 7.2, 8.7) cannot run the discrete-GPU cubins of the same major (torch's DEVICE_REQUIREMENT table), except
+that builds with CUDA 13.2 or later run sm_70/sm_80/sm_86 cubins on Xavier and Orin too (torch 2.14's
+DEVICE_REQUIREMENT_POST_JETSON_SBSA_UNIFICATION). Thor's sm_101 was renamed sm_110: those two capabilities run
+each other's cubins and nothing else does.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def parse_arch(arch: str) -> tuple[str, tuple[int, int], str] | None:
     return m.group(1), (number // 10, number % 10), m.group(3)
 
 
-def arch_supports(cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=(), cuda: str | None = None) -> ArchVerdict:
+def arch_supports(
+    cc: tuple[int, int], sm: list[str] | tuple[str, ...], ptx=(), cuda: str | None = None
+) -> ArchVerdict:
     """``cuda``: the build's CUDA version ("13.2"), which decides the Jetson rule; None when unknown."""
     return _arch_supports(tuple(cc), tuple(sm), tuple(ptx or ()), _unified(cuda))
 
@@ -54,7 +56,9 @@ def _unified(cuda: str | None) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)  # pure; wheel choice asks the same (cc, arch list) for every variant
-def _arch_supports(cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...], unified: bool) -> ArchVerdict:
+def _arch_supports(
+    cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...], unified: bool
+) -> ArchVerdict:
     for arch in sm:
         parsed = parse_arch(arch)
         if not parsed or parsed[0] != "sm":
@@ -80,7 +84,13 @@ def _arch_supports(cc: tuple[int, int], sm: tuple[str, ...], ptx: tuple[str, ...
         _, code, suffix = parsed
         # Plain PTX JIT-compiles for any later GPU; "a" PTX only for exactly its capability, "f" PTX only
         # within its family (same major, minor not below).
-        fits = code == cc if suffix == "a" else (code[0] == cc[0] and code[1] <= cc[1]) if suffix == "f" else code <= cc
+        fits = (
+            code == cc
+            if suffix == "a"
+            else (code[0] == cc[0] and code[1] <= cc[1])
+            if suffix == "f"
+            else code <= cc
+        )
         if fits:
             return ArchVerdict(True, f"{arch} PTX (JIT-compiled at first use: slow first start)")
     return ArchVerdict(False, "")

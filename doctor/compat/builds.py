@@ -34,8 +34,9 @@ class Build:
 
     @property
     def label(self) -> str:
-        """How the build names itself: its own local tag ("2.14.1a0+git9a8b7c6", "2.6.0a0+ecf3bae40a.nv25.01"),
-        else the index variant it corresponds to ("2.14.1+cu130" for PyPI's untagged wheel)."""
+        """How the build names itself: its own local tag ("2.14.1a0+git9a8b7c6",
+        "2.6.0a0+ecf3bae40a.nv25.01"), else the index variant it corresponds to ("2.14.1+cu130" for PyPI's
+        untagged wheel)."""
         tag = self.local or self.variant
         return f"{self.version}+{tag}" if tag else self.version
 
@@ -54,7 +55,8 @@ _CUDA_PINS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu11",
 
 def cuda_from_requires(requires: list[str]) -> str | None:
     """The CUDA major.minor pinned by ``Requires-Dist`` lines (or ``pip freeze`` lines):
-    ``nvidia-cuda-runtime-cu12==12.4.127`` -> "12.4", ``cuda-toolkit[cublas]==13.0.3`` -> "13.0"; else None."""
+    ``nvidia-cuda-runtime-cu12==12.4.127`` -> "12.4", ``cuda-toolkit[cublas]==13.0.3`` -> "13.0"; else
+    None."""
     for line in requires:
         match = _REQUIREMENT.match(line.split(";")[0])
         if not match:
@@ -77,7 +79,15 @@ def dist_build(dist: Dist, cuda_from_requires_: str | None = None) -> Build:
     if dist.hip:
         return Build(base, local, "rocm", None, dist.hip, local_variant, "version.py hip")
     if dist.cuda:
-        return Build(base, local, "cuda", dist.cuda, None, local_variant or cuda_to_variant(dist.cuda), "version.py cuda")
+        return Build(
+            base,
+            local,
+            "cuda",
+            dist.cuda,
+            None,
+            local_variant or cuda_to_variant(dist.cuda),
+            "version.py cuda",
+        )
     if dist.build_version is not None or dist.cuda is not None:
         # version.py was read and says no CUDA / no HIP
         if local_variant == "xpu" or dist.xpu:
@@ -89,7 +99,8 @@ def dist_build(dist: Dist, cuda_from_requires_: str | None = None) -> Build:
     # version.py unreadable: fall back to the tag, the pins, the libraries
     if local_variant:
         if local_variant.startswith("cu"):
-            return Build(base, local, "cuda", variant_to_cuda(local_variant), None, local_variant, "local tag")
+            return Build(base, local, "cuda", variant_to_cuda(local_variant), None, local_variant, "local "
+                "tag")
         if local_variant.startswith("rocm"):
             return Build(base, local, "rocm", None, local_variant[4:], local_variant, "local tag")
         kind = "xpu" if local_variant == "xpu" else "cpu"
@@ -119,10 +130,10 @@ def torch_build(snapshot: Snapshot) -> Build | None:
 
 
 def companion_build(snapshot: Snapshot, name: str) -> Build | None:
-    """torchvision's or torchaudio's build. Their ``version.py`` sets ``cuda`` only when the package is imported,
-    so a version without a ``+cuXXX`` tag says nothing: the build is then read from the conda record, then from
-    the package's own library (GPU code in it; the ``libcudart.so.N`` it needs gives the CUDA major), else it is
-    unknown, never "CPU"."""
+    """torchvision's or torchaudio's build. Their ``version.py`` sets ``cuda`` only when the package is
+    imported, so a version without a ``+cuXXX`` tag says nothing: the build is then read from the conda
+    record, then from the package's own library (GPU code in it; the ``libcudart.so.N`` it needs gives the
+    CUDA major), else it is unknown, never "CPU"."""
     dist = getattr(snapshot.install, name, None)
     if dist is None:
         return None
@@ -138,14 +149,17 @@ def companion_build(snapshot: Snapshot, name: str) -> Build | None:
         return Build(base, local, "xpu" if variant == "xpu" else "cpu", None, None, variant, "local tag")
     if dist.cuda:
         return Build(base, local, "cuda", dist.cuda, None, cuda_to_variant(dist.cuda), "version.py cuda")
-    unknown = Build(base, local, "unknown", None, None, None, "no +cuXXX tag, conda record or readable library")
+    unknown = Build(base, local, "unknown", None, None, None, "no +cuXXX tag, conda record or readable "
+        "library")
     return _from_record_or_binary(unknown, dist, snapshot, (normalize_name(name),)) or unknown
 
 
 _CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu", "libtorch")
 
 
-def _from_record_or_binary(build: Build, dist: Dist, snapshot: Snapshot, names: tuple[str, ...]) -> Build | None:
+def _from_record_or_binary(
+    build: Build, dist: Dist, snapshot: Snapshot, names: tuple[str, ...]
+) -> Build | None:
     record = conda_record(snapshot, names, dist.version)
     if record is not None:
         kind, cuda = conda_build_cuda(record.build)
@@ -160,7 +174,9 @@ def _from_record_or_binary(build: Build, dist: Dist, snapshot: Snapshot, names: 
     major = cuda_major_from_needed(kernels.needed)
     lib = kernels.path.rsplit("/", 1)[-1] or "its library"
     if kernels.status == "ok":
-        needs = f", needs {next(n for n in kernels.needed if 'cudart' in n or 'cublas' in n)}" if major else ""
+        needs = (
+            f", needs {next(n for n in kernels.needed if 'cudart' in n or 'cublas' in n)}" if major else ""
+        )
         return Build(build.version, build.local, "cuda", build.cuda or major, None, build.variant,
                      f"GPU code in {lib}{needs}")
     if major:

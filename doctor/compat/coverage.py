@@ -82,15 +82,24 @@ def arch_source(snap: Snapshot, table, build: Build, origin: Origin) -> ArchSour
     skipped = []
     runtime = snap.runtime
     if runtime.status == "ok" and runtime.arch_list:
-        return ArchSource(RUNTIME, "torch.cuda.get_arch_list() (import probe)", tuple(runtime.arch_list), (), (),
+        return ArchSource(RUNTIME, "torch.cuda.get_arch_list() (import "
+            "probe)", tuple(runtime.arch_list), (), (),
                           toolkit)
     if runtime.status == "ok" and not runtime.arch_list:
         skipped.append("run time: torch reported no arch list")
     kernels = snap.install.torch.kernels if snap.install.torch is not None else None
     if kernels is not None and kernels.status == "ok" and kernels.sm + kernels.ptx:
-        label = f"the binary {kernels.path} ({kernels.containers} fatbin container{'s' if kernels.containers != 1 else ''})"
-        return ArchSource(BINARY, label, tuple(kernels.sm), tuple(kernels.ptx), tuple(kernels.partial), toolkit,
-                          tuple(skipped))
+        label = (f"the binary {kernels.path} ({kernels.containers} fatbin "
+            f"container{'s' if kernels.containers != 1 else ''})")
+        return ArchSource(
+            BINARY,
+            label,
+            tuple(kernels.sm),
+            tuple(kernels.ptx),
+            tuple(kernels.partial),
+            toolkit,
+            tuple(skipped),
+        )
     if kernels is None:
         skipped.append("binary: not read")
     elif kernels.status == "no-gpu-code":
@@ -100,17 +109,21 @@ def arch_source(snap: Snapshot, table, build: Build, origin: Origin) -> ArchSour
     if origin.kind == WHEEL and build.variant:
         row, borrowed = arch_row(table, build.version, build.variant, snap.host.platform)
         if row is not None:
-            unverified = [f"arch list {row.torch_minor}/{row.variant}"] if row.confidence != "verified" else []
+            unverified = ["arch list "
+                f"{row.torch_minor}/{row.variant}"] if row.confidence != "verified" else []
             if borrowed:
                 unverified.append(borrowed)
             label = f"the table (torch {row.torch_minor} {row.variant} {row.platform}, {row.confidence})"
-            return ArchSource(TABLE, label, tuple(row.sm), row.ptx, (), toolkit, tuple(skipped), tuple(unverified))
+            return ArchSource(
+                TABLE, label, tuple(row.sm), row.ptx, (), toolkit, tuple(skipped), tuple(unverified)
+            )
         skipped.append(f"table: no arch row for torch {build.label} on {snap.host.platform}")
     else:
         skipped.append(f"table: its rows describe PyTorch's release wheels, not {origin.label}")
     if toolkit is not None:
         unverified = (f"cuda_toolkits {toolkit.cuda}",) if toolkit.confidence != "verified" else ()
-        label = (f"the CUDA {toolkit.cuda} bound (its nvcc compiles {toolkit.lowest_sm} to {toolkit.highest_sm}; "
+        label = (f"the CUDA {toolkit.cuda} bound (its nvcc compiles {toolkit.lowest_sm} to "
+            f"{toolkit.highest_sm}; "
                  "which of them this build holds is not known)")
         return ArchSource(BOUND, label, (), None, (), toolkit, tuple(skipped), unverified)
     if build.cuda and "." in build.cuda:
@@ -120,7 +133,8 @@ def arch_source(snap: Snapshot, table, build: Build, origin: Origin) -> ArchSour
     return ArchSource(NONE, "nothing", (), None, (), None, tuple(skipped))
 
 
-_INTEGRATED = {(5, 3): "Jetson Nano/TX1", (6, 2): "Jetson TX2", (7, 2): "Jetson Xavier", (8, 7): "Jetson Orin",
+_INTEGRATED = {(5, 3): "Jetson "
+    "Nano/TX1", (6, 2): "Jetson TX2", (7, 2): "Jetson Xavier", (8, 7): "Jetson Orin",
                (10, 1): "Jetson Thor", (11, 0): "Jetson Thor"}
 
 
@@ -130,7 +144,8 @@ def _integrated_note(cc: tuple[int, int], sm, cuda: str | None) -> str:
     same = [t for t in sm if (p := parse_arch(t)) and p[1][0] == cc[0] and p[1] <= cc]
     if not name or not same:
         return ""
-    return (f"its {' '.join(same)} cubins are for discrete GPUs: the integrated GPU of {name} runs only cubins "
+    return (f"its {' '.join(same)} cubins are for discrete GPUs: the integrated GPU of {name} runs only "
+        "cubins "
             f"built for exactly {sm_name(cc)}" + _UNIFIED_NOTE.get(cc, ""))
 
 
@@ -154,7 +169,9 @@ def bound_verdict(toolkit, cc: tuple[int, int], cuda: str | None) -> str:
     return NO_KERNELS
 
 
-def gpu_fit(source: ArchSource, cc: tuple[int, int], build: Build, origin: Origin, table, platform: str) -> GpuFit:
+def gpu_fit(
+    source: ArchSource, cc: tuple[int, int], build: Build, origin: Origin, table, platform: str
+) -> GpuFit:
     toolkit = source.toolkit
     bound = bound_verdict(toolkit, cc, build.cuda) if toolkit is not None else None
     bound_text = _bound_text(toolkit, cc) if bound in (NEEDS_PTX, NO_KERNELS) else None
@@ -162,26 +179,39 @@ def gpu_fit(source: ArchSource, cc: tuple[int, int], build: Build, origin: Origi
         verdict = arch_supports(cc, source.sm, source.ptx or (), build.cuda)
         if verdict.supported:
             return GpuFit(RUNS, verdict.via, f"runs through its {verdict.via}")
-        handful = [t for t in source.partial if arch_supports(cc, (t,) if t.startswith("sm_") else (),
-                                                              (t,) if t.startswith("compute_") else (), build.cuda).supported]
+        handful = [
+            t
+            for t in source.partial
+            if arch_supports(
+                cc, (t,) if t.startswith("sm_") else (), (t,) if t.startswith("compute_") else (), build.cuda
+            ).supported
+        ]
         why = _integrated_note(cc, source.sm, build.cuda)
         if handful:
-            why = (f"only a handful of its kernels ({', '.join(handful)}, in a few fatbin containers) would run: "
+            why = (f"only a handful of its kernels ({', '.join(handful)}, in a few fatbin containers) would "
+                "run: "
                    "most operations fail")
         return GpuFit(NO_KERNELS, "", why, bound_text)
     if toolkit is None:
-        return GpuFit(UNKNOWN, "", "the build's arch list is not known and neither is its CUDA version's range")
+        return GpuFit(UNKNOWN, "", "the build's arch list is not known and neither is its CUDA version's "
+            "range")
     if bound == RUNS:
-        return GpuFit(UNKNOWN, "", f"CUDA {toolkit.cuda} can target {sm_name(cc)}; whether this build holds such "
+        return GpuFit(UNKNOWN, "", f"CUDA {toolkit.cuda} can target {sm_name(cc)}; whether this build holds "
+            "such "
                       "kernels is not known")
     if bound == NO_KERNELS:
-        return GpuFit(NO_KERNELS, "", f"{bound_text}, and PTX only JIT-compiles for newer GPUs, so no build made "
+        return GpuFit(NO_KERNELS, "", f"{bound_text}, and PTX only JIT-compiles for newer GPUs, so no build "
+            "made "
                       f"with CUDA {toolkit.cuda} can run on compute capability {format_cc(cc)}", bound_text)
-    policy = pytorch_ptx_policy(table, build.variant, platform, cc) if origin.kind in (WHEEL, NIGHTLY,
-                                                                                       PYTORCH_CONDA) else None
+    policy = (
+        pytorch_ptx_policy(table, build.variant, platform, cc)
+        if origin.kind in (WHEEL, NIGHTLY, PYTORCH_CONDA)
+        else None
+    )
     if policy:
         return GpuFit(NO_KERNELS, "", f"{bound_text}; only PTX could run on it, and {policy}", bound_text)
-    return GpuFit(NEEDS_PTX, "", f"{bound_text}; only PTX JIT-compiled by the driver could run on it, and whether "
+    return GpuFit(NEEDS_PTX, "", f"{bound_text}; only PTX JIT-compiled by the driver could run on it, and "
+        "whether "
                   "this build embeds PTX is not known", bound_text)
 
 
@@ -190,19 +220,24 @@ def pytorch_ptx_policy(table, variant: str | None, platform: str, cc: tuple[int,
     a sentence saying so (evidence that a nightly of that variant has none either); else None."""
     if not variant:
         return None
-    rows = [r for r in table.arch_lists if r.variant == variant and r.platform == platform and r.ptx is not None]
+    rows = [
+        r for r in table.arch_lists if r.variant == variant and r.platform == platform and r.ptx is not None
+    ]
     if not rows or any(arch_supports(cc, (), r.ptx, None).supported for r in rows):
         return None
     minors = ", ".join(sorted({r.torch_minor for r in rows}, key=lambda m: major_minor(m) or (0, 0)))
     return f"PyTorch's {variant} builds carry no PTX it could JIT-compile (table: torch {minors})"
 
 
-def cudnn_floor(snap: Snapshot, table, build: Build, origin: Origin) -> tuple[str, str, tuple[str, ...]] | None:
-    """(lowest compute capability the build's cuDNN supports, where that comes from, unverified parts), or None.
+def cudnn_floor(
+    snap: Snapshot, table, build: Build, origin: Origin
+) -> tuple[str, str, tuple[str, ...]] | None:
+    """(lowest compute capability the build's cuDNN supports, where that comes from, unverified parts), or
+    None.
 
     From the cuDNN torch reported at run time; else, for PyTorch's own wheels, the cuDNN the table records for
-    the build's variant, or (when only other variants of the release are recorded and they share a cuDNN major)
-    the lowest floor of that major."""
+    the build's variant, or (when only other variants of the release are recorded and they share a cuDNN
+    major) the lowest floor of that major."""
     cuda_major = int(build.cuda.split(".")[0]) if build.cuda and build.cuda.split(".")[0].isdigit() else None
     if cuda_major is None:
         return None
@@ -219,8 +254,8 @@ def cudnn_floor(snap: Snapshot, table, build: Build, origin: Origin) -> tuple[st
 
 def table_cudnn_floor(table, torch_version: str, variant: str) -> tuple[str, str, tuple[str, ...]] | None:
     """The cuDNN floor of one of PyTorch's builds from the table: the cuDNN recorded for the variant, or, when
-    only other variants of the release are recorded and they share a cuDNN major, the lowest floor of that major
-    (marked unverified). None when the table cannot say."""
+    only other variants of the release are recorded and they share a cuDNN major, the lowest floor of that
+    major (marked unverified). None when the table cannot say."""
     release = table.release(torch_version)
     cuda = variant_to_cuda(variant)
     if release is None or cuda is None:

@@ -24,9 +24,11 @@ class ForwardCompatUse:
     """A cuda-compat libcuda is the first the loader finds."""
 
     copy: DriverLibCopy  # that libcuda.so.1
-    gpus: str | None  # the GPUs' class: "data-center", "jetson", "geforce"; None: not judged (a Quadro, none listed)
+    # the GPUs' class: "data-center", "jetson", "geforce"; None: not judged (a Quadro, none listed)
+    gpus: str | None
     supported: bool | None  # the table's answer for that class; None: not known
-    max_cuda: str | None  # the newest CUDA the compat libcuda's branch supports ("13.0"); None: not in the table
+    # the newest CUDA the compat libcuda's branch supports ("13.0"); None: not in the table
+    max_cuda: str | None
     newer: bool | None  # the compat libcuda is newer than the installed driver (else it brings nothing)
     source: str  # the table row's source, or why there is none
 
@@ -74,8 +76,8 @@ def forward_compat_in_use(snap: Snapshot, table) -> ForwardCompatUse | None:
 
 
 def unused_compat(snap: Snapshot, table, cuda: str) -> CompatDir | None:
-    """A cuda-compat folder on disk, off the loader's path, that would run a build of ``cuda`` here: the GPUs may
-    use forward compatibility and its libcuda's branch supports that CUDA. None when there is none."""
+    """A cuda-compat folder on disk, off the loader's path, that would run a build of ``cuda`` here: the GPUs
+    may use forward compatibility and its libcuda's branch supports that CUDA. None when there is none."""
     loader = snap.environment.loader
     if loader is None or table is None or forward_compat_in_use(snap, table) is not None:
         return None

@@ -23,7 +23,15 @@ from doctor.model.versions import normalize_name
 CONDA_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu", "libtorch")
 CONDA_CUDA = ("pytorch-cuda", "cudatoolkit")
 CONDA_COMPANIONS = ("torchvision", "torchaudio")
-CONDA_REMOVE_BEFORE_PIP = ("pytorch", "pytorch-gpu", "pytorch-cuda", "cpuonly", "libtorch", "torchvision", "torchaudio")
+CONDA_REMOVE_BEFORE_PIP = (
+    "pytorch",
+    "pytorch-gpu",
+    "pytorch-cuda",
+    "cpuonly",
+    "libtorch",
+    "torchvision",
+    "torchaudio",
+)
 
 
 @dataclass(frozen=True, slots=True)

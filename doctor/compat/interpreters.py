@@ -25,8 +25,9 @@ class OtherPython:
 
 
 def python_in_range(snap: Snapshot, low: str, high: str, exclude: tuple[str, ...] = ()) -> OtherPython | None:
-    """The newest interpreter on this machine within ``low``..``high`` (major.minor); else, with uv, the newest
-    version of the range for uv to fetch; else the newest of the range, to install. None for an empty range."""
+    """The newest interpreter on this machine within ``low``..``high`` (major.minor); else, with uv, the
+    newest version of the range for uv to fetch; else the newest of the range, to install. None for an empty
+    range."""
     lo, hi = major_minor(low), major_minor(high)
     if not lo or not hi or lo > hi:
         return None
@@ -53,5 +54,7 @@ def venv_line(other: OtherPython, folder: str, windows: bool = False) -> str | N
 
 
 def install_hint(other: OtherPython) -> str:
-    return (f"No Python {other.version} is on this machine: install it (your distribution's python{other.version} "
-            f"package, or {PYTHON_DOWNLOADS}), or install uv, which fetches it (uv venv --python {other.version}).")
+    return (f"No Python {other.version} is on this machine: install it (your distribution's "
+        f"python{other.version} "
+            f"package, or {PYTHON_DOWNLOADS}), or install uv, which fetches it (uv venv --python "
+            f"{other.version}).")

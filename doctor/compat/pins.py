@@ -1,11 +1,11 @@
-"""Which torch the user or the project asks for (pure): ``--torch`` (or ``[tool.torchdoctor] torch``) first, else
-what the target project pins (doctor/probes/project.py read it).
+"""Which torch the user or the project asks for (pure): ``--torch`` (or ``[tool.torchdoctor] torch``) first,
+else what the target project pins (doctor/probes/project.py read it).
 
 The project's statements combine in this order: a lock file's resolved version (uv.lock, poetry.lock) when it
 names one version; else every version specifier the project states (pyproject.toml's dependencies, the
-requirements files), intersected. A statement whose environment marker does not hold for the target interpreter
-(``torch==2.3.1; python_version < "3.12"``) does not count. Local labels are dropped (``==2.3.1+cu121`` asks for
-2.3.1): the plan picks the variant that fits this machine.
+requirements files), intersected. A statement whose environment marker does not hold for the target
+interpreter (``torch==2.3.1; python_version < "3.12"``) does not count. Local labels are dropped
+(``==2.3.1+cu121`` asks for 2.3.1): the plan picks the variant that fits this machine.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ _SYSTEM = {"linux": "Linux", "windows": "Windows", "darwin": "Darwin"}
 
 
 def wanted_torch(snap: Snapshot) -> TorchPin | None:
-    """The torch this run must end with: what the user asked for, else the project's pin; None: no preference."""
+    """The torch this run must end with: what the user asked for, else the project's pin; None: no
+    preference."""
     asked = snap.requested.torch
     if asked is not None and asked.spec.strip():
         return asked

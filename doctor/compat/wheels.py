@@ -96,7 +96,9 @@ def _driver_verdict(table, cuda: str | None, os_name: str, driver_version, drive
     needed = (row.min_windows if windows else row.min_linux) if row else None
     floor = (major_row.min_windows if windows else major_row.min_linux) if major_row else None
     unverified = tuple(
-        f"cuda {r}" for r, x in ((cuda, row), (f"{want[0]}.x" if want else "", major_row)) if x and x.confidence != "verified"
+        f"cuda {r}"
+        for r, x in ((cuda, row), (f"{want[0]}.x" if want else "", major_row))
+        if x and x.confidence != "verified"
     )
     have_max = version_tuple(driver_max_cuda)
     if have_max and want:
@@ -150,10 +152,12 @@ class Fit:
         return self.gpus_ok and self.driver.level in (NATIVE, MINOR_COMPAT)
 
 
-def gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs) -> tuple[bool, bool, list, object]:
+def gpu_verdicts(
+    table, torch_version: str, variant: str, platform: str, ccs
+) -> tuple[bool, bool, list, object]:
     """(all supported, arch list known, unsupported ccs, arch row) for ``ccs`` on this build. A GPU below the
-    compute capability the build's cuDNN supports counts as unsupported too (cuDNN 9, torch 2.4 and later, needs
-    5.0: Kepler cannot run those builds even where sm_37 is listed)."""
+    compute capability the build's cuDNN supports counts as unsupported too (cuDNN 9, torch 2.4 and later,
+    needs 5.0: Kepler cannot run those builds even where sm_37 is listed)."""
     ok, known, bad, row = _gpu_verdicts(table, torch_version, variant, platform, tuple(ccs) if ccs else ())
     return ok, known, list(bad), row
 
@@ -167,7 +171,9 @@ def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: t
     cuda = variant_to_cuda(variant)
     floor = table_cudnn_floor(table, torch_version, variant)
     low = parse_cc(floor[0]) if floor else None
-    bad = tuple(cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low))
+    bad = tuple(
+        cc for cc in ccs if not arch_supports(cc, row.sm, row.ptx or (), cuda).supported or (low and cc < low)
+    )
     return not bad, True, bad, row
 
 
@@ -197,8 +203,10 @@ def fit(table, release, patch, variant: str, machine: Machine, ccs=None) -> Fit:
     wheel = Wheel(patch.torch, patch.torchvision, patch.torchaudio, variant, release.minor, unverified)
     ok, known, bad, row = gpu_verdicts(table, patch.torch, variant, machine.platform, ccs)
     if row is not None and row.confidence != "verified":
-        wheel = Wheel(*[getattr(wheel, f) for f in ("torch", "torchvision", "torchaudio", "variant", "minor")],
-                      unverified + (f"arch list {row.torch_minor}/{row.variant}",))
+        wheel = Wheel(
+            *[getattr(wheel, f) for f in ("torch", "torchvision", "torchaudio", "variant", "minor")],
+            unverified + (f"arch list {row.torch_minor}/{row.variant}",),
+        )
     return Fit(wheel, driver_verdict(table, variant_to_cuda(variant), machine), ok, known, bad)
 
 
@@ -217,7 +225,9 @@ def rank_fits(fits: list[Fit], installed_variant: str | None = None) -> list[Fit
     return sorted(fits, key=key)
 
 
-def best_in_release(table, release, patch, machine: Machine, ccs=None, need_driver: bool = True) -> Fit | None:
+def best_in_release(
+    table, release, patch, machine: Machine, ccs=None, need_driver: bool = True
+) -> Fit | None:
     """The best fitting wheel of one release for this machine, or None."""
     ccs = machine.gpu_ccs if ccs is None else tuple(ccs)
     good = _good_fits(table, release, patch, machine, ccs, need_driver)
@@ -263,7 +273,11 @@ def python_label(machine: Machine) -> str:
     if not machine.python:
         return "?"
     mm = major_minor(machine.python)
-    return f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)" if machine.free_threaded and mm else machine.python
+    return (
+        f"{machine.python} (free-threaded, {mm[0]}.{mm[1]}t)"
+        if machine.free_threaded and mm
+        else machine.python
+    )
 
 
 def python_problem(release, machine: Machine, patch=None) -> str | None:
@@ -287,9 +301,11 @@ def _python_problem(release, py: str | None, free_threaded: bool, patch) -> str 
         builds = release.free_threaded_for(patch.torch)
         if tag not in builds:
             return (f"torch {patch.torch} has no free-threaded wheel for Python {tag} ("
-                    + (f"free-threaded builds: {', '.join(builds)}" if builds else "no free-threaded builds") + ")")
+                    + ("free-threaded builds: "
+                        f"{', '.join(builds)}" if builds else "no free-threaded builds") + ")")
     if patch == release.latest and release.requires_python_ok("torch", py) is False:
-        return f"torch {patch.torch} declares Requires-Python {release.requires_python['torch']}, which excludes {py}"
+        return (f"torch {patch.torch} declares Requires-Python {release.requires_python['torch']}, which "
+            f"excludes {py}")
     return None
 
 
@@ -298,8 +314,9 @@ def python_ok(release, machine: Machine, patch=None) -> bool:
 
 
 def companion_problem(release, patch, name: str, machine: Machine) -> str | None:
-    """Why the companion ``name`` of ``patch`` cannot be installed on this Python, or None (also when not known):
-    its own ``Requires-Python`` (torchvision 0.26 to 0.29.2 declare ``!=3.14.1``), recorded for the latest patch."""
+    """Why the companion ``name`` of ``patch`` cannot be installed on this Python, or None (also when not
+    known): its own ``Requires-Python`` (torchvision 0.26 to 0.29.2 declare ``!=3.14.1``), recorded for the
+    latest patch."""
     version = getattr(patch, name, None)
     if not version or machine.python is None or patch != release.latest:
         return None
@@ -319,8 +336,8 @@ def packages_for(snap: Snapshot) -> list[str]:
 
 def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machine: Machine | None = None
                ) -> tuple[list[str], list[str]]:
-    """(pins, notes): exact local-version pins of ``packages`` (macOS wheels come from PyPI without local tags).
-    A companion whose own Requires-Python excludes this Python is left out, with a note saying why."""
+    """(pins, notes): exact local-version pins of ``packages`` (macOS wheels come from PyPI without local
+    tags). A companion whose own Requires-Python excludes this Python is left out, with a note saying why."""
     w = fit.wheel
     tagged = snap.host.os != "darwin"
     versions = {"torch": w.torch, "torchvision": w.torchvision, "torchaudio": w.torchaudio}
@@ -331,9 +348,14 @@ def wheel_pins(fit: Fit, snap: Snapshot, packages: list[str], table=None, machin
         version = versions.get(name)
         if version is None:
             continue
-        problem = companion_problem(release, patch, name, machine) if (patch and machine and name != "torch") else None
+        problem = (
+            companion_problem(release, patch, name, machine)
+            if (patch and machine and name != "torch")
+            else None
+        )
         if problem:
-            notes.append(f"{problem}: it is left out of the command. Keep using torch without it, or use a Python "
+            notes.append(f"{problem}: it is left out of the command. Keep using torch without it, or use a "
+                "Python "
                          f"that {name} supports.")
             continue
         pins.append(f"{name}=={version}+{w.variant}" if tagged else f"{name}=={version}")
@@ -399,13 +421,15 @@ NO_WHEEL_FOR_GPUS = "no-wheel-for-gpus"  # no published wheel has kernels for ev
 class Choice:
     target: Fit | None  # the smallest change that fits
     alternative: Fit | None  # the newest release that fits, when different
-    needs_driver: Fit | None  # when nothing fits the current driver: the wheel to install after a driver update
+    # when nothing fits the current driver: the wheel to install after a driver update
+    needs_driver: Fit | None
     reason: str
     code: str  # what ``reason`` says (KEEPS, NO_PYTHON, ...): branch on this, never on the words
-    # With needs_driver: the nearest release that runs on today's driver, the other way out (a downgrade, usually).
+    # With needs_driver: the nearest release that runs on today's driver, the other way out (a downgrade,
+    # usually).
     today: Fit | None = None
-    # A version was asked for (--torch, a project pin) and cannot be had here: why (NO_PYTHON, ...) and the nearest
-    # workable choice.
+    # A version was asked for (--torch, a project pin) and cannot be had here: why (NO_PYTHON, ...) and the
+    # nearest workable choice.
     unavailable: str | None = None
     nearest: Fit | None = None
     asked: str | None = None  # the release patch the specifier names first ("2.9.1")
@@ -423,8 +447,9 @@ def _nearest(fitting: list, anchor: str | None) -> Fit | None:
 
 
 def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) -> Fit:
-    """After a driver update, the installed build itself when it has kernels for every GPU (nothing to reinstall).
-    Only a variant worth considering here counts: a CPU build on a machine with an NVIDIA GPU is never "kept"."""
+    """After a driver update, the installed build itself when it has kernels for every GPU (nothing to
+    reinstall). Only a variant worth considering here counts: a CPU build on a machine with an NVIDIA GPU is
+    never "kept"."""
     variant = machine.installed_variant
     if variant and variant in wanted_variants(release, machine) and variant != later.wheel.variant:
         own = fit(table, release, patch, variant, machine, ccs)
@@ -440,9 +465,11 @@ def choose_on_python(table, machine: Machine, python: str, asked: str) -> tuple[
     return there, choose(table, there, None, wanted=f"=={asked}")
 
 
-def choose(table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None) -> Choice:
-    """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins over
-    the installed version when that one does not match it."""
+def choose(
+    table, machine: Machine, installed_version: str | None, ccs=None, wanted: str | None = None
+) -> Choice:
+    """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins
+    over the installed version when that one does not match it."""
     spec = public_spec(wanted)
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):
@@ -467,11 +494,16 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
                 return Choice(f, newest if newest and newest.wheel.minor != f.wheel.minor else None, None,
                               Msg("keeps torch {torch}", torch=patch.torch), code=KEEPS)
             later = best_in_release(table, same, patch, machine, ccs, need_driver=False)
-            if later is not None and later.driver.level == TOO_OLD and driver_reachable(table, machine, later):
+            if (
+                later is not None
+                and later.driver.level == TOO_OLD
+                and driver_reachable(table, machine, later)
+            ):
                 # The installed torch runs once the driver is newer: that is the first way out; the nearest
                 # release that runs on today's driver is the other.
                 kept = _keep_installed(table, same, patch, machine, ccs, later)
-                return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too old", torch=patch.torch),
+                return Choice(None, None, kept, Msg("keeps torch {torch}; only the driver is too "
+                    "old", torch=patch.torch),
                               code=KEEPS_AFTER_DRIVER, today=_nearest(fitting, base))
         if fitting:
             inst = torch_version(base)
@@ -505,7 +537,8 @@ def choose(table, machine: Machine, installed_version: str | None, ccs=None, wan
         fit_any = relaxed.target or relaxed.needs_driver
         if fit_any is not None:
             release = table.release(fit_any.wheel.torch)
-            return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has no wheel "
+            return Choice(None, None, None, f"torch {fit_any.wheel.label}, the build this machine needs, has "
+                "no wheel "
                           f"for Python {python_label(machine)} ({python_problem(release, machine)})",
                           code=NEEDS_OTHER_PYTHON)
     return Choice(None, None, None, Msg("no published wheel has kernels for every GPU of this machine"),
@@ -517,13 +550,15 @@ def _usable(table, platform: str, python: str | None, free_threaded: bool, wante
     """(release, newest usable patch) on this platform for this Python, oldest release first."""
     machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded, macos=macos)
     spec = public_spec(wanted)
-    return tuple((r, p) for r in table.releases if r.variants_for(platform) and (p := usable_patch(r, machine, spec)))
+    return tuple(
+        (r, p) for r in table.releases if r.variants_for(platform) and (p := usable_patch(r, machine, spec))
+    )
 
 
 def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
-    """The wheel of a version that was asked for (and is not the installed one): the newest patch the specifier
-    allows that fits; else that one after a driver update (today's nearest release beside it); else why none can
-    be had here, with the nearest workable choice."""
+    """The wheel of a version that was asked for (and is not the installed one): the newest patch the
+    specifier allows that fits; else that one after a driver update (today's nearest release beside it); else
+    why none can be had here, with the nearest workable choice."""
     label = str(spec)
     on_platform = [r for r in table.releases if r.variants_for(machine.platform)]
     asked = sorted(((r, p) for r in table.releases for p in r.patches if in_spec(spec, p.torch)),
@@ -555,7 +590,8 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
         if nearest is not None:
             r, p = nearest
             older = version_tuple(p.torch) < version_tuple(patch.torch)
-            reason += (f"; torch {p.torch} is the {'last' if older else 'first'} release with wheels for Python "
+            reason += (f"; torch {p.torch} is the {'last' if older else 'first'} release with wheels for "
+                "Python "
                        f"{_py_tag(machine)}")
         near_fit = None
         if nearest is not None:
@@ -574,7 +610,8 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
             return Choice(None, None, later, f"torch{label}, as asked; only the driver is too old",
                           code=AS_ASKED_AFTER_DRIVER, today=_nearest(fitting, patch.torch), asked=patch.torch)
     release, patch = usable[0]
-    return Choice(None, None, None, f"no variant of torch {patch.torch} has kernels for every GPU of this machine",
+    return Choice(None, None, None, f"no variant of torch {patch.torch} has kernels for every GPU of this "
+        "machine",
                   code=NO_GPU, unavailable=NO_GPU, nearest=_nearest(fitting, patch.torch), asked=patch.torch)
 
 
@@ -594,7 +631,8 @@ def _nearest_for_python(table, machine: Machine, release, every: list):
 
 def driver_reachable(table, machine: Machine, f: Fit) -> bool:
     """Whether a driver that runs ``f`` exists for every GPU of this machine: old GPUs stop at a last driver
-    branch (Kepler R470; Maxwell, Pascal and Volta R580), so a build that needs a newer driver never runs there."""
+    branch (Kepler R470; Maxwell, Pascal and Volta R580), so a build that needs a newer driver never runs
+    there."""
     needed = f.driver.needed or f.driver.floor
     branch = version_tuple(needed)[0] if version_tuple(needed) else None
     if branch is None:

@@ -1,4 +1,5 @@
-"""Which WSL a Linux kernel release belongs to: WSL 1 has no GPU at all, WSL 2 passes the Windows driver's through.
+"""Which WSL a Linux kernel release belongs to: WSL 1 has no GPU at all, WSL 2 passes the Windows driver's
+through.
 
 Pure, so that the WSL probe (the kernel release it reads) and the rules (a report's or a collect_env text's
 ``Python platform`` release) decide it the same way.

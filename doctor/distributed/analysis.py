@@ -64,7 +64,8 @@ def find_version_mismatches(ranks: list[dict], commands: Commands | None = None)
                 severity=ERROR,
                 title=f"{label}: {names}; the other ranks have {majority}",
                 detail=(
-                    f"Ranks of one job must run the same {label}: a mismatch fails in NCCL/Gloo with unhelpful errors, "
+                    f"Ranks of one job must run the same {label}: a mismatch fails in NCCL/Gloo with "
+                    "unhelpful errors, "
                     "hangs, or silently computes with different kernels."
                 ),
                 evidence={"field": key, "majority": majority, "odd_ranks": odd, "values": values},
@@ -88,8 +89,10 @@ def find_failures(ranks: list[dict], master: str) -> list[Finding]:
                 severity=ERROR,
                 title=f"{ranks_text(never)} never reached the rendezvous at {master}",
                 detail=(
-                    "These ranks did not check in at the store on MASTER_ADDR:MASTER_PORT within the timeout: the "
-                    "address is wrong or not resolvable from their node, the port is closed by a firewall, or the "
+                    "These ranks did not check in at the store on MASTER_ADDR:MASTER_PORT within the "
+                    "timeout: the "
+                    "address is wrong or not resolvable from their node, the port is closed by a firewall, "
+                    "or the "
                     "process never started (see the launcher's log for that rank)."
                 ),
                 evidence={"missing_ranks": never, "master": master},
@@ -111,7 +114,8 @@ def find_failures(ranks: list[dict], master: str) -> list[Finding]:
                 + ". It died (out of memory, a crash) or hung; its own log has the cause.",
                 evidence={"ranks": {e["rank"]: e.get("progress") for e in lost}},
                 fix=Fix(
-                    summary="Read that rank's own output (torchrun prints its exit code; Slurm: the task's log).",
+                    summary="Read that rank's own output (torchrun prints its exit code; Slurm: the task's "
+                        "log).",
                     links=[TORCHRUN_DOCS],
                 ),
             )
@@ -242,7 +246,8 @@ def find_slow_rank(ranks: list[dict], factor: float = 2.0) -> list[Finding]:
             title="rank {} ({}) measured {:.1f}x the median all_reduce time".format(
                 slow["rank"], slow["node"], slow["seconds"] / slow["median_seconds"]
             ),
-            detail="One slow rank (a slow link, a throttled GPU, a busy host) sets the pace of every collective. "
+            detail="One slow rank (a slow link, a throttled GPU, a busy host) sets the pace of every "
+                "collective. "
             "Each rank times its own all_reduce after a barrier, so the collective itself hides much of a "
             "slow rank: treat this as a lead, and confirm with NCCL_DEBUG=INFO or nvidia-smi on that node.",
             evidence=slow,
@@ -274,13 +279,15 @@ def find_peer_access_off(ranks: list[dict]) -> list[Finding]:
                         entry.get("node"), ", ".join(f"{i}-{j}" for i, j in off)
                     ),
                     detail=(
-                        "NVML reports an active NVLink but torch.cuda.can_device_access_peer is False: transfers go "
+                        "NVML reports an active NVLink but torch.cuda.can_device_access_peer is False: "
+                        "transfers go "
                         "through host memory, far slower. Usual causes: a VM or container without P2P, "
                         "NCCL_P2P_DISABLE set, or a driver/fabric manager problem (NVSwitch systems)."
                     ),
                     evidence={"node": entry.get("node"), "pairs": off, "links": links, "peer_access": matrix},
                     fix=Fix(
-                        summary="Check `nvidia-smi topo -p2p r` and the fabric manager; unset NCCL_P2P_DISABLE.",
+                        summary="Check `nvidia-smi topo -p2p r` and the fabric manager; unset "
+                            "NCCL_P2P_DISABLE.",
                         commands=[
                             "nvidia-smi topo -m",
                             "nvidia-smi topo -p2p r",

@@ -123,12 +123,16 @@ def run_rank(
         )
         rank_side.maybe_die(seams, rank, "before-collectives")
         device = collectives.device_for(torch, state)
-        rank_side.run_step(state, "all_reduce", lambda: collectives.check_all_reduce(torch, dist, device, rank, world))
+        rank_side.run_step(
+            state, "all_reduce", lambda: collectives.check_all_reduce(torch, dist, device, rank, world)
+        )
         rank_side.run_step(state, "broadcast", lambda: collectives.check_broadcast(torch, dist, device, rank))
         rank_side.run_step(
             state,
             "barrier",
-            lambda: collectives.check_barrier(dist, state.backend, args.timeout, getattr(device, "index", 0) or 0),
+            lambda: collectives.check_barrier(
+                dist, state.backend, args.timeout, getattr(device, "index", 0) or 0
+            ),
         )
         sweep = sizes or (collectives.NCCL_SIZES if state.backend == "nccl" else collectives.GLOO_SIZES)
         state.bandwidth = rank_side.run_step(
@@ -144,7 +148,9 @@ def run_rank(
     except RankMissing as exc:
         state.stage = "rendezvous"
         results = [state.result()] + [
-            _entry_from_published(r, rank_side.read_rank_from_store(state.store, r), arrived=r not in exc.ranks)
+            _entry_from_published(
+                r, rank_side.read_rank_from_store(state.store, r), arrived=r not in exc.ranks
+            )
             for r in range(1, world)
         ]
     except Exception:
@@ -213,7 +219,8 @@ def _entry_from_published(rank: int, published: dict | None, arrived: bool = Fal
 
 
 def _collect(store: Any, rank: int, deadline: float) -> dict:
-    """Give a failing rank until ``deadline`` (time.monotonic) to publish its own error, then read what it left."""
+    """Give a failing rank until ``deadline`` (time.monotonic) to publish its own error, then read what it
+    left."""
     import time
 
     if store is None:

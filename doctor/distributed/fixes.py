@@ -48,7 +48,8 @@ def nccl_fix(kind: str) -> Fix:
             "(common with PCIe ACS / IOMMU on, or in VMs)."
         )
         commands += [
-            "export NCCL_P2P_DISABLE=1  # a test: if this works, GPU peer-to-peer is at fault (check ACS/IOMMU)",
+            "export NCCL_P2P_DISABLE=1  # a test: if this works, GPU peer-to-peer is at fault (check "
+            "ACS/IOMMU)",
             "export NCCL_IB_DISABLE=1  # a test across nodes",
         ]
     elif kind == NCCL_CUDA:
@@ -88,14 +89,16 @@ def mismatch_fix(key: str, majority: str, odd: dict[int, str], commands: Command
     ranks = ", ".join(str(r) for r in odd)
     if key == "torch_version":
         return Fix(
-            summary=f"Install torch {majority} on the node(s) of rank {ranks} (or the same build on every node).",
+            summary=f"Install torch {majority} on the node(s) of rank {ranks} (or the same build on every "
+                "node).",
             commands=[torch_install_command(majority, commands)],
             links=[PREVIOUS_VERSIONS],
         )
     if key == "driver_version":
         return Fix(summary=f"Install NVIDIA driver {majority} on the node(s) of rank {ranks}.")
     return Fix(
-        summary="Use the same torch build on every node: its {} comes with the wheel (rank {} differs).".format(
+        summary="Use the same torch build on every node: its {} comes with the wheel (rank {} "
+            "differs).".format(
             key.replace("_version", "").upper(), ranks
         )
     )

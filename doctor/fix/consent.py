@@ -25,7 +25,8 @@ def refusal(snap, force: bool) -> str | None:
         "torchdoctor fix --python .venv (or pass --force to change it anyway)"
     )
     if interp.externally_managed:
-        return Msg("refusing to change {path}: it is externally managed (PEP 668); {advice}", path=interp.path,
+        return Msg("refusing to change {path}: it is externally managed (PEP 668); "
+            "{advice}", path=interp.path,
                    advice=advice)
     if interp.env_kind == "conda-base":
         return Msg(
@@ -72,7 +73,8 @@ def refuse_outside_changes(outside: list, yes: bool, force: bool) -> None:
 
 def ask(console, stdin) -> bool:
     """The prompt; only "y" or "yes" agrees (an empty answer or end of input does not)."""
-    console.print(localize(Msg("Proceed? [y/N] ")), end="", markup=False)  # the answer is y or yes in any language
+    # the answer is y or yes in any language
+    console.print(localize(Msg("Proceed? [y/N] ")), end="", markup=False)
     answer = (stdin.readline() or "").strip().lower()
     return answer in ("y", "yes")
 

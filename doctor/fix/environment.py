@@ -138,7 +138,8 @@ def uv_env_warnings(env: dict) -> list[str]:
 def installer_ready(installer: str, why: str, python: str, env: dict, runner=None) -> tuple[int, ...] | None:
     """Refuse an installer that is not there; for pip, its version (whether it can preview with --report)."""
     if installer == UV and not find_uv(env):
-        raise DoctorError("uv was chosen (" + why + ") but is not on PATH: install uv, or pass --installer pip")
+        raise DoctorError("uv was chosen (" + why + ") but is not on PATH: install uv, or pass --installer "
+            "pip")
     if installer != PIP:
         return None
     version = pip_version(python, runner)

@@ -103,8 +103,10 @@ def restore_text(
         )
     if pins:
         lines += [
-            "# It reinstalls the builds below exactly, without their dependencies (those were in place before",
-            "# the fix): torch, torchvision, torchaudio, triton and the CUDA wheels (nvidia-*, cuda-*), so that",
+            "# It reinstalls the builds below exactly, without their dependencies (those were in place "
+            "before",
+            "# the fix): torch, torchvision, torchaudio, triton and the CUDA wheels (nvidia-*, cuda-*), so "
+            "that",
             "# torch gets back the CUDA libraries it was built against. Wheels without a local tag come from",
             "# the index of torch's tag: the PyTorch index hosts the ones its CUDA builds depend on.",
         ]

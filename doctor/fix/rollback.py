@@ -103,10 +103,16 @@ def clear_debris(state: SiteFolders) -> list[str]:
             now = _names(folder)
             complete = _owned(folder, now)
             for name in sorted(now - before):
-                if name.startswith("~") or (_is_dist_info(name) and _torch_family(name) and not _has_record(folder, name)):
+                if name.startswith("~") or (
+                    _is_dist_info(name) and _torch_family(name) and not _has_record(folder, name)
+                ):
                     removed += _remove(os.path.join(folder, name))
             for name in TRIO_FOLDERS:
-                if name in now and name not in complete and (name in state.owned.get(folder, set()) or name not in before):
+                if (
+                    name in now
+                    and name not in complete
+                    and (name in state.owned.get(folder, set()) or name not in before)
+                ):
                     removed += _remove(os.path.join(folder, name))
     return removed
 
@@ -117,10 +123,16 @@ def debris(state: SiteFolders) -> list[str]:
     for folder in state.folders:
         before, now = state.entries.get(folder, set()), _names(folder)
         complete = _owned(folder, now)
-        found += [os.path.join(folder, n) for n in sorted(now - before)
-                  if n.startswith("~") or (_is_dist_info(n) and _torch_family(n) and not _has_record(folder, n))]
-        found += [os.path.join(folder, n) for n in TRIO_FOLDERS
-                  if n in now and n not in complete and (n in state.owned.get(folder, set()) or n not in before)]
+        found += [
+            os.path.join(folder, n)
+            for n in sorted(now - before)
+            if n.startswith("~") or (_is_dist_info(n) and _torch_family(n) and not _has_record(folder, n))
+        ]
+        found += [
+            os.path.join(folder, n)
+            for n in TRIO_FOLDERS
+            if n in now and n not in complete and (n in state.owned.get(folder, set()) or n not in before)
+        ]
     return found
 
 

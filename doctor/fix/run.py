@@ -61,7 +61,8 @@ class FixOptions:
     force: bool = False
     restore_file: Path | None = None
     mirror: str | None = None  # --mirror NAME (doctor/plan/mirrors.py), checked and resolved by the app
-    source: InstallSource = field(default_factory=InstallSource)  # from the index options, validated by the caller
+    # from the index options, validated by the caller
+    source: InstallSource = field(default_factory=InstallSource)
 
 
 @dataclass
@@ -155,7 +156,9 @@ def run_fix(opts, fix: FixOptions, machine: Machine) -> int:
         return _carry_out(m, opts, fix, write, diag, con, err, env, stdin)
 
 
-def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con, err, env: dict, stdin) -> int:
+def _carry_out(
+    m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con, err, env: dict, stdin
+) -> int:
     """Preview, consent, the restore file, the steps and the check after them, under the lock. A step that
     is interrupted or fails is rolled back (doctor/fix/rollback.py)."""
     snap, plan, commands = diag.snapshot, diag.plan, diag.commands
@@ -194,7 +197,9 @@ def _carry_out(m: Machine, opts, fix: FixOptions, write: FixCommands, diag, con,
 
     now = m.now or _dt.datetime.now(_dt.timezone.utc)
     chosen = fix.restore_file is not None
-    path = restore_path(m.cwd or Path.cwd(), fix.restore_file, now) if chosen else default_restore_path(env, now)
+    path = (
+        restore_path(m.cwd or Path.cwd(), fix.restore_file, now) if chosen else default_restore_path(env, now)
+    )
     # What the fix adds: the plan's pins and what the dry run brings in (the restore uninstalls those).
     added = [p.partition("==")[0] for p in pins] + preview.added
     runnable = [s for s in plan.steps if s.argv]
@@ -329,7 +334,8 @@ def _roll_back(m: Machine, con, err, python, installer, before, site, back: Rest
                 view.show_restore_failed(err, result, back.command)
                 return False
         clear_debris(site)
-        # The environment's own distributions: PYTHONPATH's (a checkout on it, say) are not the fix's business.
+        # The environment's own distributions: PYTHONPATH's (a checkout on it, say) are not the fix's
+        # business.
         clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
         uv = fixenv.find_uv(env) or "uv"
         check = m.runner(check_argv(installer, python, uv), timeout=300.0, env=clean)

@@ -276,7 +276,8 @@ def _host(fields: dict[str, str], unknowns: list[str]) -> Host:
     if not host.machine and host.os == "windows":
         # "OS: Microsoft Windows 11 Home" names no architecture; the Python version line names the one the
         # interpreter was built for ("[MSC v.1940 64 bit (AMD64)]"), which is what torch's wheels follow.
-        m = re.search(r"\[MSC v\.\d+ (?:64|32) bit \((AMD64|ARM64|Intel)\)\]", _value(fields.get("python_version")) or "")
+        m = re.search(r"\[MSC v\.\d+ (?:64|32) bit "
+            r"\((AMD64|ARM64|Intel)\)\]", _value(fields.get("python_version")) or "")
         if m:
             host.machine = {"AMD64": "x86_64", "ARM64": "arm64", "Intel": "x86"}[m.group(1)]
     if not host.libc:
@@ -309,7 +310,8 @@ def _interpreter(fields: dict[str, str], unknowns: list[str]) -> Interpreter:
 
 
 def _package_versions(pip: list[str], conda: list[str], names: tuple[str, ...]) -> dict[str, str | None]:
-    """{"pip": version, "conda": version, "conda_build": ..., "conda_channel": ...} for the first name found."""
+    """{"pip": version, "conda": version, "conda_build": ..., "conda_channel": ...} for the first name
+    found."""
     found: dict[str, str | None] = {"pip": None, "conda": None, "conda_build": None, "conda_channel": None}
     for line in pip:
         m = re.match(r"^([A-Za-z0-9_.-]+)\s*(?:==|===)\s*(\S+)", line)
@@ -388,7 +390,8 @@ def _runtime(
         return TorchRuntime(
             status="import-error",
             detail=f"collect_env printed \"PyTorch version: N/A\" although its package list has torch "
-                   f"{install.torch.version}: `import torch` failed when it ran (the paste does not hold the error)",
+                   f"{install.torch.version}: `import torch` failed when it ran (the paste does not hold the "
+                   "error)",
         )
     if not torch_imported:
         return TorchRuntime(

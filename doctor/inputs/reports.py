@@ -46,7 +46,8 @@ def read_input_file(path: str) -> str:
         data = read_bytes(path, MAX_INPUT_BYTES)
     except FileRefused as exc:
         if str(exc).startswith("more than"):
-            raise ReportError(f"{path}: {exc}: too large for a report (limit {_mb(MAX_INPUT_BYTES)})") from None
+            raise ReportError(f"{path}: {exc}: too large for a report (limit "
+                f"{_mb(MAX_INPUT_BYTES)})") from None
         raise ReportError(f"{path}: {exc}: save the report to a file and give that") from None
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -418,8 +419,8 @@ def missing_fields(cls: type, data: Any, where: str = "snapshot") -> list[str]:
 
 @functools.cache
 def _missing_plan(cls: type) -> tuple[tuple[str, bool, type | None], ...] | None:
-    """Per field of ``cls``: (name, written only when stated, the dataclass it holds); None where nothing can be
-    missing (not a dataclass, or a section that may be just its reason). Worked out once per class."""
+    """Per field of ``cls``: (name, written only when stated, the dataclass it holds); None where nothing can
+    be missing (not a dataclass, or a section that may be just its reason). Worked out once per class."""
     if not is_dataclass(cls) or _sparse(cls)[1]:
         return None
     stated_only = _sparse(cls)[0]

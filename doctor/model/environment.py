@@ -42,14 +42,16 @@ def reason() -> Any:
 class Container:
     """Whether this process runs in a container, and whether the NVIDIA runtime gave it GPUs."""
 
-    kind: str | None = None  # "kubernetes", "podman", "docker", "containerd", "lxc", $container; None: not one
+    # "kubernetes", "podman", "docker", "containerd", "lxc", $container; None: not one
+    kind: str | None = None
     evidence: list[str] = field(default_factory=list)  # what the kind rests on: "/.dockerenv exists", ...
     device_nodes: list[str] = field(default_factory=list)  # the /dev/nvidia* entries
     gpu_device_nodes: int | None = None  # how many of them are GPUs (/dev/nvidiaN)
     nvidia_visible_devices: str | None = None  # $NVIDIA_VISIBLE_DEVICES; None: unset
     nvidia_driver_capabilities: str | None = None  # $NVIDIA_DRIVER_CAPABILITIES; None: unset
     cuda_image: bool | None = None  # the image looks like a CUDA image
-    cuda_image_evidence: list[str] = field(default_factory=list)  # "NVIDIA_REQUIRE_CUDA=...", "/usr/local/cuda exists"
+    # "NVIDIA_REQUIRE_CUDA=...", "/usr/local/cuda exists"
+    cuda_image_evidence: list[str] = field(default_factory=list)
     why: str | None = reason()
     # In a container only: whether the host's nvidia kernel module shows through (/sys/module/nvidia). With
     # an NVIDIA GPU on the PCI bus and no /dev/nvidia*, it says the GPUs are there and were not given.
@@ -161,7 +163,8 @@ class CudaHome:
     version: str | None = None  # "12.4.1"; None when no version could be read
     version_source: str | None = stated()  # version.json, version.txt or "directory name of <path>"
     why: str | None = reason()
-    # The toolkits installed side by side (/usr/local/cuda-X.Y): the only folders a fix may point CUDA_HOME at.
+    # The toolkits installed side by side (/usr/local/cuda-X.Y): the only folders a fix may point CUDA_HOME
+    # at.
     installed: list[CudaToolkitDir] | None = stated()
 
 
@@ -188,13 +191,16 @@ class Wsl:
     linux_driver: list[str] | None = stated()  # files of a Linux NVIDIA driver installed inside WSL
     why: str | None = reason()
     # Only under WSL: 1 or 2 (WSL 1 has no GPU at all), from the kernel release: WSL 1 reports Microsoft's
-    # "4.4.0-19041-Microsoft", WSL 2 "5.15.167.4-microsoft-standard-WSL2" (older: "4.19.104-microsoft-standard").
+    # "4.4.0-19041-Microsoft", WSL 2 "5.15.167.4-microsoft-standard-WSL2" (older:
+    # "4.19.104-microsoft-standard").
     version: int | None = stated()
-    kernel_release: str | None = stated()  # /proc/sys/kernel/osrelease, else /proc/version's "Linux version X"
+    # /proc/sys/kernel/osrelease, else /proc/version's "Linux version X"
+    kernel_release: str | None = stated()
     distro: str | None = stated()  # $WSL_DISTRO_NAME: what `wsl --set-version` needs
     # Installed dpkg packages of a Linux NVIDIA driver ("nvidia-driver-550", "libnvidia-compute-550").
     driver_packages: list[str] | None = stated()
-    nvidia_smi: str | None = stated()  # the nvidia-smi found first on PATH (the Windows driver's is in /usr/lib/wsl/lib)
+    # the nvidia-smi found first on PATH (the Windows driver's is in /usr/lib/wsl/lib)
+    nvidia_smi: str | None = stated()
 
 
 # --- the CUDA driver library the dynamic loader picks ----------------------------------------------------
@@ -207,13 +213,15 @@ class DriverLibCopy:
     soname: str = ""  # "libcuda.so.1" or "libnvidia-ml.so.1"
     path: str = ""  # "/usr/local/cuda/compat/libcuda.so.1"
     found_by: str = ""  # "LD_LIBRARY_PATH", the ld.so.conf file that names the folder, or "default"
-    version: str | None = None  # the driver version in the file it resolves to ("580.65.06"); None: not in the name
+    # the driver version in the file it resolves to ("580.65.06"); None: not in the name
+    version: str | None = None
     compat: bool = False  # a CUDA forward-compatibility copy (cuda-compat: a folder named compat)
 
 
 @dataclass(slots=True)
 class CompatDir:
-    """A cuda-compat folder on disk (/usr/local/cuda-13.0/compat; NGC images keep theirs in compat/lib.real)."""
+    """A cuda-compat folder on disk (/usr/local/cuda-13.0/compat; NGC images keep theirs in
+    compat/lib.real)."""
 
     path: str = ""
     version: str | None = None  # the driver version of its libcuda ("580.65.06")

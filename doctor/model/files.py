@@ -21,7 +21,8 @@ _FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
 )
-_SMALL_CHUNK = 64 << 10  # reads past what fstat announced (/proc files announce 0): below malloc's mmap threshold
+# reads past what fstat announced (/proc files announce 0): below malloc's mmap threshold
+_SMALL_CHUNK = 64 << 10
 MAX_DIGITS = 18  # an integer a file or a variable may give us: far below CPython's 4,300-digit limit
 
 
@@ -43,7 +44,9 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | os.PathLike, limit: int, *, truncate: bool = False, regular: bool = False) -> bytes:
+def read_bytes(
+    path: str | os.PathLike, limit: int, *, truncate: bool = False, regular: bool = False
+) -> bytes:
     """At most ``limit`` bytes of the regular file ``path``. More than that raises FileRefused, or with
     ``truncate`` gives the first ``limit`` bytes. Anything but a regular file raises FileRefused; a file
     that cannot be opened or read raises OSError (with ``strerror``).

@@ -73,7 +73,8 @@ class Finding:
 # raised), which fails the run with exit 3.
 PASSED = "passed"  # the rule looked and found nothing
 FAILED = "failed"  # the rule produced findings
-SKIPPED = "skipped"  # the rule does not apply here (note: why: --no-smoke, not WSL, not in a collect_env text)
+# the rule does not apply here (note: why: --no-smoke, not WSL, not in a collect_env text)
+SKIPPED = "skipped"
 UNKNOWN = "unknown"  # the rule applies but a fact it needs is missing (note: which, and why)
 CRASHED = "crashed"
 CHECK_STATES = (PASSED, FAILED, SKIPPED, UNKNOWN, CRASHED)
@@ -110,8 +111,8 @@ _ATOMS = frozenset((str, int, float, bool))
 
 
 def _copied(value):
-    """``copy.deepcopy`` of evidence (dicts and lists of text, numbers and messages) without its memo and dispatch:
-    most of the time of building a report. Anything else still goes through deepcopy."""
+    """``copy.deepcopy`` of evidence (dicts and lists of text, numbers and messages) without its memo and
+    dispatch: most of the time of building a report. Anything else still goes through deepcopy."""
     cls = type(value)
     if value is None or cls in _ATOMS:
         return value

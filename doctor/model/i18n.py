@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # in annotations only (the rank side, doctor.distributed.entr
 EN = "en"
 ZH = "zh"
 LANGUAGES = (EN, ZH)
-# Locales whose language has a catalog. Traditional Chinese (zh_TW, zh_HK, zh_MO, zh_Hant) has none yet: English.
+# Locales whose language has a catalog. Traditional Chinese (zh_TW, zh_HK, zh_MO, zh_Hant) has none yet:
+# English.
 _ZH_LOCALE = r"(?i)^zh(?:$|[_-](?:CN|SG|Hans)|[.@])"  # patterns are compiled when first used (re's cache)
 
 

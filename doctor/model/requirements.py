@@ -71,8 +71,9 @@ class Requirements:
 
 
 def gpu_wanted_by(req: Requirements) -> list[str]:
-    """What in the stated requirements says a GPU is wanted (for ``Snapshot.gpu_wanted``): a GPU backend, a GPU
-    count, a compute capability or a GPU memory size. ``rocm`` and ``mps`` want a GPU too, but not an NVIDIA one."""
+    """What in the stated requirements says a GPU is wanted (for ``Snapshot.gpu_wanted``): a GPU backend, a
+    GPU count, a compute capability or a GPU memory size. ``rocm`` and ``mps`` want a GPU too, but not an
+    NVIDIA one."""
     out = [f"require {backend} (--require or [tool.torchdoctor])" for backend in req.require
            if backend in ("cuda", "gpu")]
     if req.min_gpus:
@@ -141,7 +142,8 @@ def validate_requirements(req: Requirements, where: str = "requirements") -> Non
         if item not in BACKENDS:
             raise DoctorError(f"{where}: require {item!r} is not one of {', '.join(BACKENDS)}")
     if req.min_gpus is not None and not 0 <= req.min_gpus <= MAX_GPUS:
-        raise DoctorError(f"{where}: min-gpus must be between 0 and {MAX_GPUS}, got {req.min_gpus if abs(req.min_gpus) < 10**18 else 'a larger number'}")
+        raise DoctorError(f"{where}: min-gpus must be between 0 and {MAX_GPUS}, got "
+            f"{req.min_gpus if abs(req.min_gpus) < 10**18 else 'a larger number'}")
     if req.min_compute_capability is not None and not _CC_RE.match(req.min_compute_capability):
         raise DoctorError(
             f'{where}: min-compute-capability {req.min_compute_capability!r} is not major.minor like "8.0"'

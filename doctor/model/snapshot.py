@@ -118,14 +118,19 @@ class BinaryKernels:
     never by importing it: torch's ``libtorch_cuda.so`` / ``torch_cuda.dll``, torchvision's ``_C``,
     torchaudio's ``libtorchaudio``."""
 
-    status: str = "unknown"  # "ok", "no-gpu-code" (a CPU-only library), "unknown" (unreadable: see why), "absent"
-    why: str | None = None  # set unless status is "ok": "not an ELF or PE file", "no torch/lib/libtorch_cuda.so"
+    # "ok", "no-gpu-code" (a CPU-only library), "unknown" (unreadable: see why), "absent"
+    status: str = "unknown"
+    # set unless status is "ok": "not an ELF or PE file", "no torch/lib/libtorch_cuda.so"
+    why: str | None = None
     path: str = ""  # the library read
-    sm: list[str] = field(default_factory=list)  # cubins held by at least half of the containers: the build's list
+    # cubins held by at least half of the containers: the build's list
+    sm: list[str] = field(default_factory=list)
     ptx: list[str] = field(default_factory=list)  # PTX by the same rule ("compute_50")
-    partial: list[str] = field(default_factory=list)  # targets in a few containers only (a handful of kernels)
+    # targets in a few containers only (a handful of kernels)
+    partial: list[str] = field(default_factory=list)
     containers: int = 0  # fatbin containers read
-    needed: list[str] = field(default_factory=list)  # CUDA runtime libraries the ELF file needs: "libcudart.so.12"
+    # CUDA runtime libraries the ELF file needs: "libcudart.so.12"
+    needed: list[str] = field(default_factory=list)
     seconds: float | None = None  # how long reading took
 
 
@@ -168,7 +173,8 @@ class Provenance:
     (``doctor/probes/provenance.py``); ``doctor/compat/distributions.py`` judges a build with it."""
 
     nvidia_pytorch_version: str | None = None  # $NVIDIA_PYTORCH_VERSION of NGC PyTorch containers: "25.01"
-    tegra_release: str | None = None  # the first line of /etc/nv_tegra_release: "# R36 (release), REVISION: 4.3, ..."
+    # the first line of /etc/nv_tegra_release: "# R36 (release), REVISION: 4.3, ..."
+    tegra_release: str | None = None
     l4t: str | None = None  # Jetson Linux (L4T) release parsed from it: "36.4.3"
     device_model: str | None = None  # /proc/device-tree/model: "NVIDIA Jetson AGX Orin Developer Kit"
     why: str | None = None  # set when the probe itself failed
@@ -259,10 +265,12 @@ class Snapshot:
     interpreter: Interpreter = field(default_factory=Interpreter)
     install: TorchInstall = field(default_factory=TorchInstall)
     runtime: TorchRuntime = field(default_factory=TorchRuntime)
-    environment: Environment = field(default_factory=Environment)  # hazard facts (doctor/model/environment.py)
+    # hazard facts (doctor/model/environment.py)
+    environment: Environment = field(default_factory=Environment)
     provenance: Provenance = field(default_factory=Provenance)  # NGC container, Jetson (L4T)
-    # What says a GPU is wanted here: "--require cuda", "[tool.torchdoctor] require", "--device 0". Set by the run
-    # from what the user stated; the container rule reads it (with the NVIDIA container variables) for its severity.
+    # What says a GPU is wanted here: "--require cuda", "[tool.torchdoctor] require", "--device 0". Set by the
+    # run from what the user stated; the container rule reads it (with the NVIDIA container variables) for its
+    # severity.
     gpu_wanted: list[str] = field(default_factory=list)
     project: Project | None = None  # the target project's pins (None: not probed)
     requested: Requested = field(default_factory=Requested)
@@ -345,7 +353,9 @@ def _sparse_fields(cls: type) -> tuple[tuple[tuple[str, bool, Any], ...], str | 
     marks = {f.name: f.metadata.get(WRITTEN) for f in fields(cls)}
     if not any(marks.values()):
         return None
-    spec = tuple((f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in fields(cls))
+    spec = tuple(
+        (f.name, marks[f.name] in (WHEN_STATED, ALONE_WHEN_UNREAD), _default(f)) for f in fields(cls)
+    )
     reason = next((name for name, mark in marks.items() if mark == ALONE_WHEN_UNREAD), None)
     return spec, reason
 
@@ -427,8 +437,9 @@ _ANY_TYPE = frozenset((str, int, float, bool, type(None), list, dict))
 
 @functools.cache
 def _as_is(tp: Any) -> frozenset:
-    """The exact types of JSON values that the reader of ``tp`` returns unchanged: text, integers, booleans and
-    null where the type takes them (a float reader makes an integer a float: never as is), anything for Any."""
+    """The exact types of JSON values that the reader of ``tp`` returns unchanged: text, integers, booleans
+    and null where the type takes them (a float reader makes an integer a float: never as is), anything for
+    Any."""
     if tp is typing.Any:
         return _ANY_TYPE
     if tp in (str, int, bool):

@@ -59,7 +59,8 @@ def cuda_from_int(value: int) -> str:
 
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
-    """"570.124.04" -> (570, 124, 4); "12.8" -> (12, 8); "2.7.1+cu128" -> (2, 7, 1); None when it does not parse."""
+    """"570.124.04" -> (570, 124, 4); "12.8" -> (12, 8); "2.7.1+cu128" -> (2, 7, 1); None when it does not
+    parse."""
     if not version:
         return None
     parts = re.findall(r"\d+", str(version).split("+")[0])

@@ -35,7 +35,8 @@ def index_url(variant: str, base: str = DEFAULT_INDEX_BASE) -> str:
 
 @dataclass(frozen=True)
 class InstallSource:
-    """Where wheels come from: the PyTorch index (or a mirror of it), a flat find-links, or only local files."""
+    """Where wheels come from: the PyTorch index (or a mirror of it), a flat find-links, or only local
+    files."""
 
     index_base: str = DEFAULT_INDEX_BASE  # <base>/<variant> must be a PEP 503 simple index
     find_links: str | None = None  # a folder or a URL of a flat listing (pip/uv -f); "{variant}" is filled in
@@ -77,7 +78,8 @@ def install_argv(
     requirements: str | None = None,
     flags: tuple[str, ...] = (),
 ) -> list[str]:
-    """``<python> -m pip install <flags> <pins> <index options>`` or ``uv pip install --python <python> ...``."""
+    """``<python> -m pip install <flags> <pins> <index options>`` or ``uv pip install --python <python>
+    ...``."""
     head = [uv, "pip", "install", "--python", python] if installer == UV else [python, "-m", "pip", "install"]
     body = ["-r", requirements] if requirements else list(pins)
     return head + list(flags) + body + source.args(variant, extra_variants)
@@ -102,7 +104,8 @@ def conda_remove_argv(conda: str, prefix: str, names: list[str]) -> list[str]:
 
 
 def conda_install_argv(conda: str, prefix: str, channel: str, specs: list[str]) -> list[str]:
-    """``conda install -p <prefix> -c <channel> <specs>``: a distribution's own build, from its own channel."""
+    """``conda install -p <prefix> -c <channel> <specs>``: a distribution's own build, from its own
+    channel."""
     return [conda, "install", "-p", prefix, "-c", channel, *specs]
 
 
@@ -137,7 +140,8 @@ def check_argv(installer: str, python: str, uv: str = "uv") -> list[str]:
 
 
 def pip_argv(python: str, *args: str) -> list[str]:
-    """``<python> -m pip <args>``: the target's own pip, asked about itself (``--version``, ``config list``)."""
+    """``<python> -m pip <args>``: the target's own pip, asked about itself (``--version``, ``config
+    list``)."""
     return [python, "-m", "pip", *args]
 
 
@@ -267,7 +271,9 @@ class Commands:
             return action.text
         if action.kind == CONDA_REMOVE:
             return render_argv([self.conda, "remove", "-p", action.text, *action.packages], self.os)
-        problems = [p for p in map(requirement_problem if action.declared else pin_problem, action.packages) if p]
+        problems = [
+            p for p in map(requirement_problem if action.declared else pin_problem, action.packages) if p
+        ]
         if problems and action.kind != UNINSTALL:  # an uninstall names what is there; it installs nothing
             return shells.refusal(shells.shell_for(self.os), "; ".join(problems))
         command = render_argv(self.argv(action), self.os)
@@ -285,9 +291,9 @@ class Commands:
         return [self.python, "-m", "venv", folder]
 
     def fill(self, findings, pins: tuple[tuple[str, ...], str | None] | None = None) -> None:
-        """Write out the actions of every finding's fix into its ``commands``. ``pins``: (the plan's pins, their
-        index variant), what an action marked ``plan`` installs; with none, such an action writes no command
-        (never an unpinned install from whatever index is the default)."""
+        """Write out the actions of every finding's fix into its ``commands``. ``pins``: (the plan's pins,
+        their index variant), what an action marked ``plan`` installs; with none, such an action writes no
+        command (never an unpinned install from whatever index is the default)."""
         for finding in findings:
             fix = finding.fix
             if fix is None or not fix.actions:

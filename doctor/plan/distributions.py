@@ -36,7 +36,12 @@ JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorc
 NGC_RELEASE_NOTES = "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/index.html"
 CONDA_FORGE_CUDA = "https://conda-forge.org/docs/user/cuda/"
 
-_ARCH_IDS = ("gpu-arch-unsupported", "gpu-arch-needs-ptx", "cudnn-unsupported-gpu", "gpus-need-different-wheels")
+_ARCH_IDS = (
+    "gpu-arch-unsupported",
+    "gpu-arch-needs-ptx",
+    "cudnn-unsupported-gpu",
+    "gpus-need-different-wheels",
+)
 
 
 @dataclass(slots=True)
@@ -59,15 +64,16 @@ def own_build(facts: Assessment) -> Origin | None:
 
 
 def jetson_is_sbsa(snap: Snapshot) -> bool:
-    """JetPack 7 (Jetson Linux 38) aligned Jetson with server ARM (SBSA): the same CUDA 13 aarch64 builds run."""
+    """JetPack 7 (Jetson Linux 38) aligned Jetson with server ARM (SBSA): the same CUDA 13 aarch64 builds
+    run."""
     l4t = major_minor(snap.provenance.l4t or "")
     return bool(l4t and l4t[0] >= 38)
 
 
 @functools.lru_cache(maxsize=256)  # pure: a fleet of reports asks the same few questions
 def cuda_range_for(table, ccs: tuple) -> tuple[str, str] | None:
-    """(oldest, newest) CUDA whose nvcc can compile a cubin for every one of ``ccs``; None when no CUDA the table
-    knows can (cuda_toolkits)."""
+    """(oldest, newest) CUDA whose nvcc can compile a cubin for every one of ``ccs``; None when no CUDA the
+    table knows can (cuda_toolkits)."""
     fitting = [t.cuda for t in table.cuda_toolkits if all(bound_verdict(t, cc, t.cuda) == RUNS for cc in ccs)]
     return (fitting[0], fitting[-1]) if fitting else None
 
@@ -83,7 +89,8 @@ def advise(facts: Assessment, findings: list[Finding], commands: Commands) -> Ow
     needs_arch = bool(ids & set(_ARCH_IDS))
     reach = cuda_range_for(table, ccs) if ccs else None
     driver_max = snap.nvidia.cuda_driver_version.value
-    advice = OwnBuild(origin, f"torch is {origin.label} ({origin.evidence}); torchdoctor does not replace it with "
+    advice = OwnBuild(origin, f"torch is {origin.label} ({origin.evidence}); torchdoctor does not replace it "
+        "with "
                       "pip wheels")
     notes = advice.notes
     if origin.kind == CONDA_FORGE:
@@ -95,21 +102,27 @@ def advise(facts: Assessment, findings: list[Finding], commands: Commands) -> Ow
         specs += [n for n in ("torchvision", "torchaudio") if getattr(snap.install, n) is not None]
         prefix = snap.interpreter.prefix or "<env>"
         command = render_argv(conda_install_argv(commands.conda, prefix, "conda-forge", specs), commands.os)
-        notes.append(f"Stay with conda-forge: install its CUDA build that fits ({CONDA_FORGE_CUDA}): {command}")
+        notes.append(f"Stay with conda-forge: install its CUDA build that fits ({CONDA_FORGE_CUDA}): "
+            f"{command}")
         if needs_arch:
-            notes.append("conda-forge compiles its own architecture list; after installing, torchdoctor check reads "
+            notes.append("conda-forge compiles its own architecture list; after installing, torchdoctor "
+                "check reads "
                          "the new build's kernels from its library.")
     elif origin.kind == CONDA_OTHER:
-        notes.append(f"Install a build that fits from the {origin.detail} channel, or move this environment to "
+        notes.append(f"Install a build that fits from the {origin.detail} channel, or move this environment "
+            "to "
                      "conda-forge or to PyTorch's pip wheels yourself: either replaces that channel's torch.")
     elif origin.kind == NGC:
         if needs_arch:
             want = f" built with CUDA {reach[0]} or newer" if reach else ""
-            notes.append(f"Use a newer NGC PyTorch container{want} (nvcr.io/nvidia/pytorch:<YY.MM>-py3; each tag's "
-                         f"CUDA is in NVIDIA's release notes: {NGC_RELEASE_NOTES}). Replace the container, not the "
+            notes.append(f"Use a newer NGC PyTorch container{want} (nvcr.io/nvidia/pytorch:<YY.MM>-py3; each "
+                "tag's "
+                         f"CUDA is in NVIDIA's release notes: {NGC_RELEASE_NOTES}). Replace the container, "
+                         "not the "
                          "torch inside it.")
         if "driver-too-old" in ids:
-            notes.append(f"This container's CUDA needs a newer driver on the host; update the host's driver, or use "
+            notes.append("This container's CUDA needs a newer driver on the host; update the host's driver, "
+                "or use "
                          f"an NGC tag built with CUDA {driver_max or 'the driver supports'} or older.")
         if ids & {"torchvision-mismatch", "torchaudio-mismatch"}:
             notes.append("NGC's torchvision and torchaudio are built with its torch: reinstall them from the "
@@ -120,8 +133,10 @@ def advise(facts: Assessment, findings: list[Finding], commands: Commands) -> Ow
                      f"NVIDIA's driver downloads. Install NVIDIA's PyTorch built for this JetPack"
                      + (f" (CUDA {cuda})" if cuda else "") + f": {JETSON_PYTORCH}")
         if facts.origin.pytorch_wheel:
-            notes.append("PyPI's aarch64 wheels are built for server ARM (SBSA) GPUs: before CUDA 13.2 they hold no "
-                         "kernels Jetson's integrated GPU can run, and their CUDA may be newer than this JetPack's.")
+            notes.append("PyPI's aarch64 wheels are built for server ARM (SBSA) GPUs: before CUDA 13.2 they "
+                "hold no "
+                         "kernels Jetson's integrated GPU can run, and their CUDA may be newer than this "
+                         "JetPack's.")
     elif origin.kind == SOURCE:
         arch = _arch_list_with(snap, ccs)
         if needs_arch and arch:
@@ -131,10 +146,12 @@ def advise(facts: Assessment, findings: list[Finding], commands: Commands) -> Ow
             else:
                 cuda = f" with CUDA {reach[0]} or newer" if reach else ""
             notes.append(f"Rebuild it for these GPUs{cuda}: TORCH_CUDA_ARCH_LIST=\"{arch}\" (for example "
-                         f"TORCH_CUDA_ARCH_LIST=\"{arch}\" python -m pip install --no-build-isolation -v -e . in "
+                         f"TORCH_CUDA_ARCH_LIST=\"{arch}\" python -m pip install --no-build-isolation -v -e "
+                         ". in "
                          "your PyTorch checkout).")
         if "driver-too-old" in ids:
-            notes.append(f"Or rebuild it with a CUDA the driver supports ({driver_max or 'see the driver finding'} or "
+            notes.append("Or rebuild it with a CUDA the driver supports "
+                f"({driver_max or 'see the driver finding'} or "
                          "older), or update the driver.")
     if not notes:
         notes.append("See each finding's fix.")
@@ -147,7 +164,8 @@ def _build_cuda(snap: Snapshot) -> str | None:
 
 
 def _arch_list_with(snap: Snapshot, ccs) -> str:
-    """The build's arch list (from its binary) plus each GPU's capability, as TORCH_CUDA_ARCH_LIST: "8.0;9.0"."""
+    """The build's arch list (from its binary) plus each GPU's capability, as TORCH_CUDA_ARCH_LIST:
+    "8.0;9.0"."""
     kernels = snap.install.torch.kernels if snap.install.torch is not None else None
     have = []
     for target in (kernels.sm if kernels is not None and kernels.status == "ok" else []):

@@ -71,7 +71,8 @@ PRESETS = {
 
 
 def parse_mirror(value: str) -> Mirror | None:
-    """``nju``, ``aliyun``, ``sjtu``, ``tuna``, or ``NAME=URL`` (that preset's layout at URL); None otherwise."""
+    """``nju``, ``aliyun``, ``sjtu``, ``tuna``, or ``NAME=URL`` (that preset's layout at URL); None
+    otherwise."""
     name, _, url = (value or "").strip().partition("=")
     preset = PRESETS.get(name.strip().lower())
     if preset is None:

@@ -1,13 +1,15 @@
 """The fix plan: from the findings, one ordered list of exact commands (pure). docs/plan.md describes it.
 
 The torch the user has, or asks for (``--torch``, the project's pins), wins. When it runs on this GPU once the
-driver is newer, the first way out is the driver, with torch kept; the other way, the nearest release that runs
-on today's driver, is named beside it with what it costs. Where the driver cannot be changed (``--no-driver-change``,
-a container, a cluster job) the other way comes first. Both are in ``alternatives`` as data.
+driver is newer, the first way out is the driver, with torch kept; the other way, the nearest release that
+runs on today's driver, is named beside it with what it costs. Where the driver cannot be changed
+(``--no-driver-change``, a container, a cluster job) the other way comes first. Both are in ``alternatives``
+as data.
 
-Driver steps come before wheel steps. Wheel pins carry the local version tag (``torch==2.7.1+cu128``) so that pip
-cannot answer "Requirement already satisfied" when only the build changes; torch, torchvision and torchaudio
-always move together. An externally managed Python (PEP 668) gets a virtual environment to install into.
+Driver steps come before wheel steps. Wheel pins carry the local version tag (``torch==2.7.1+cu128``) so that
+pip cannot answer "Requirement already satisfied" when only the build changes; torch, torchvision and
+torchaudio always move together. An externally managed Python (PEP 668) gets a virtual environment to install
+into.
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ class Plan:
     wanted: dict | None = None  # the torch asked for: {"spec": "==2.3.1", "source": "--torch"}
     driver_change: dict = field(default_factory=lambda: {"possible": True, "why": ""})
     driver: dict | None = None  # the driver the first way needs (minimum, branch, commands, source)
-    # The ways out when there is a choice (driver or another torch; another Python): each as data (plan/ways.py
-    # way()), the one the steps take marked "primary".
+    # The ways out when there is a choice (driver or another torch; another Python): each as data
+    # (plan/ways.py way()), the one the steps take marked "primary".
     alternatives: list[dict] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)  # the exact builds the environment ends with
     pins_variant: str | None = None  # the index they come from ("cu128"; None: the installer's default)
@@ -153,27 +155,32 @@ def build_plan(facts: Assessment, findings: list[Finding], commands: Commands | 
     snap, table = facts.snap, facts.table
     commands = commands or commands_for(snap)
     run = _Run(facts, commands, findings, conda)
-    plan = Plan("", python=commands.python, driver_change={"possible": run.change.possible, "why": run.change.why})
+    plan = Plan(
+        "", python=commands.python, driver_change={"possible": run.change.possible, "why": run.change.why}
+    )
     if run.wanted is not None:
         plan.wanted = {"spec": run.wanted.spec, "source": run.wanted.source}
     # What a finding that reinstalls torch installs when the plan installs nothing else: the installed builds,
-    # exactly; never for a distribution's own torch (conda-forge, NGC, Jetson, a source build), which pip must not
-    # replace behind the user's back.
+    # exactly; never for a distribution's own torch (conda-forge, NGC, Jetson, a source build), which pip must
+    # not replace behind the user's back.
     plan.pins, plan.pins_variant = ([], None) if own_build(facts) is not None else installed_pins(snap)
     wheel_ids = sorted({f.id for f in findings if f.id in WHEEL_FINDINGS})
     if not wheel_ids:
         errors = [f for f in findings if f.severity == "error"]
         if errors:
-            plan.status, plan.reason = NONE, "the problems found are not fixed by a different torch wheel; see each " \
-                "finding's fix"
+            plan.status, plan.reason = (
+                NONE,
+                "the problems found are not fixed by a different torch wheel; see each finding's fix",
+            )
         else:
             plan.status, plan.reason = HEALTHY, "nothing to change"
         return plan
     plan.addresses = wheel_ids
     own = advise(facts, findings, commands)
     if own is not None:
-        # A distribution's own torch (conda-forge, NGC, Jetson, a source build, another conda channel) is never
-        # replaced with pip wheels here: the plan says what fits that distribution, or stops at the diagnosis.
+        # A distribution's own torch (conda-forge, NGC, Jetson, a source build, another conda channel) is
+        # never replaced with pip wheels here: the plan says what fits that distribution, or stops at the
+        # diagnosis.
         plan.status, plan.reason, plan.notes = MANUAL, own.reason, list(own.notes)
         plan.pins, plan.pins_variant = [], None
         if own.origin.kind == SOURCE:
@@ -199,7 +206,8 @@ def build_plan(facts: Assessment, findings: list[Finding], commands: Commands | 
     machine = run.machine
     reach = cuda_range_for(table, machine.gpu_ccs) if machine.gpu_ccs else None
     if choice.code == NO_WHEEL_FOR_GPUS and reach:
-        plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build made "
+        plan.notes.append(f"CUDA {reach[0]} to {reach[1]} can compile kernels for these GPUs: only a build "
+            "made "
                           "with one of them for exactly these architectures (a source build with "
                           "TORCH_CUDA_ARCH_LIST) would run.")
     elif choice.code == NO_WHEEL_FOR_GPUS and machine.gpu_ccs:
@@ -208,8 +216,8 @@ def build_plan(facts: Assessment, findings: list[Finding], commands: Commands | 
 
 
 def _asked(run: _Run, choice: Choice) -> str:
-    """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as pinned
-    by requirements.txt:2"."""
+    """The choice's reason with who asked for the version: "torch==2.3.1, as asked by --torch", "..., as
+    pinned by requirements.txt:2"."""
     reason = choice.reason
     if run.wanted is None or choice.code not in (AS_ASKED, AS_ASKED_AFTER_DRIVER):
         return reason
@@ -230,12 +238,14 @@ def _install(run: _Run, plan: Plan, choice: Choice) -> Plan:
     plan.unverified = list(fit.wheel.unverified)
     if _same_build(run, fit):
         plan.status = NONE
-        plan.reason = (f"torch {build.label} is already the build that fits this machine; no other wheel fixes "
+        plan.reason = (f"torch {build.label} is already the build that fits this machine; no other wheel "
+            "fixes "
                        "the findings: see each finding's fix")
         return plan
     reason = _asked(run, choice)
     if build is not None and run.facts.origin.kind == NIGHTLY:
-        plan.notes.append(f"This replaces the nightly build torch {build.version} with the release {fit.wheel.label}.")
+        plan.notes.append(f"This replaces the nightly build torch {build.version} with the release "
+            f"{fit.wheel.label}.")
         if minor_key(build.version) == fit.wheel.minor:
             reason = f"the {fit.wheel.minor} release in place of the nightly"
     steps, notes, pins = run.steps_for(fit, reason)
@@ -252,12 +262,18 @@ def _common_notes(run: _Run, plan: Plan, fit: Fit, choice: Choice) -> None:
     if machine.free_threaded:
         tag = python_label(machine).rpartition(", ")[2].rstrip(")")
         plan.notes.append(f"Python {tag} is a free-threaded build: only releases with {tag} wheels count "
-                          f"(torch {fit.wheel.torch} has them; the table lists each release's free-threaded builds).")
-    if "torchaudio" in packages_for(snap) and fit.wheel.torchaudio is None and snap.install.torchaudio is not None:
+                          f"(torch {fit.wheel.torch} has them; the table lists each release's free-threaded "
+                          "builds).")
+    if (
+        "torchaudio" in packages_for(snap)
+        and fit.wheel.torchaudio is None
+        and snap.install.torchaudio is not None
+    ):
         plan.notes.append(f"torchaudio has no release for torch {fit.wheel.minor}; uninstall it or keep "
                           "using an older torch if you need it.")
     if choice.alternative is not None:
-        plan.notes.append(Msg("Newest release that also fits: torch {label}.", label=choice.alternative.wheel.label))
+        plan.notes.append(Msg("Newest release that also fits: torch "
+            "{label}.", label=choice.alternative.wheel.label))
     if fit.driver.level == "minor-compat":
         plan.notes.append(Msg("CUDA {cuda} is newer than the driver's CUDA {driver_cuda}; it runs through "
                               "minor-version compatibility.", cuda=fit.wheel.cuda,
@@ -265,9 +281,9 @@ def _common_notes(run: _Run, plan: Plan, fit: Fit, choice: Choice) -> None:
 
 
 def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
-    """The torch kept (or asked for) runs once the driver is newer: the driver is the first way, today's nearest
-    release the other; where the driver cannot be changed, today's release comes first (if it is what was asked
-    for: a version outside the user's specifier is only offered, never installed)."""
+    """The torch kept (or asked for) runs once the driver is newer: the driver is the first way, today's
+    nearest release the other; where the driver cannot be changed, today's release comes first (if it is what
+    was asked for: a version outside the user's specifier is only offered, never installed)."""
     snap, keep, today = run.snap, choice.needs_driver, choice.today
     build = run.facts.build
     anchor = build.version if build is not None and choice.asked is None else choice.asked
@@ -289,9 +305,19 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         why = f"the nearest release that runs on driver {driver_now}" + (
             f": {cost(anchor, today)}" if cost(anchor, today) else "")
         today_steps, today_notes, today_pins = run.steps_for(today, why)
-        outside = "" if in_spec(spec, today.wheel.torch) else f", outside {run.wanted.spec} asked by {run.wanted.source}"
-        today_way = way("wheel", f"Keep driver {driver_now}: install torch {today.wheel.label} instead"
-                        f" ({cost(anchor, today)}{outside})", today_steps, run.describe(today), cost(anchor, today))
+        outside = (
+            ""
+            if in_spec(spec, today.wheel.torch)
+            else f", outside {run.wanted.spec} asked by {run.wanted.source}"
+        )
+        today_way = way(
+            "wheel",
+            f"Keep driver {driver_now}: install torch {today.wheel.label} instead"
+            f" ({cost(anchor, today)}{outside})",
+            today_steps,
+            run.describe(today),
+            cost(anchor, today),
+        )
     today_first = not run.change.possible and today is not None and in_spec(spec, today.wheel.torch)
     if today_first:
         plan.status, plan.steps, plan.notes = INSTALL, today_steps, today_notes
@@ -305,7 +331,11 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
         plan.notes.append(Msg("Keeping torch {label} needs {sentence}.", label=keep.wheel.label,
                                sentence=advice.sentence))
         return plan
-    plan.driver, plan.target, plan.unverified = advice.as_dict(), run.describe(keep), list(keep.wheel.unverified)
+    plan.driver, plan.target, plan.unverified = (
+        advice.as_dict(),
+        run.describe(keep),
+        list(keep.wheel.unverified),
+    )
     plan.alternative = run.describe(today)  # the other way's wheel: the nearest release on today's driver
     plan.reason = _asked(run, choice)
     driver_way["primary"] = run.change.possible
@@ -313,9 +343,11 @@ def _driver_or_today(run: _Run, plan: Plan, choice: Choice) -> Plan:
     if not run.change.possible:
         # The version asked for needs a driver this run cannot change: nothing to install here.
         plan.status, plan.steps = MANUAL, []
-        plan.notes.append(Msg("torch {label} needs {sentence}.", label=keep.wheel.label, sentence=advice.sentence))
+        plan.notes.append(Msg("torch {label} needs "
+            "{sentence}.", label=keep.wheel.label, sentence=advice.sentence))
         if today_way is not None:
-            plan.notes.append(f"Or, on driver {driver_now}: {today_way['summary']}: {today_steps[-1].command}")
+            plan.notes.append(f"Or, on driver {driver_now}: {today_way['summary']}: "
+                f"{today_steps[-1].command}")
         return plan
     plan.status, plan.steps, plan.notes = DRIVER_FIRST, driver_steps, notes
     if not keeps:
@@ -333,17 +365,20 @@ def _unavailable(run: _Run, plan: Plan, choice: Choice) -> Plan:
     """The version asked for cannot be had on this machine: say why, and the nearest workable choices (another
     Python for it; the nearest release here), each with its commands. Nothing is installed in its place."""
     plan.status, plan.reason = MANUAL, choice.reason
-    plan.notes.append(f"{choice.reason} (asked by {run.wanted.source})." if run.wanted else f"{choice.reason}.")
+    plan.notes.append(f"{choice.reason} (asked by "
+        f"{run.wanted.source})." if run.wanted else f"{choice.reason}.")
     plan.pins, plan.pins_variant = [], None
     if choice.unavailable == NO_PYTHON and choice.asked:
         other = _other_python_way(run, choice.asked)
         if other is not None:
             plan.alternatives.append(other)
-            plan.notes.append(other["summary"] + (f": {' && '.join(s['command'] for s in other['steps'] if s['command'])}"
+            plan.notes.append(other["summary"] + (": "
+                f"{' && '.join(s['command'] for s in other['steps'] if s['command'])}"
                                                   if other["steps"] else ""))
     near = choice.nearest
     if near is not None:
-        steps, notes, _ = run.steps_for(near, f"the nearest release that {'runs' if near.runs else 'fits'} here")
+        steps, notes, _ = run.steps_for(near, f"the nearest release that {'runs' if near.runs else 'fits'} "
+            "here")
         anchor = choice.asked
         summary = f"Or use torch {near.wheel.label} ({cost(anchor, near)})" if anchor else \
             f"Or use torch {near.wheel.label}"
@@ -380,7 +415,8 @@ def _other_python_way(run: _Run, asked: str) -> dict | None:
                               version=other.version, path=other.path) if other.path else
                   Msg("Create {folder} with Python {version} (uv fetches it)", folder=VENV_FOLDER,
                       version=other.version), make),
-             Step("install", Msg("Install torch {label} into {folder}.", label=fit.wheel.label, folder=VENV_FOLDER), render_argv(argv, commands.os),
+             Step("install", Msg("Install torch {label} into "
+                 "{folder}.", label=fit.wheel.label, folder=VENV_FOLDER), render_argv(argv, commands.os),
                   argv)]
     return way("python", summary, steps, run.describe(fit), "another Python")
 
@@ -394,8 +430,11 @@ def _wheel_alternative(run: _Run) -> str | None:
     pins, _ = wheel_pins(fit, snap, packages_for(snap), run.table, run.machine)
     variant = fit.wheel.variant if snap.host.os != "darwin" else None
     line = render_argv(run.commands.argv(Action(INSTALL_ACTION, tuple(pins), variant)), run.commands.os)
-    return f"Or replace the source build with PyTorch's wheel torch {fit.wheel.label} (this replaces your source " \
-           f"build): {line}"
+    return (
+        f"Or replace the source build with PyTorch's wheel torch {fit.wheel.label} (this replaces your "
+        "source "
+        f"build): {line}"
+    )
 
 
 def _companions_wrong(findings: list[Finding]) -> bool:

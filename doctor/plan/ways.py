@@ -1,7 +1,7 @@
-"""The ways out of a wheel problem, as plan steps (pure): install a wheel (into the target interpreter, or into a
-new virtual environment when the target is an externally managed system Python), or update the driver and keep
-torch. Each way is written with the run's one command builder (doctor/plan/commands.py) and can be described
-as structured data (the plan's ``alternatives``).
+"""The ways out of a wheel problem, as plan steps (pure): install a wheel (into the target interpreter, or
+into a new virtual environment when the target is an externally managed system Python), or update the driver
+and keep torch. Each way is written with the run's one command builder (doctor/plan/commands.py) and can be
+described as structured data (the plan's ``alternatives``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from doctor.plan.commands import Commands, conda_remove_argv, index_url, render_
 if TYPE_CHECKING:  # annotations only: importing it would load all of compat (wheels, table) with the plan
     from doctor.compat.assessment import Assessment
 
-VENV_FOLDER = ".venv"  # where the plan makes an environment for an externally managed Python (in the working folder)
+# where the plan makes an environment for an externally managed Python (in the working folder)
+VENV_FOLDER = ".venv"
 PEP_668 = "https://peps.python.org/pep-0668/"
 
 
@@ -35,9 +36,15 @@ class Step:
 
 
 def externally_managed(snap: Snapshot) -> bool:
-    """PEP 668: pip refuses to install into this interpreter (a marked system Python, not a venv or conda env)."""
+    """PEP 668: pip refuses to install into this interpreter (a marked system Python, not a venv or conda
+    env)."""
     interp = snap.interpreter
-    return bool(interp.externally_managed) and interp.env_kind not in ("venv", "uv-venv", "conda", "conda-base")
+    return bool(interp.externally_managed) and interp.env_kind not in (
+        "venv",
+        "uv-venv",
+        "conda",
+        "conda-base",
+    )
 
 
 def installed_pins(snap: Snapshot) -> tuple[list[str], str | None]:
@@ -90,24 +97,32 @@ def install_steps(fit: Fit, facts: Assessment, commands: Commands, reason: str, 
     if externally_managed(snap):
         python = venv_python(commands)
         argv = commands.venv_argv(VENV_FOLDER)
-        steps.append(Step("venv", Msg("Create a virtual environment {folder} in this folder: {python} is externally "
-                                      "managed (PEP 668) and pip refuses to install into it.", folder=VENV_FOLDER,
-                                      python=snap.interpreter.path or Msg("this Python")), render_argv(argv, commands.os), argv))
-        notes.append(f"{snap.interpreter.path} is marked EXTERNALLY-MANAGED ({PEP_668}): torch goes into the new "
+        steps.append(Step("venv", Msg("Create a virtual environment {folder} in this folder: {python} is "
+            "externally "
+                                      "managed (PEP 668) and pip refuses to install into "
+                                      "it.", folder=VENV_FOLDER,
+                                      python=snap.interpreter.path or Msg("this "
+                                          "Python")), render_argv(argv, commands.os), argv))
+        notes.append(f"{snap.interpreter.path} is marked EXTERNALLY-MANAGED ({PEP_668}): torch goes into the "
+            "new "
                      f"environment {VENV_FOLDER}; run your code with {python}. Debian and Ubuntu need the "
-                     "python3-venv package for -m venv (sudo apt install python3-venv). torchdoctor never adds "
+                     "python3-venv package for -m venv (sudo apt install python3-venv). torchdoctor never "
+                     "adds "
                      "--break-system-packages.")
     else:
         owned = conda_torch(snap).remove_before_pip
         if owned and snap.interpreter.prefix:
-            # pip over conda's torch leaves two owners of the same files: conda's must go first. (Only the pytorch
-            # channel's builds get here: conda-forge's and other channels' are never replaced, see advise().)
+            # pip over conda's torch leaves two owners of the same files: conda's must go first. (Only the
+            # pytorch channel's builds get here: conda-forge's and other channels' are never replaced, see
+            # advise().)
             names = [r.name for r in owned]
             argv = conda_remove_argv(conda or commands.conda, snap.interpreter.prefix, names)
             steps.append(Step("remove", Msg("Remove the conda packages that own torch ({names}) from this "
-                                            "environment; pip installs the wheels next.", names=", ".join(names)), render_argv(argv, commands.os),
+                                            "environment; pip installs the wheels "
+                                            "next.", names=", ".join(names)), render_argv(argv, commands.os),
                               argv))
-            replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last release "
+            replaced = ("the pytorch channel's conda build with PyTorch's pip wheels (that channel's last "
+                "release "
                         "was 2.5)") if facts.origin.kind == PYTORCH_CONDA else \
                 "conda's build of torch with PyTorch's pip wheels"
             notes.append("conda owns torch in this environment: the wheels go in with pip after conda's "
@@ -123,11 +138,24 @@ def install_steps(fit: Fit, facts: Assessment, commands: Commands, reason: str, 
 def driver_step(advice: DriverAdvice, cuda: str | None, label: str) -> Step:
     """The driver update, as a step nobody runs for the user (fix never installs a driver)."""
     needs = Msg(": CUDA {cuda} (torch {label}) needs it", cuda=cuda, label=label) if cuda else ""
-    return Step("driver", Msg("Install {sentence}{needs}.", sentence=advice.sentence, needs=needs), advice.commands[0] if advice.commands else None)
+    return Step(
+        "driver",
+        Msg("Install {sentence}{needs}.", sentence=advice.sentence, needs=needs),
+        advice.commands[0] if advice.commands else None,
+    )
 
 
-def way(kind: str, summary: str, steps: list[Step], target: dict | None = None, cost_text: str = "",
-        driver: DriverAdvice | None = None, available: bool = True, why_not: str = "", primary: bool = False) -> dict:
+def way(
+    kind: str,
+    summary: str,
+    steps: list[Step],
+    target: dict | None = None,
+    cost_text: str = "",
+    driver: DriverAdvice | None = None,
+    available: bool = True,
+    why_not: str = "",
+    primary: bool = False,
+) -> dict:
     """One way out as data (the plan's ``alternatives``): what it does, what it costs, its steps. ``kind``:
     "driver" (update the driver, keep torch), "wheel" (install another torch), "python" (another Python);
     ``primary``: the way the plan's own steps take."""

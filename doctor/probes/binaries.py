@@ -1,11 +1,13 @@
-"""The GPU code of the installed torch, torchvision and torchaudio, read from their libraries (never imported).
+"""The GPU code of the installed torch, torchvision and torchaudio, read from their libraries (never
+imported).
 
 Where: the folders the inspector reported (``Dist.location``, the site-packages holding the package); for a
 conda environment whose torch keeps its C++ libraries in ``<prefix>/lib`` (conda-forge's ``libtorch``), there
-too. What: the cubins and PTX of the ``.nv_fatbin`` section (``doctor/probes/kernels.py``) and the CUDA runtime
-libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" for a torchvision without a
-``+cuXXX`` tag). Bounded: each library is read in a daemon thread that is abandoned after ``timeout`` seconds
-(a hung network file system must not hang the check), and the reading itself only touches headers. Never raises.
+too. What: the cubins and PTX of the ``.nv_fatbin`` section (``doctor/probes/kernels.py``) and the CUDA
+runtime libraries the ELF file needs (``DT_NEEDED``: ``libcudart.so.12`` says "CUDA 12" for a torchvision
+without a ``+cuXXX`` tag). Bounded: each library is read in a daemon thread that is abandoned after
+``timeout`` seconds (a hung network file system must not hang the check), and the reading itself only touches
+headers. Never raises.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ from doctor.model.snapshot import BinaryKernels, Dist
 from doctor.probes.kernels import read_kernels
 
 ABSENT = "absent"
-_TORCHAUDIO_LIBS = ("lib/libtorchaudio.so", "_torchaudio.so", "lib/libtorchaudio.pyd", "lib/libtorchaudio.dll")
+_TORCHAUDIO_LIBS = (
+    "lib/libtorchaudio.so",
+    "_torchaudio.so",
+    "lib/libtorchaudio.pyd",
+    "lib/libtorchaudio.dll",
+)
 _CONDA_LIB_NAMES = ("libtorch_cuda.so", "libtorch_cuda_cu.so")
-# The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash: "libcudart-1a2b3c4d.so.12").
+# The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash:
+# "libcudart-1a2b3c4d.so.12").
 _CUDA_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
 _MAX_SECTIONS = 1 << 16
 _MAX_DYNAMIC = 1 << 20  # a .dynamic section is a few hundred entries of 16 bytes
@@ -43,14 +51,22 @@ def find_torch_cuda_library(site_packages) -> str | None:
     """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) under ``site_packages``, or None
     (a CPU-only torch has none)."""
     lib = os.path.join(os.fspath(site_packages), "torch", "lib")
-    return next((os.path.join(lib, name) for name in _TORCH_LIBS if os.path.isfile(os.path.join(lib, name))), None)
+    return next(
+        (os.path.join(lib, name) for name in _TORCH_LIBS if os.path.isfile(os.path.join(lib, name))), None
+    )
 
 
 def find_torchvision_library(site_packages) -> str | None:
     """``torchvision/_C.so`` (or ``_C.pyd``, or an ABI-tagged ``_C.*.so``), or None."""
     folder = os.path.join(os.fspath(site_packages), "torchvision")
-    found = next((os.path.join(folder, name) for name in _TORCHVISION_LIBS if os.path.isfile(os.path.join(folder, name))),
-                 None)
+    found = next(
+        (
+            os.path.join(folder, name)
+            for name in _TORCHVISION_LIBS
+            if os.path.isfile(os.path.join(folder, name))
+        ),
+        None,
+    )
     if found is None and os.path.isdir(folder):
         tagged = sorted(name for name in os.listdir(folder)
                         if name.startswith("_C.") and os.path.splitext(name)[1] in (".so", ".pyd"))
@@ -59,13 +75,21 @@ def find_torchvision_library(site_packages) -> str | None:
 
 
 def torch_library(dist: Dist | None, prefix: str | None = None) -> str | None:
-    """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) of this torch, else ``<prefix>/lib/libtorch_cuda.so``
-    when the environment is a conda one (conda-forge's ``libtorch`` package keeps it there)."""
+    """``torch/lib/libtorch_cuda.so`` (or ``torch_cuda.dll``) of this torch, else
+    ``<prefix>/lib/libtorch_cuda.so`` when the environment is a conda one (conda-forge's ``libtorch`` package
+    keeps it there)."""
     if dist is None or not dist.location:
         return None
     found = _quiet(lambda: find_torch_cuda_library(dist.location))
     if found is None and prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
-        found = next((p for p in (os.path.join(prefix, "lib", name) for name in _CONDA_LIB_NAMES) if os.path.isfile(p)), None)
+        found = next(
+            (
+                p
+                for p in (os.path.join(prefix, "lib", name) for name in _CONDA_LIB_NAMES)
+                if os.path.isfile(p)
+            ),
+            None,
+        )
     return found
 
 
@@ -79,7 +103,10 @@ def torchaudio_library(dist: Dist | None) -> str | None:
     if dist is None or not dist.location:
         return None
     folder = os.path.join(dist.location, "torchaudio")
-    return next((os.path.join(folder, rel) for rel in _TORCHAUDIO_LIBS if os.path.isfile(os.path.join(folder, rel))), None)
+    return next(
+        (os.path.join(folder, rel) for rel in _TORCHAUDIO_LIBS if os.path.isfile(os.path.join(folder, rel))),
+        None,
+    )
 
 
 def _quiet(fn):
@@ -102,15 +129,23 @@ def read_binary(path: str | None, what: str) -> BinaryKernels:
     except Exception as exc:  # noqa: BLE001 - a reader bug becomes a fact, never a crash
         return BinaryKernels(status="unknown", why=f"internal error reading it: {type(exc).__name__}: {exc}",
                              path=str(path))
-    return BinaryKernels(status=found.status, why=found.why, path=str(path), sm=list(found.sm), ptx=list(found.ptx),
-                         partial=list(found.partial), containers=found.containers, needed=needed,
-                         seconds=found.seconds)
+    return BinaryKernels(
+        status=found.status,
+        why=found.why,
+        path=str(path),
+        sm=list(found.sm),
+        ptx=list(found.ptx),
+        partial=list(found.partial),
+        containers=found.containers,
+        needed=needed,
+        seconds=found.seconds,
+    )
 
 
 def read_cuda_needed(path) -> list[str]:
-    """The CUDA libraries an ELF64 little-endian file names in DT_NEEDED ("libcudart.so.12"); [] when there are
-    none or the file cannot be read as such. Reads the section headers, the dynamic section and one bounded name
-    per entry; never raises."""
+    """The CUDA libraries an ELF64 little-endian file names in DT_NEEDED ("libcudart.so.12"); [] when there
+    are none or the file cannot be read as such. Reads the section headers, the dynamic section and one
+    bounded name per entry; never raises."""
     import struct
 
     try:
@@ -166,10 +201,10 @@ def _needed(handle) -> list[str]:
 
 class EarlyRead:
     """torch's library read while the inspector still runs: a venv's or conda environment's site-packages sits
-    at a fixed place below its python (``<env>/lib/python3.X/site-packages``), so the likely library can be read
-    before the inspector says where torch is. On a cold page cache that read waits for the disk (torch
-    2.14.1's library is 503 MB); started early, it waits beside the inspector instead of after it. Its
-    result is used only when the inspector's library is the same file (device, inode, size, mtime)."""
+    at a fixed place below its python (``<env>/lib/python3.X/site-packages``), so the likely library can be
+    read before the inspector says where torch is. On a cold page cache that read waits for the disk (torch
+    2.14.1's library is 503 MB); started early, it waits beside the inspector instead of after it. Its result
+    is used only when the inspector's library is the same file (device, inode, size, mtime)."""
 
     def __init__(self, python: str | None):
         self._box: dict[str, tuple] = {}
@@ -200,7 +235,8 @@ class EarlyRead:
 def _likely_torch_library(python: str) -> str | None:
     """``<env>/lib/python3*/site-packages/torch/lib/libtorch_cuda.so`` when exactly one exists, else Windows'
     ``<env>/Lib/site-packages/torch/lib/torch_cuda.dll``, else None."""
-    env = os.path.dirname(os.path.dirname(python))  # not resolved: a venv's python is a link to the base interpreter
+    # not resolved: a venv's python is a link to the base interpreter
+    env = os.path.dirname(os.path.dirname(python))
     lib = os.path.join(env, "lib")
     try:
         versions = sorted(name for name in os.listdir(lib) if name.startswith("python3"))
@@ -226,8 +262,8 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
                           prefix: str | None = None, timeout: float = 5.0,
                           early: EarlyRead | None = None) -> None:
     """Fill ``kernels`` of each installed distribution. The libraries are read side by side, each in a daemon
-    thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a read
-    of torch's likely library started before the inspector returned (used when it is the same file)."""
+    thread; one still reading after ``timeout`` seconds is left behind and recorded as unknown. ``early``: a
+    read of torch's likely library started before the inspector returned (used when it is the same file)."""
     began = time.monotonic()
     jobs = [(dist, find, what) for dist, find, what in (
         (torch, lambda: torch_library(torch, prefix), "torch"),
@@ -243,10 +279,13 @@ def read_install_binaries(torch: Dist | None, torchvision: Dist | None, torchaud
                 early is not None and what == "torch") else None
             results[i] = done or read_binary(path, what)
         except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact naming it
-            results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: {exc}")
+            results[i] = BinaryKernels(status="unknown", why=f"internal error finding the {what} library: "
+                f"{exc}")
 
-    threads = [threading.Thread(target=one, args=(i, find, what), name=f"torchdoctor-binary-{what}", daemon=True)
-               for i, (_, find, what) in enumerate(jobs)]
+    threads = [
+        threading.Thread(target=one, args=(i, find, what), name=f"torchdoctor-binary-{what}", daemon=True)
+        for i, (_, find, what) in enumerate(jobs)
+    ]
     for thread in threads:
         thread.start()
     deadline = began + timeout

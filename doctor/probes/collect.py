@@ -105,7 +105,11 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 
     def inspect():
         if python is None:
-            return Interpreter(reason=reason, error=reason), TorchInstall(status="unknown", detail=reason), None
+            return (
+                Interpreter(reason=reason, error=reason),
+                TorchInstall(status="unknown", detail=reason),
+                None,
+            )
         found = _guard(
             "interpreter",
             lambda: step("packages", Msg("reading the packages of the target interpreter"),
@@ -182,9 +186,13 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         interpreter, install, python_facts = f_inspect.result()
         from doctor.probes.project import probe_project
 
-        # The project's pins (a few bounded file reads) need the environment's folder, which the inspector gave.
-        project = _guard("project", lambda: probe_project(interpreter.prefix or None, cwd, interpreter.env_kind),
-                         lambda why: Project(why=why))
+        # The project's pins (a few bounded file reads) need the environment's folder, which the inspector
+        # gave.
+        project = _guard(
+            "project",
+            lambda: probe_project(interpreter.prefix or None, cwd, interpreter.env_kind),
+            lambda why: Project(why=why),
+        )
         snap = Snapshot(
             tool_version=__version__,
             collected_at=_now_utc(),
@@ -221,8 +229,9 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 def _read_binaries(interpreter: Interpreter, install: TorchInstall, timeout: float, early=None) -> None:
     from doctor.probes.binaries import read_install_binaries
 
-    read_install_binaries(install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout,
-                          early)
+    read_install_binaries(
+        install.torch, install.torchvision, install.torchaudio, interpreter.prefix or None, timeout, early
+    )
 
 
 def _read_hip_kernels(install: TorchInstall, timeout: float) -> None:

@@ -108,8 +108,8 @@ def detect_scheduler(env: Mapping[str, str]) -> str | None:
 
 
 def find_pythons(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
-    """``python3.X`` interpreters on PATH by version ("3.12" -> its path), and uv: what a fix that needs another
-    Python may name. Names on PATH only (no subprocess): an interpreter is named only where it is."""
+    """``python3.X`` interpreters on PATH by version ("3.12" -> its path), and uv: what a fix that needs
+    another Python may name. Names on PATH only (no subprocess): an interpreter is named only where it is."""
     path = env.get("PATH", "")
     found = {}
     for minor in range(8, 16):

@@ -22,7 +22,9 @@ from doctor.model.snapshot import Dist, Interpreter, TorchInstall
 from doctor.model.versions import cuda_from_tag
 from doctor.runner import RunResult, run
 
-INSPECTOR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "target", "inspector.py")
+INSPECTOR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "target", "inspector.py"
+)
 
 # Where an environment folder keeps its python: venv/conda on POSIX, venv on Windows, conda on Windows.
 _PYTHON_IN_ENV = ("bin/python", "bin/python3", "Scripts/python.exe", "python.exe")
@@ -325,7 +327,11 @@ def launcher_kind(path: str) -> str:
     parts = path.replace("\\", "/").lower()
     for name in ("pyenv", "asdf", "mise", "rtx"):
         if f"/.{name}/" in parts or f"/{name}/" in parts:
-            return f"a{'n' if name == 'asdf' else ''} {name} shim" if "/shims/" in parts else f"a {name} launcher"
+            return (
+                f"a{'n' if name == 'asdf' else ''} {name} shim"
+                if "/shims/" in parts
+                else f"a {name} launcher"
+            )
     if "/shims/" in parts:
         return "a shim"
     return "a launcher"

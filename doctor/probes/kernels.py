@@ -24,14 +24,14 @@ bitsandbytes 0.45.0 for Windows) and on fatbins built with CUDA 13.0's ``fatbina
   exactly (first at 0, each container ending where the next begins, the last at the end);
   otherwise we walk the containers one after another. Both ways give the same counts.
 
-Reading: only headers are read (``os.pread`` of a few bytes; seek+read where there is no
-pread), payloads are skipped by their size, so a library of hundreds of MB costs a few thousand
-small reads. Read one after another, each would wait for the disk on a cold page cache, so we walk
-the containers breadth-first from the wrapper offsets, and once reads have had to wait for the disk
-we announce the rest of that round's pages with ``posix_fadvise(WILLNEED)``: they arrive in
-parallel. From then on each header's page is announced as soon as its offset is known, so the disk
-works while the round is parsed (on a warm cache no advice is given). pread rather than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a
-SIGBUS, and mmap's page faults were no faster here.
+Reading: only headers are read (``os.pread`` of a few bytes; seek+read where there is no pread), payloads are
+skipped by their size, so a library of hundreds of MB costs a few thousand small reads. Read one after
+another, each would wait for the disk on a cold page cache, so we walk the containers breadth-first from the
+wrapper offsets, and once reads have had to wait for the disk we announce the rest of that round's pages with
+``posix_fadvise(WILLNEED)``: they arrive in parallel. From then on each header's page is announced as soon as
+its offset is known, so the disk works while the round is parsed (on a warm cache no advice is given). pread
+rather than mmap: a file that shrinks while we read it (pip replacing torch) gives a short read, not a SIGBUS,
+and mmap's page faults were no faster here.
 
 Which targets count as "the build supports sm_X" (``Kernels.sm``)? In torch 2.14.1 cu130 every
 one of the 475 containers holds cubins for sm_75, sm_80, sm_86, sm_90, sm_100 and sm_120: exactly
@@ -93,9 +93,9 @@ class FatbinScan(namedtuple("FatbinScan", "containers with_code counts why", def
 class Kernels(namedtuple("Kernels", "status why path sm ptx partial containers counts seconds",
                          defaults=((), (), (), 0, (), 0.0))):
     """The GPU code of one library file (``read_kernels``): ``status`` (STATUS_OK, STATUS_NO_GPU_CODE or
-    STATUS_UNKNOWN), ``why`` (None when ok, else one line: "not an ELF or PE file", ...), ``path``; ``sm``, the
-    cubin targets held by at least half of the containers, sorted; ``ptx``, the PTX targets ("compute_50") by
-    the same rule; ``partial``, the targets held by fewer (a handful of kernels only); ``containers``;
+    STATUS_UNKNOWN), ``why`` (None when ok, else one line: "not an ELF or PE file", ...), ``path``; ``sm``,
+    the cubin targets held by at least half of the containers, sorted; ``ptx``, the PTX targets ("compute_50")
+    by the same rule; ``partial``, the targets held by fewer (a handful of kernels only); ``containers``;
     ``counts``, every target with the number of containers holding it; ``seconds``."""
 
     __slots__ = ()
@@ -200,7 +200,9 @@ class _FileReader:
         while start < len(offsets):
             began = clock()
             for offset in offsets[start : start + step]:
-                heads.append(pread(fd, size if offset + size <= limit else max(0, limit - offset), base + offset))
+                heads.append(
+                    pread(fd, size if offset + size <= limit else max(0, limit - offset), base + offset)
+                )
             start += step
             # Two slow groups in a row: one alone may just be this process losing the CPU.
             slow = slow + 1 if clock() - began > step * _DISK_WAIT else 0
@@ -214,8 +216,9 @@ class _FileReader:
         return heads
 
     def advisor(self):
-        """Once the cache has shown cold, ``announce(offset, size)``: one header's page asked for as soon as its
-        offset is known, the disk working while the round is parsed. None while warm (no extra system calls)."""
+        """Once the cache has shown cold, ``announce(offset, size)``: one header's page asked for as soon as
+        its offset is known, the disk working while the round is parsed. None while warm (no extra system
+        calls)."""
         if not self._cold or not hasattr(os, "posix_fadvise"):
             return None
         fd, base, advise, willneed = self._fd, self._base, os.posix_fadvise, os.POSIX_FADV_WILLNEED
@@ -533,7 +536,9 @@ def _read_open(fd: int, path: str, began: float) -> Kernels:
         return _done(path, began, STATUS_NO_GPU_CODE, f"no GPU code ({name} absent)")
     if fatbin.size == 0:
         return _done(path, began, STATUS_NO_GPU_CODE, f"no GPU code ({name} is empty)")
-    scan = _scan(_FileReader(fd, fatbin.offset, fatbin.size), fatbin.size, _wrapper_offsets(fd, fatbin, segment))
+    scan = _scan(
+        _FileReader(fd, fatbin.offset, fatbin.size), fatbin.size, _wrapper_offsets(fd, fatbin, segment)
+    )
     return kernels_from_scan(scan, path, began)
 
 

@@ -17,7 +17,8 @@ CHUNK = 64 * 1024
 class MirrorAnswer:
     serves: bool
     url: str
-    why: str = ""  # why not: "HTTP 404", "timed out after 5 s", "the listing does not name torch-2.7.1+cu128-"
+    # why not: "HTTP 404", "timed out after 5 s", "the listing does not name torch-2.7.1+cu128-"
+    why: str = ""
 
 
 def probe_mirror(url: str, needles: tuple[str, ...], timeout: float = TIMEOUT_S,

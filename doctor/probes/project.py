@@ -30,7 +30,8 @@ def probe_project(prefix: str | None, cwd: str, env_kind: str = "") -> Project:
     try:
         folder = project_folder(prefix, cwd, env_kind)
         if folder is None:
-            return Project(why="no project folder: neither the environment's folder nor the working folder holds "
+            return Project(why="no project folder: neither the environment's folder nor the working folder "
+                "holds "
                            "requirements*.txt, pyproject.toml, uv.lock or poetry.lock")
         return read_project(folder)
     except Exception as exc:  # noqa: BLE001 - a probe bug becomes a fact, never a dead run
@@ -87,8 +88,11 @@ def read_project(folder: str | os.PathLike) -> Project:
         project.files.append("pyproject.toml")
         project.pins += parse_pyproject(text, project.problems)
     try:
-        requirements = sorted(name for name in os.listdir(folder)
-                              if _is_requirements(name) and os.path.isfile(os.path.join(folder, name)))[:MAX_REQUIREMENTS]
+        requirements = sorted(
+            name
+            for name in os.listdir(folder)
+            if _is_requirements(name) and os.path.isfile(os.path.join(folder, name))
+        )[:MAX_REQUIREMENTS]
     except OSError as exc:
         requirements = []
         project.problems.append(f"cannot list {folder}: {exc.strerror or exc}")
@@ -132,7 +136,8 @@ def _requirement(line: str, source: str) -> TorchPin | None:
 
 
 def parse_requirements(text: str, name: str = "requirements.txt") -> list[TorchPin]:
-    """The torch lines of a requirements file (options such as ``-r``, ``--index-url`` and hashes are skipped)."""
+    """The torch lines of a requirements file (options such as ``-r``, ``--index-url`` and hashes are
+    skipped)."""
     pins = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = re.split(r"\s+#", raw, maxsplit=1)[0].strip()

@@ -29,7 +29,10 @@ def parse_tegra_release(text: str | None) -> tuple[str | None, str | None]:
     if not match:
         return first or None, None
     major, minor, patch = match.group(1), match.group(2), match.group(3)
-    return first, f"{int(major)}.{int(minor)}.{int(patch)}" if patch is not None else f"{int(major)}.{int(minor)}"
+    return (
+        first,
+        f"{int(major)}.{int(minor)}.{int(patch)}" if patch is not None else f"{int(major)}.{int(minor)}",
+    )
 
 
 def probe_provenance(root: str = "/", env: Mapping[str, str] | None = None) -> Provenance:

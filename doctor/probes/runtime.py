@@ -341,4 +341,5 @@ def _summary(runtime: TorchRuntime) -> str:
         return head
     first = failed[0]
     on = f" (device {first.device})" if first.device is not None else ""
-    return f"{head}, {len(failed)} failed; first: {first.name}{on}: {first.message.splitlines()[0] if first.message else ''}"
+    return (f"{head}, {len(failed)} failed; first: {first.name}{on}: "
+        f"{first.message.splitlines()[0] if first.message else ''}")

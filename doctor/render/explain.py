@@ -60,7 +60,8 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
     from rich.text import Text
 
     con = console(file, width, terminal=terminal)
-    con.print(Text(tr("torchdoctor explain · signatures {version} · ", version=report.get('signatures_version', '?'))
+    con.print(Text(tr("torchdoctor explain · signatures {version} "
+        "· ", version=report.get('signatures_version', '?'))
                    + _headline(report), style="bold"))
     for note in as_object(report.get("input")).get("notes") or []:
         con.print(Text("  " + tr("note: {note}", note=note), style="dim"))
@@ -78,12 +79,14 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
     con.print()
     for cause in as_list(report.get("causes")):
         glyph, style, label = _verdict(cause, bool(pasted))
-        # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is appended)
+        # assembled, so that the glyph's bold stays on the glyph (a Text's own style spills onto what is
+        # appended)
         line = Text.assemble((f"  {glyph} ", f"bold {style}".strip()), (str(cause.get("id")), style),
                              f"  {localize(cause.get('title'))}  ", (f"[{label}]", style))
         con.print(line)
         match = as_object(cause.get("match"))
-        con.print(Text("      " + tr("line {line}: {text}", line=match.get('line'), text=str(match.get('text'))),
+        con.print(Text("      " + tr("line {line}: "
+            "{text}", line=match.get('line'), text=str(match.get('text'))),
                        style="dim"), soft_wrap=True)
         con.print(Text(f"      {localize(cause.get('meaning'))}"))
         for name, value in as_object(cause.get("decoded")).items():
@@ -95,9 +98,12 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
         fix = as_object(check.get("fix"))
         if check.get("detail") and verbose:
             con.print(Text(f"      {localize(check['detail'])}", style="dim"))
-        planned = check.get("id") in set(as_list(as_object(as_object(report.get("check")).get("plan")).get("addresses")))
+        planned = check.get("id") in set(
+            as_list(as_object(as_object(report.get("check")).get("plan")).get("addresses"))
+        )
         if cause.get("verdict") != "ruled-out":
-            con.print(Text("      " + tr("fix: {summary}", summary=localize(fix.get('summary') or cause.get('fix')))))
+            con.print(Text("      " + tr("fix: "
+                "{summary}", summary=localize(fix.get('summary') or cause.get('fix')))))
             for command in [] if planned else fix.get("commands") or []:
                 con.print(Text(f"        {command}", style="bold"), soft_wrap=True)
         if verbose:
@@ -106,7 +112,8 @@ def render_explain(report: dict, verbose: bool = False, file=None, width: int | 
                            style="dim"))
         con.print()
     if not as_list(report.get("causes")) and not pasted:
-        con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine itself."))
+        con.print("  " + tr("Nothing here matches a known message. `torchdoctor check` looks at the machine "
+            "itself."))
         con.print()
     if pasted:
         _pasted_findings(con, as_object(report.get("check")))
@@ -153,7 +160,8 @@ def render_explain_markdown(report: dict) -> str:
         parts += [f"| | {tr('cause')} | {tr('verdict')} | {tr('line')} |", "| --- | --- | --- | --- |"]
         for c in causes:
             glyph, _style, label = _verdict(c)
-            parts.append(f"| {glyph} | `{cell(c.get('id'), code=True)}` {cell(localize(c.get('title')))} | {cell(label)} | "
+            parts.append(f"| {glyph} | `{cell(c.get('id'), code=True)}` {cell(localize(c.get('title')))} | "
+                f"{cell(label)} | "
                          f"{cell(as_object(c.get('match')).get('line'))} |")
         parts.append("")
     for c in causes:

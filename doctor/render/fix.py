@@ -57,7 +57,8 @@ def show_driver_first(err) -> None:
 
 def show_unresolvable(err, result) -> None:
     """The dry run failed: the installer's own last lines say why."""
-    err.print("torchdoctor: " + tr("the installer could not resolve the plan ({result}); nothing was changed:",
+    err.print("torchdoctor: " + tr("the installer could not resolve the plan ({result}); nothing was "
+        "changed:",
                                    result=result.describe()))
     for line in (result.stdout + "\n" + result.stderr).strip().splitlines()[-15:]:
         err.print(_text(f"  | {line}"))
@@ -96,7 +97,8 @@ def show_execution(
                                     names=", ".join(map(str, preview.outside))), style="yellow"))
     for w in warnings:
         con.print(_text(f"  ! {localize(w)}", style="yellow"))
-    con.print(_text("  " + tr("restore file: {path} (written before anything changes)", path=str(restore_path))))
+    con.print(_text("  " + tr("restore file: {path} (written before anything "
+        "changes)", path=str(restore_path))))
     con.print("  " + tr("restore with:"), markup=False)
     con.print(_text(f"    {restore_cmd}"), soft_wrap=True)
     con.print(_text("  " + tr("interrupted (Ctrl-C, SIGTERM, SIGHUP) or failing, fix stops the installer and "
@@ -196,7 +198,8 @@ def restore_line(err):
 def show_restored(err, still_different: list, check) -> None:
     """The restore ran; ``still_different``: what differs from before; ``check``: pip check's result."""
     if still_different:
-        _say(err, "torchdoctor: restored, but these differ from before: " + ", ".join(map(str, still_different)))
+        _say(err, "torchdoctor: restored, but these differ from "
+            "before: " + ", ".join(map(str, still_different)))
     else:
         _say(err, "torchdoctor: restored: every package is as it was before the fix.")
     if check.ok:
@@ -208,7 +211,8 @@ def show_restored(err, still_different: list, check) -> None:
 
 
 def show_restore_failed(err, result, restore_cmd: str) -> None:
-    _say(err, f"torchdoctor: the restore failed ({result.describe()}); once the cause is fixed, restore with:")
+    _say(err, f"torchdoctor: the restore failed ({result.describe()}); once the cause is fixed, restore "
+        "with:")
     _say(err, f"  {restore_cmd}")
 
 

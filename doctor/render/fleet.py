@@ -73,7 +73,8 @@ def render_human(summary: dict, console: Any = None) -> None:
 
     from doctor.render.console import console as make_console
 
-    console = console or make_console(soft_wrap=False, highlight=True)  # tables fit the width; numbers stand out
+    # tables fit the width; numbers stand out
+    console = console or make_console(soft_wrap=False, highlight=True)
     unreadable = summary.get("unreadable") or []
     odd_nodes = summary.get("odd_nodes") or []
     console.print(
@@ -146,7 +147,8 @@ def _other_text(group: dict) -> str:
 def _differs_text(odd: dict, summary: dict) -> str:
     majority = summary.get("majority") or {}
     return "; ".join(
-        f"{DIMENSION_LABELS.get(d, d)} {value} (majority {majority.get(d)})" for d, value in odd["differs"].items()
+        f"{DIMENSION_LABELS.get(d, d)} {value} (majority "
+        f"{majority.get(d)})" for d, value in odd["differs"].items()
     )
 
 

@@ -51,8 +51,14 @@ def render_github(report: dict) -> str:
                                                                                                   "unknown")]
     if gaps:
         # One notice for the checks that did not pass or fail, so a green run does not read as "all checked".
-        listed = "\n".join(tr("{state}: {summary} ({note})", state=_STATES.get(c.get("status"), c.get("status")),
-                              summary=localize(c.get("summary") or c.get("rule")), note=c.get("note") or Msg("no reason"))
-                           for c in gaps)
+        listed = "\n".join(
+            tr(
+                "{state}: {summary} ({note})",
+                state=_STATES.get(c.get("status"), c.get("status")),
+                summary=localize(c.get("summary") or c.get("rule")),
+                note=c.get("note") or Msg("no reason"),
+            )
+            for c in gaps
+        )
         lines.append(annotation("notice", "torchdoctor checks", f"{checks_text(report)}\n{listed}"))
     return "\n".join(lines) + "\n"

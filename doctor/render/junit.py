@@ -77,7 +77,8 @@ def render_junit(report: dict) -> str:
             counts["skipped"] += 1
             note = check.get("note") or status
             ET.SubElement(case, "skipped", type=status,
-                          message=_clean(localize(note) if status == "skipped" else tr("unknown: {note}", note=note)))
+                          message=_clean(localize(note) if status == "skipped" else tr("unknown: "
+                              "{note}", note=note)))
         if others:
             ET.SubElement(case, "system-out").text = _clean("\n\n".join(_describe(f) for f in others))
     for key, value in counts.items():

@@ -107,7 +107,9 @@ def summary_rows(snap: dict) -> list[tuple[str, str]]:
 
     driver = _fact(nvidia.get("driver_version"))
     max_cuda = _fact(nvidia.get("cuda_driver_version"))
-    driver_text = f"{driver} (max CUDA {max_cuda or localize(Msg('unknown'))})" if driver else driver_words(nvidia)
+    driver_text = (
+        f"{driver} (max CUDA {max_cuda or localize(Msg('unknown'))})" if driver else driver_words(nvidia)
+    )
 
     gpus = []
     for gpu in as_list(nvidia.get("gpus")):
@@ -195,7 +197,8 @@ def check_lines(report: dict) -> list[str]:
     if not counts:
         return []
     code = as_object(report.get("summary")).get("exit_code")
-    lines = [f"**{tr('Checks')}**: {cell(counts)}" + (f" ({tr('exit {code}', code=code)})" if isinstance(code, int)
+    lines = [f"**{tr('Checks')}**: "
+        f"{cell(counts)}" + (f" ({tr('exit {code}', code=code)})" if isinstance(code, int)
                                                        else ""), ""]
     gaps = [c for c in as_list(report.get("checks")) if isinstance(c, dict) and c.get("status") in ("skipped",
                                                                                                   "unknown")]

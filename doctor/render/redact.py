@@ -104,7 +104,8 @@ _TOKENS = re.compile(
     r"[A-Za-z0-9_\-]{12,}"
 )
 _PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.S
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY( "
+    r"BLOCK)?-----|\Z)", re.S
 )
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}")
 _AUTH_VALUE = re.compile(r"(?i)\b(Bearer|Basic|Token|Digest|Negotiate)(\s+)[A-Za-z0-9._~+/=-]{8,}")
@@ -120,7 +121,9 @@ _SECRET_PAIR = re.compile(
 # NAME=value in text (a variable echoed in a log): its value goes unless NAME is on the allow-list.
 _ENV_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]+)=(\"[^\"]*\"|'[^']*'|[^\s'\";,]+)")
 # user:password@host without a scheme (a DSN in an error message).
-_USER_PASSWORD = re.compile(r"(?<![\w/@.:%+-])[A-Za-z0-9._%+-]+:[^\s@/:'\"\\]+@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+_USER_PASSWORD = re.compile(
+    r"(?<![\w/@.:%+-])[A-Za-z0-9._%+-]+:[^\s@/:'\"\\]+@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+)
 # AWS-style secret keys and other long base64 runs (the body of a key whose BEGIN line was cut off).
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9+][A-Za-z0-9/+]{39}(?![A-Za-z0-9/+=])")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9+/]{60,}={0,2}(?![A-Za-z0-9/+=])")
@@ -432,7 +435,8 @@ def _may_name_auth_scheme(s: str) -> bool:
     return any(word in lowered for word in ("bearer", "basic", "token", "digest", "negotiate"))
 
 
-# (may it match?, redact) in the order they run; the test before each names what its pattern cannot do without.
+# (may it match?, redact) in the order they run; the test before each names what its pattern cannot do
+# without.
 _FIXED_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
     (lambda s: "-----BEGIN " in s, lambda s: _PRIVATE_KEY.sub(REDACTED, s)),
     (lambda s: "://" in s and "@" in s, lambda s: _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), s)),
@@ -454,11 +458,15 @@ _HOME_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
 _ID_STEPS: list[tuple[Callable[[str], bool], Callable[[str], str]]] = [
     (lambda s: "MIG-GPU-" in s, lambda s: _MIG_OLD_UUID.sub("MIG-<redacted>", s)),
     (lambda s: "GPU-" in s or "MIG-" in s, lambda s: _GPU_UUID.sub(lambda m: f"{m.group(1)}-<redacted>", s)),
-    (lambda s: "GPU-" in s or "MIG-" in s, lambda s: _GPU_UUID_PART.sub(lambda m: f"{m.group(1)}-<redacted>", s)),
+    (
+        lambda s: "GPU-" in s or "MIG-" in s,
+        lambda s: _GPU_UUID_PART.sub(lambda m: f"{m.group(1)}-<redacted>", s),
+    ),
 ]
 
 
-# Names that are no one's in particular; scrubbing them would wreck the report ("ubuntu-drivers", "/Users/Shared").
+# Names that are no one's in particular; scrubbing them would wreck the report ("ubuntu-drivers",
+# "/Users/Shared").
 _GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "<host>"})
 _GENERIC_USERS = frozenset(
     {
@@ -504,13 +512,40 @@ def _looks_private(value: str) -> bool:
 
 # Variables whose values are places and settings, not secrets: in a log line they keep their value (which
 # the path, user and host rules still go over).
-_TEXT_KEEPS = frozenset({"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TEMP",
-                         "TMP", "USER", "LOGNAME", "HOSTNAME", "DISPLAY", "MANPATH", "PYTHONHOME", "EDITOR"})
+_TEXT_KEEPS = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "PWD",
+        "OLDPWD",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "USER",
+        "LOGNAME",
+        "HOSTNAME",
+        "DISPLAY",
+        "MANPATH",
+        "PYTHONHOME",
+        "EDITOR",
+    }
+)
 
 
 def _env_assignment(m: re.Match) -> str:
     name, value = m.group(1), m.group(2)
-    if name in ENV_ALLOW_LIST or name in _TEXT_KEEPS or name.startswith(("LC_", "XDG_")) or value == REDACTED or len(value.strip("\"'")) <= 4 or value.isdigit():
+    if (
+        name in ENV_ALLOW_LIST
+        or name in _TEXT_KEEPS
+        or name.startswith(("LC_", "XDG_"))
+        or value == REDACTED
+        or len(value.strip("\"'")) <= 4
+        or value.isdigit()
+    ):
         return m.group(0)
     return f"{name}={REDACTED}"
 
@@ -532,7 +567,8 @@ def _ipv4(m: re.Match) -> str:
     try:
         address = ipaddress.IPv4Address(text)
     except ValueError:
-        octets = text.split(".")  # 010.077.003.015: leading zeros (ipaddress refuses them, inet_aton does not)
+        # 010.077.003.015: leading zeros (ipaddress refuses them, inet_aton does not)
+        octets = text.split(".")
         if len(octets) == 4 and all(o.isdigit() and int(o) <= 255 for o in octets):
             address = ipaddress.IPv4Address(".".join(str(int(o)) for o in octets))
         else:

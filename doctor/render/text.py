@@ -21,8 +21,14 @@ GLYPH = {"error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "cya
 
 
 # Words said beside a check or a step: the state (a word from the report, never a template of its own).
-STATE_WORDS = {"passed": Msg("passed"), "failed": Msg("failed"), "skipped": Msg("skipped"), "unknown": Msg("unknown"),
-               "crashed": Msg("crashed"), "ok": Msg("ok")}
+STATE_WORDS = {
+    "passed": Msg("passed"),
+    "failed": Msg("failed"),
+    "skipped": Msg("skipped"),
+    "unknown": Msg("unknown"),
+    "crashed": Msg("crashed"),
+    "ok": Msg("ok"),
+}
 ORIGINS = {"collect_env": Msg("collect_env"), "report": Msg("report")}
 LABEL_CELLS = 9  # the machine summary's label column, in terminal cells (a label in any language fits it)
 
@@ -51,7 +57,9 @@ def _fact(f: dict | None) -> str | None:
 
 
 def machine_lines(snap: dict) -> list[tuple[str, str]]:
-    host, nv, interp, inst, rt = (snap.get(k) or {} for k in ("host", "nvidia", "interpreter", "install", "runtime"))
+    host, nv, interp, inst, rt = (
+        snap.get(k) or {} for k in ("host", "nvidia", "interpreter", "install", "runtime")
+    )
     rows = []
     osline = f"{host.get('os', '?')}-{host.get('machine', '?')}"
     wsl_version = ((snap.get("environment") or {}).get("wsl") or {}).get("version")
@@ -72,13 +80,23 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     for g in nv.get("gpus") or []:
         cc = (g.get("compute_capability") or {})
         mem = f" · {g['memory_total_mib']} MiB" if g.get("memory_total_mib") else ""
-        ccs = (" · " + tr("CC {cc}", cc=cc.get("value"))
-               + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "")) if cc.get("value") \
+        ccs = (
+            (
+                " · "
+                + tr("CC {cc}", cc=cc.get("value"))
+                + (tr(" (from table)") if str(cc.get("source", "")).startswith("table") else "")
+            )
+            if cc.get("value")
             else " · " + tr("CC {cc}", cc=_unknown())
+        )
         rows.append((tr("GPU {index}", index=g.get('index')), f"{g.get('name')}{ccs}{mem}"))
     found = tr("; found as {path}", path=interp['found_as']) if interp.get("found_as") else ""
     if interp.get("error"):
-        why = [str(localize(line)) for line in interp.get("error_lines") or [] if str(line) not in str(interp["error"])]
+        why = [
+            str(localize(line))
+            for line in interp.get("error_lines") or []
+            if str(line) not in str(interp["error"])
+        ]
         where = interp.get('path') or _unknown()
         rows.append(("Python", "\n".join([f"{where}: {localize(interp.get('error'))}", *why])))
     elif not interp.get("path"):  # a collect_env text names the version, not the interpreter
@@ -86,14 +104,19 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
                                   version=interp.get('version') or _unknown(),
                                   reason=interp.get('reason') or _unknown())))
     else:
-        rows.append(("Python", tr("{path} · {version} · {kind} (chosen: {reason}{found})", path=interp.get('path'),
+        rows.append(("Python", tr("{path} · {version} · {kind} (chosen: "
+            "{reason}{found})", path=interp.get('path'),
                                   version=interp.get('version') or _unknown(),
                                   kind=interp.get('env_kind') or _unknown(),
                                   reason=interp.get('reason'), found=found)))
     torch = inst.get("torch")
     if torch:
         label = torch.get("build_version") or torch.get("version")
-        cuda = f"CUDA {torch['cuda']}" if torch.get("cuda") else ("ROCm " + torch["hip"] if torch.get("hip") else tr("no CUDA"))
+        cuda = (
+            f"CUDA {torch['cuda']}"
+            if torch.get("cuda")
+            else ("ROCm " + torch["hip"] if torch.get("hip") else tr("no CUDA"))
+        )
         parts = [f"{label} ({cuda})"]
         for name in ("torchvision", "torchaudio"):
             d = inst.get(name)
@@ -109,7 +132,8 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
     elif status == "ok":
         runtime = _runtime_ok(rt)
     elif status:
-        secs = tr(" after {seconds:.1f}s", seconds=rt['seconds']) if isinstance(rt.get("seconds"), (int, float)) else ""
+        secs = tr(" after "
+            "{seconds:.1f}s", seconds=rt['seconds']) if isinstance(rt.get("seconds"), (int, float)) else ""
         runtime = f"{status}{secs}: {localize(rt.get('detail')) or ''}".strip()
     if runtime is not None:
         # what torch itself warned (NumPy missing, ...), a line each under the runtime
@@ -132,11 +156,13 @@ def _runtime_ok(rt: dict) -> str:
         parts.append(tr("no accelerator: the CPU was tested"))
     elif backend:
         count = rt.get("device_count")
-        parts.append(tr("backend {backend}, {count} device(s)", backend=backend, count=count) if count is not None
+        parts.append(tr("backend {backend}, {count} "
+            "device(s)", backend=backend, count=count) if count is not None
                      else tr("backend {backend}", backend=backend))
     work = [s for s in steps if s.get("name") != "import"]
     if not work:
-        parts.append(tr("nothing computed ({why})", why=rt['detail']) if rt.get("detail") else tr("nothing computed"))
+        parts.append(tr("nothing computed "
+            "({why})", why=rt['detail']) if rt.get("detail") else tr("nothing computed"))
     else:
         failed = sum(1 for s in work if s.get("status") == "failed")
         total = rt.get("seconds")
@@ -197,11 +223,19 @@ def render_text(report: dict, verbose: bool = False, mode: str = "check", file=N
     if quiet and not serious and code == 0:
         return  # -q: nothing needs doing, nothing is said
     if not quiet:
-        con.print(Text(tr("torchdoctor {version} · compat table {table}",
-                          version=tool.get("version") or _unknown(), table=table.get("version") or _unknown()),
-                       style="bold"))
+        con.print(
+            Text(
+                tr(
+                    "torchdoctor {version} · compat table {table}",
+                    version=tool.get("version") or _unknown(),
+                    table=table.get("version") or _unknown(),
+                ),
+                style="bold",
+            )
+        )
         if snap.get("origin") and snap.get("origin") != "probe":
-            con.print(Text(tr("(re-diagnosed from a {origin}, not probed here)", origin=ORIGINS.get(snap['origin'], snap['origin'])),
+            con.print(Text(tr("(re-diagnosed from a {origin}, not probed "
+                "here)", origin=ORIGINS.get(snap['origin'], snap['origin'])),
                            style="dim"))
         con.print()
         for key, value in machine_lines(snap):
@@ -272,7 +306,8 @@ def _plan(con, report: dict, verbose: bool, quiet: bool, mode: str) -> None:
         for n in plan.get("notes") or []:
             con.print(Text(f"  {localize(n)}"))
     elif plan:
-        title = tr("Fix plan (torchdoctor fix --dry-run: nothing was changed):") if mode == "fix" else tr("Fix plan:")
+        title = tr("Fix plan (torchdoctor fix --dry-run: nothing was "
+            "changed):") if mode == "fix" else tr("Fix plan:")
         con.print(Text(title, style="bold"))
         for i, step in enumerate(plan.get("steps") or [], 1):
             con.print(Text(f"  {i}. {localize(step.get('description'))}"))

@@ -71,15 +71,22 @@ def headline(report: dict) -> str:
     findings = [_obj(f) for f in _list(report.get("findings"))]
     summary = _obj(report.get("summary"))
     code = exit_code(report)
-    crashed = [str(_obj(f.get("evidence")).get("rule") or "?") for f in findings if f.get("id") == INTERNAL_ERROR_ID]
+    crashed = [
+        str(_obj(f.get("evidence")).get("rule") or "?") for f in findings if f.get("id") == INTERNAL_ERROR_ID
+    ]
     unmet = [f for f in findings if f.get("rule") == REQUIREMENTS_RULE]
     others = [f for f in findings if f.get("id") != INTERNAL_ERROR_ID and f.get("rule") != REQUIREMENTS_RULE]
     counts = {sev: sum(1 for f in others if f.get("severity") == sev) for sev in ("error", "warning", "info")}
-    words = [counted(counts["error"], "error"), counted(counts["warning"], "warning"), counted(counts["info"], "note")]
+    words = [
+        counted(counts["error"], "error"),
+        counted(counts["warning"], "warning"),
+        counted(counts["info"], "note"),
+    ]
     words = [w for w, n in zip(words, counts.values(), strict=True) if n]
     parts = []
     if crashed:
-        parts.append(Msg("internal error in rule {rules}: the verdict is incomplete", rules=", ".join(crashed)))
+        parts.append(Msg("internal error in rule {rules}: the verdict is "
+            "incomplete", rules=", ".join(crashed)))
     if unmet:
         parts.append(Msg("{requirements} not met", requirements=counted(len(unmet), "requirement")))
     if words:
@@ -107,12 +114,14 @@ def verdict_line(report: dict) -> str:
 
 
 def plan_line(report: dict) -> str | None:
-    """The line in place of a plan when the plan has no step: None when the plan has steps (or none at all)."""
+    """The line in place of a plan when the plan has no step: None when the plan has steps (or none at
+    all)."""
     plan = _obj(report.get("plan"))
     status = plan.get("status")
     code = exit_code(report)
     if code == 3 and not plan.get("steps"):
-        return localize(Msg("Fix: a rule crashed, so this machine was not fully checked; report it and check again."))
+        return localize(Msg("Fix: a rule crashed, so this machine was not fully checked; report it and check "
+            "again."))
     findings = [_obj(f) for f in _list(report.get("findings"))]
     errors = [f for f in findings if f.get("severity") == "error"]
     if code == 4 and not plan.get("steps") and all(f.get("rule") == REQUIREMENTS_RULE for f in errors):
@@ -132,7 +141,8 @@ def plan_line(report: dict) -> str | None:
 NVIDIA_WORDS = {
     "no-gpu": N_("none: no GPU"),
     "no-driver": N_("none: an NVIDIA GPU is on the PCI bus but no driver answers"),
-    "driver-library-mismatch": N_("not usable: the driver library and the kernel module differ (a reboot fixes it)"),
+    "driver-library-mismatch": N_("not usable: the driver library and the kernel module differ (a reboot "
+        "fixes it)"),
     "container-lost-gpu": N_("not usable: this container lost access to its GPUs"),
     "no-permission": N_("not usable: no permission to open the GPU devices"),
 }
@@ -176,20 +186,23 @@ def torch_warnings(runtime: Any, at_most: int = 5) -> list[str]:
     return lines[:at_most]
 
 
-# Table rows a conclusion rests on that nobody read from a primary artefact (doctor/compat: "torch 2.7: patches",
-# "arch list 2.7/cu128", "cuda 12.8", ...), said in words. The first pattern that matches says it.
+# Table rows a conclusion rests on that nobody read from a primary artefact (doctor/compat: "torch 2.7:
+# patches", "arch list 2.7/cu128", "cuda 12.8", ...), said in words. The first pattern that matches says it.
 _ROW_WORDS = (
     (re.compile(r"torch (?P<minor>\S+): patches$"),
      N_("the patch releases of torch {minor} come from release notes and package listings, not from a wheel "
         "torchdoctor has read")),
     (re.compile(r"torch (?P<minor>\S+): variants\.(?P<platform>\S+)$"),
-     N_("the CUDA builds of torch {minor} for {platform} come from release notes, not from a wheel torchdoctor "
+     N_("the CUDA builds of torch {minor} for {platform} come from release notes, not from a wheel "
+         "torchdoctor "
         "has read")),
     (re.compile(r"arch list (?P<minor>[^/\s]+)/(?P<variant>\S+)$"),
-     N_("the GPUs the torch {minor} {variant} build has kernels for come from PyTorch's build scripts, not from a "
+     N_("the GPUs the torch {minor} {variant} build has kernels for come from PyTorch's build scripts, not "
+         "from a "
         "wheel torchdoctor has read")),
     (re.compile(r"cuda (?P<cuda>\S+)$"),
-     N_("the driver CUDA {cuda} needs comes from copies of NVIDIA's release notes, not from NVIDIA's own page")),
+     N_("the driver CUDA {cuda} needs comes from copies of NVIDIA's release notes, not from NVIDIA's own "
+         "page")),
     (re.compile(r"cuda_toolkits (?P<cuda>\S+)$"),
      N_("the GPUs CUDA {cuda} can compile for come from compiler sources, not from NVIDIA's own notes")),
     (re.compile(r"cudnn (?P<cudnn>[^/\s]+)/CUDA (?P<cuda>\S+)$"),
@@ -210,5 +223,6 @@ def rests_on_words(rows: Any) -> list[str]:
                 out.append(localize(Msg(template, **match.groupdict())))
                 break
         else:
-            out.append(localize(Msg("the table row \"{row}\" is not confirmed from a primary source", row=row)))
+            out.append(localize(Msg("the table row \"{row}\" is not confirmed from a primary "
+                "source", row=row)))
     return out

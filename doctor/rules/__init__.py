@@ -161,7 +161,8 @@ def run_rules(facts: Assessment, rules: list[Rule] | None = None) -> tuple[list[
             # A check fails on an error or a warning; notes alone leave it passed (they are said beside it).
             failing = [f for f in produced if f.severity in (ERROR, WARNING)]
             status = FAILED if failing else PASSED
-            note = "" if failing or not produced else Msg("noted: {ids}", ids=", ".join(dict.fromkeys(f.id for f in produced)))
+            note = "" if failing or not produced else Msg("noted: "
+                "{ids}", ids=", ".join(dict.fromkeys(f.id for f in produced)))
         checks.append(CheckResult(rule.id, rule.summary, status, note))
         for finding in produced:
             finding.rule = finding.rule or rule.id
@@ -175,12 +176,18 @@ def _crash_finding(rule: Rule, exc: BaseException) -> Finding:
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
-    where = f"{frames[-1].filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
+    where = (
+        f"{frames[-1].filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frames[-1].lineno}"
+        if frames
+        else "?"
+    )
     return Finding(
         id=INTERNAL_ERROR_ID,
         severity=ERROR,
-        title=Msg("internal error in rule {rule}: torchdoctor could not check this; please report it", rule=rule.id),
+        title=Msg("internal error in rule {rule}: torchdoctor could not check this; please report "
+            "it", rule=rule.id),
         detail=Msg("{exception}: {message} (at {where}). This is a bug in torchdoctor, not a finding about "
-                   "this machine; the other checks ran.", exception=type(exc).__name__, message=str(exc), where=where),
+                   "this machine; the other checks "
+                   "ran.", exception=type(exc).__name__, message=str(exc), where=where),
         evidence={"rule": rule.id, "exception": type(exc).__name__, "at": where},
     )

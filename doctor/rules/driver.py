@@ -39,7 +39,8 @@ def check_nvidia_state(facts: Assessment) -> list[Finding]:
             "nvidia-driver-missing", ERROR,
             Msg("an NVIDIA GPU is on the PCI bus but no NVIDIA driver is loaded"),
             Msg("PCI shows {devices}, but neither NVML nor nvidia-smi could reach a driver. CUDA builds of "
-            "torch will report torch.cuda.is_available() == False (\"Found no NVIDIA driver on your system\").", devices=devices),
+            "torch will report torch.cuda.is_available() == False (\"Found no NVIDIA driver on your "
+            "system\").", devices=devices),
             ev | {"pci_devices": list(nv.pci_devices)},
             Fix(Msg("Install the NVIDIA driver for this GPU (your distribution's packaged driver is best), "
                 "reboot, then run torchdoctor check again."),
@@ -50,17 +51,21 @@ def check_nvidia_state(facts: Assessment) -> list[Finding]:
         return [Finding(
             "driver-library-mismatch", ERROR,
             Msg("the NVIDIA driver's user-space library does not match the loaded kernel module"),
-            Msg("NVML reports \"Driver/library version mismatch\": the driver was upgraded but the old kernel "
+            Msg("NVML reports \"Driver/library version mismatch\": the driver was upgraded but the old "
+                "kernel "
             "module is still loaded. CUDA cannot initialise until they match."),
-            ev, Fix(Msg("Reboot the machine (or unload and reload the nvidia kernel modules)."), ["sudo reboot"]),
+            ev, Fix(Msg("Reboot the machine (or unload and reload the nvidia kernel "
+                "modules)."), ["sudo reboot"]),
         )]
     if nv.status == S.NVIDIA_CONTAINER_LOST:
         return [Finding(
             "container-lost-gpu-access", ERROR,
             Msg("NVML answers \"Unknown Error\": this container has lost access to its GPUs"),
-            Msg("This happens when the host reloads its systemd cgroup configuration (systemctl daemon-reload) "
+            Msg("This happens when the host reloads its systemd cgroup configuration (systemctl "
+                "daemon-reload) "
             "under a running GPU container. The GPUs come back only in a new container."),
-            ev, Fix(Msg("Recreate the container (docker rm -f <name> && docker run --gpus all ...); on the host, "
+            ev, Fix(Msg("Recreate the container (docker rm -f <name> && docker run --gpus all ...); on the "
+                "host, "
                     "NVIDIA's container toolkit documents how to avoid it with the systemd cgroup driver."),
                     [], ["https://github.com/NVIDIA/nvidia-container-toolkit/issues/48"]),
         )]
@@ -69,7 +74,8 @@ def check_nvidia_state(facts: Assessment) -> list[Finding]:
             "nvidia-no-permission", ERROR,
             Msg("this user may not talk to the NVIDIA driver (Insufficient Permissions)"),
             Msg("The /dev/nvidia* device files are not accessible to this user."),
-            ev, Fix(Msg("Add the user to the group that owns /dev/nvidia* (often 'video'), then log in again."),
+            ev, Fix(Msg("Add the user to the group that owns /dev/nvidia* (often 'video'), then log in "
+                "again."),
                     ["ls -l /dev/nvidia*", "sudo usermod -aG video $USER"]),
         )]
     if nv.status == S.NVIDIA_UNKNOWN and snap.host.container and _not_given(snap):
@@ -112,7 +118,9 @@ def check_driver(facts: Assessment) -> list[Finding]:
         return no_gpu(snap)  # the driver-state rule already explains this
     forward = facts.forward
     # cuda-compat's libcuda first on a GPU that may not use it: CUDA stops with error 804, whatever the build.
-    findings = [_compat_unsupported(snap, forward)] if forward is not None and forward.supported is False else []
+    findings = (
+        [_compat_unsupported(snap, forward)] if forward is not None and forward.supported is False else []
+    )
     machine = facts.machine  # where cuda-compat works, its driver and CUDA (doctor/compat/assessment.py)
     verdict = driver_verdict(table, build.cuda, machine)
     have = snap.nvidia.driver_version.value
@@ -132,7 +140,8 @@ def check_driver(facts: Assessment) -> list[Finding]:
         if have_cuda and version_tuple(have_cuda)[0] != int(major):
             why += Msg(" — a different CUDA major, which minor-version compatibility does not cover.")
         else:
-            why += Msg(", below the CUDA {major}.x minor-version-compatibility floor (driver {floor}).", major=major, floor=verdict.floor)
+            why += Msg(", below the CUDA {major}.x minor-version-compatibility floor (driver "
+                "{floor}).", major=major, floor=verdict.floor)
         why += (Msg(" torch reports \"The NVIDIA driver on your system is too old\" and "
                 "torch.cuda.is_available() is False."))
         if is_jetson(snap):
@@ -142,24 +151,47 @@ def check_driver(facts: Assessment) -> list[Finding]:
         if compat is not None:  # a data-center GPU with cuda-compat installed but not on the loader's path
             ev["compat_available"] = compat.path
             # (the commands stay the plan's: this way keeps torch and the driver both)
-            fix.summary += Msg(" Or, keeping both, load the CUDA forward-compatibility package already installed "
+            fix.summary += Msg(" Or, keeping both, load the CUDA forward-compatibility package already "
+                "installed "
                                "here ({path}, driver {compat}) first: {command}", path=compat.path,
                                compat=compat.version, command=f"export LD_LIBRARY_PATH={compat.path}"
                                "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-        return findings + [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch {label}",
+        return findings + [Finding("driver-too-old", ERROR, Msg("the NVIDIA driver is too old for torch "
+            "{label}",
                                    label=build.label), why, ev, fix, list(verdict.unverified))]
     if verdict.level == MINOR_COMPAT:
-        return findings + [Finding(
-            "driver-older-than-build", WARNING,
-            Msg("torch {label} (CUDA {cuda}) is newer than the driver's CUDA {have_cuda}", label=build.label, cuda=build.cuda, have_cuda=have_cuda or '?'),
-            Msg("Same CUDA major, so CUDA's minor-version compatibility lets it run on driver {have} (the "
-            "CUDA {major}.x floor is {floor}). Limits: PTX compiled by the newer toolkit cannot be "
-            "JIT-compiled by this driver (\"the provided PTX was compiled with an unsupported toolchain\"), "
-            "and features that need a newer driver are unavailable. A build whose CUDA is not above "
-            "{have_cuda} avoids this; updating the driver to {needed} does too.", have=have, major=major, floor=verdict.floor, have_cuda=have_cuda, needed=verdict.needed or Msg('a newer one')),
-            ev, Fix(Msg("Optional: update the driver, or use the variant the fix plan suggests."), links=[DRIVER_URL]),
-            list(verdict.unverified),
-        )]
+        return findings + [
+            Finding(
+                "driver-older-than-build",
+                WARNING,
+                Msg(
+                    "torch {label} (CUDA {cuda}) is newer than the driver's CUDA {have_cuda}",
+                    label=build.label,
+                    cuda=build.cuda,
+                    have_cuda=have_cuda or "?",
+                ),
+                Msg(
+                    "Same CUDA major, so CUDA's minor-version compatibility lets it run on driver {have} "
+                    "(the "
+                    "CUDA {major}.x floor is {floor}). Limits: PTX compiled by the newer toolkit cannot be "
+                    'JIT-compiled by this driver ("the provided PTX was compiled with an unsupported '
+                    'toolchain"), '
+                    "and features that need a newer driver are unavailable. A build whose CUDA is not above "
+                    "{have_cuda} avoids this; updating the driver to {needed} does too.",
+                    have=have,
+                    major=major,
+                    floor=verdict.floor,
+                    have_cuda=have_cuda,
+                    needed=verdict.needed or Msg("a newer one"),
+                ),
+                ev,
+                Fix(
+                    Msg("Optional: update the driver, or use the variant the fix plan suggests."),
+                    links=[DRIVER_URL],
+                ),
+                list(verdict.unverified),
+            )
+        ]
     return findings
 
 
@@ -167,24 +199,46 @@ COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatib
 
 
 def _compat_evidence(forward) -> dict:
-    return {"compat_libcuda": forward.copy.path, "found_by": forward.copy.found_by,
-            "compat_driver": forward.copy.version, "compat_max_cuda": forward.max_cuda, "gpus_class": forward.gpus,
-            "forward_compat.source": forward.source}
+    return {
+        "compat_libcuda": forward.copy.path,
+        "found_by": forward.copy.found_by,
+        "compat_driver": forward.copy.version,
+        "compat_max_cuda": forward.max_cuda,
+        "gpus_class": forward.gpus,
+        "forward_compat.source": forward.source,
+    }
 
 
 def _forward_note(snap: S.Snapshot, build, forward, ev: dict) -> Finding:
     """torch runs on the CUDA of the cuda-compat libcuda, on GPUs that may use it: said, not a problem."""
     return Finding(
-        "cuda-forward-compat", INFO,
-        Msg("torch {label} runs on CUDA {max_cuda} through CUDA's forward-compatibility package (driver "
-            "{compat}) on driver {have}", label=build.label, max_cuda=forward.max_cuda, compat=forward.copy.version,
-            have=snap.nvidia.driver_version.value),
-        Msg("The first libcuda.so.1 the dynamic loader finds is {path} ({found_by}): the cuda-compat package, "
-            "built from driver {compat}. NVIDIA supports forward compatibility on these GPUs ({gpus}), so CUDA "
+        "cuda-forward-compat",
+        INFO,
+        Msg(
+            "torch {label} runs on CUDA {max_cuda} through CUDA's forward-compatibility package (driver "
+            "{compat}) on driver "
+            "{have}",
+            label=build.label,
+            max_cuda=forward.max_cuda,
+            compat=forward.copy.version,
+            have=snap.nvidia.driver_version.value,
+        ),
+        Msg(
+            "The first libcuda.so.1 the dynamic loader finds is {path} ({found_by}): the cuda-compat "
+            "package, "
+            "built from driver {compat}. NVIDIA supports forward compatibility on these GPUs ({gpus}), so "
+            "CUDA "
             "builds up to {max_cuda} run although nvidia-smi shows the installed driver's CUDA {have_cuda}.",
-            path=forward.copy.path, found_by=forward.copy.found_by, compat=forward.copy.version, gpus=forward.gpus,
-            max_cuda=forward.max_cuda, have_cuda=snap.nvidia.cuda_driver_version.value or "?"),
-        ev, None)
+            path=forward.copy.path,
+            found_by=forward.copy.found_by,
+            compat=forward.copy.version,
+            gpus=forward.gpus,
+            max_cuda=forward.max_cuda,
+            have_cuda=snap.nvidia.cuda_driver_version.value or "?",
+        ),
+        ev,
+        None,
+    )
 
 
 def _compat_unsupported(snap: S.Snapshot, forward) -> Finding:
@@ -202,38 +256,67 @@ def _compat_unsupported(snap: S.Snapshot, forward) -> Finding:
     names = ", ".join(g.name for g in snap.nvidia.gpus)
     return Finding(
         "cuda-compat-unsupported-gpu", ERROR,
-        Msg("CUDA's forward-compatibility package is loaded on a GPU that does not support it: CUDA fails with "
+        Msg("CUDA's forward-compatibility package is loaded on a GPU that does not support it: CUDA fails "
+            "with "
             "error 804"),
         Msg("The first libcuda.so.1 the dynamic loader finds is {path} ({found_by}): the cuda-compat package "
-            "(driver {compat}). NVIDIA supports forward compatibility only on data-center GPUs, select NGC Server "
-            "Ready RTX cards and Jetson; on {names} CUDA stops at start with error 804 \"forward compatibility "
-            "was attempted on non supported HW\" and torch.cuda.is_available() is False. Without it, torch uses "
+            "(driver {compat}). NVIDIA supports forward compatibility only on data-center GPUs, select NGC "
+            "Server "
+            "Ready RTX cards and Jetson; on {names} CUDA stops at start with error 804 \"forward "
+            "compatibility "
+            "was attempted on non supported HW\" and torch.cuda.is_available() is False. Without it, torch "
+            "uses "
             "the installed driver {have}.", path=copy.path, found_by=copy.found_by, compat=copy.version,
             names=names, have=snap.nvidia.driver_version.value),
         _compat_evidence(forward) | {"gpus": [g.name for g in snap.nvidia.gpus]},
-        Fix(Msg("Take the cuda-compat folder off the loader's path, so that the driver's own libcuda is used."),
+        Fix(Msg("Take the cuda-compat folder off the loader's path, so that the driver's own libcuda is "
+            "used."),
             commands, [COMPAT_DOC]),
     )
 
 
 def _two_ways(facts: Assessment, have, have_cuda, verdict) -> Fix:
-    """The driver finding's fix names the plan's two ways: a newer driver with torch kept, or the nearest release
-    that runs on today's driver (first where the driver cannot be changed here)."""
+    """The driver finding's fix names the plan's two ways: a newer driver with torch kept, or the nearest
+    release that runs on today's driver (first where the driver cannot be changed here)."""
     snap, table, build, choice = facts.snap, facts.table, facts.build, facts.choice
     keep, today = choice.needs_driver, choice.today
     change = facts.driver_change
     if keep is None:
-        return Fix(Msg("Install a torch build made for CUDA {have_cuda} (see the fix plan), "
-                   "or update the driver to {needed} or later.", have_cuda=have_cuda or Msg('your driver'), needed=verdict.needed or Msg('a newer release')), links=[DRIVER_URL])
+        return Fix(
+            Msg(
+                "Install a torch build made for CUDA {have_cuda} (see the fix plan), "
+                "or update the driver to {needed} or later.",
+                have_cuda=have_cuda or Msg("your driver"),
+                needed=verdict.needed or Msg("a newer release"),
+            ),
+            links=[DRIVER_URL],
+        )
     advice = driver_advice(table, snap, keep.wheel.cuda or "", keep.driver, change)
-    other = (Msg("torch {label} ({change_cost}) runs on driver {have}", label=today.wheel.label, change_cost=change_cost(build.version, today), have=have) if today
+    other = (Msg("torch {label} ({change_cost}) runs on driver "
+        "{have}", label=today.wheel.label, change_cost=change_cost(build.version, today), have=have) if today
              else Msg("no torch release runs on driver {have}", have=have))
     if change.possible:
-        return Fix(Msg("Install {summary} and keep torch {label}; or keep the driver: {other}. "
-                   "See the fix plan.", summary=advice.summary, label=keep.wheel.label, other=other), links=list(advice.links))
-    return Fix(Msg("The driver cannot be changed here ({why}): {other}. Keeping torch {label} needs "
-               "{summary}, installed by {who}. See the fix plan.", why=change.why, other=other, label=keep.wheel.label, summary=advice.summary, who=change.who or Msg('whoever manages this machine')),
-               links=list(advice.links))
+        return Fix(
+            Msg(
+                "Install {summary} and keep torch {label}; or keep the driver: {other}. See the fix plan.",
+                summary=advice.summary,
+                label=keep.wheel.label,
+                other=other,
+            ),
+            links=list(advice.links),
+        )
+    return Fix(
+        Msg(
+            "The driver cannot be changed here ({why}): {other}. Keeping torch {label} needs "
+            "{summary}, installed by {who}. See the fix plan.",
+            why=change.why,
+            other=other,
+            label=keep.wheel.label,
+            summary=advice.summary,
+            who=change.who or Msg("whoever manages this machine"),
+        ),
+        links=list(advice.links),
+    )
 
 
 JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html"
@@ -242,17 +325,24 @@ JETSON_PYTORCH = "https://docs.nvidia.com/deeplearning/frameworks/install-pytorc
 def _jetson_driver_finding(snap: S.Snapshot, table, build, why: str, ev: dict, verdict) -> Finding:
     jetpack, cuda = jetpack_text(snap, table)
     return Finding(
-        "driver-too-old", ERROR, Msg("this Jetson's CUDA driver (from {jetpack}) is too old for torch {label}", jetpack=jetpack, label=build.label),
-        why + Msg(" On Jetson the CUDA driver is part of Jetson Linux: it comes with the JetPack, never from NVIDIA's "
+        "driver-too-old", ERROR, Msg("this Jetson's CUDA driver (from {jetpack}) is too old for torch "
+            "{label}", jetpack=jetpack, label=build.label),
+        why + Msg(" On Jetson the CUDA driver is part of Jetson Linux: it comes with the JetPack, never from "
+            "NVIDIA's "
         "driver downloads. The torch that fits is one built for {jetpack}.", jetpack=jetpack),
         ev | {"jetson": snap.provenance.tegra_release, "jetpack.cuda": cuda},
         Fix(Msg("Install NVIDIA's PyTorch for {jetpack} (see the fix plan), or flash a JetPack whose CUDA is "
-            "{cuda} or newer if this module supports one.", jetpack=jetpack, cuda=build.cuda), links=[JETSON_PYTORCH]),
+            "{cuda} or newer if this module supports "
+            "one.", jetpack=jetpack, cuda=build.cuda), links=[JETSON_PYTORCH]),
         list(verdict.unverified))
 
 
 NVIDIA_STATE = Rule("nvidia-driver", Msg("NVIDIA driver state"), check_nvidia_state,
                     ("nvidia-driver-missing", "driver-library-mismatch", "container-lost-gpu-access",
                      "nvidia-no-permission", "nvidia-state-unknown"))
-DRIVER_CUDA = Rule("driver-cuda", Msg("the driver can run the torch build's CUDA version"), check_driver,
-                   ("driver-too-old", "driver-older-than-build", "cuda-forward-compat", "cuda-compat-unsupported-gpu"))
+DRIVER_CUDA = Rule(
+    "driver-cuda",
+    Msg("the driver can run the torch build's CUDA version"),
+    check_driver,
+    ("driver-too-old", "driver-older-than-build", "cuda-forward-compat", "cuda-compat-unsupported-gpu"),
+)

@@ -41,44 +41,82 @@ def check_gpu_arch(facts: Assessment) -> list[Finding]:
     compiled = ""
     if source.has_list:
         compiled = (Msg("this build was compiled for {sm}", sm=' '.join(source.sm) or Msg('no cubin'))
-                    + (Msg(" (+PTX {ptx})", ptx=' '.join(source.ptx)) if source.ptx else "") + Msg(", according to {label}", label=source.label))
+                    + (Msg(" (+PTX {ptx})", ptx=' '.join(source.ptx)) if source.ptx else "") + Msg(", "
+                        "according to {label}", label=source.label))
     findings, undecided = [], []
     for g, cc in gpus:
         fit = gpu_fit(source, cc, build, origin, table, snap.host.platform)
         gev = ev | {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc),
                     "compute_capability.source": g.compute_capability.source, "bound": fit.bound}
         if fit.verdict == NO_KERNELS:
-            bound = Msg(" {bound}: no CUDA {cuda} build can have these kernels.", bound=fit.bound, cuda=build.cuda) if (
+            bound = Msg(" {bound}: no CUDA {cuda} build can have these "
+                "kernels.", bound=fit.bound, cuda=build.cuda) if (
                 fit.bound and source.has_list) else ""
             what = join("; ", [part for part in (compiled, fit.why) if part])
-            findings.append(Finding(
-                "gpu-arch-unsupported", ERROR,
-                Msg("torch {label} has no kernels for GPU {index} {name} ({sm_name})", label=build.label, index=g.index, name=g.name, sm_name=sm_name(cc)),
-                Msg("{name} has compute capability {format_cc}; {what}.{bound} torch warns \""
-                "{name} with CUDA capability {sm_name} is not compatible with the current PyTorch "
-                "installation\" and kernels fail with \"no kernel image is available for execution on the device\".", name=g.name, format_cc=format_cc(cc), what=what, bound=bound, sm_name=sm_name(cc)),
-                gev, Fix(Msg("Install a build whose architecture list covers this GPU (see the fix plan).")),
-                list(source.unverified)))
+            findings.append(
+                Finding(
+                    "gpu-arch-unsupported",
+                    ERROR,
+                    Msg(
+                        "torch {label} has no kernels for GPU {index} {name} ({sm_name})",
+                        label=build.label,
+                        index=g.index,
+                        name=g.name,
+                        sm_name=sm_name(cc),
+                    ),
+                    Msg(
+                        '{name} has compute capability {format_cc}; {what}.{bound} torch warns "'
+                        "{name} with CUDA capability {sm_name} is not compatible with the current PyTorch "
+                        'installation" and kernels fail with "no kernel image is available for execution on '
+                        'the device".',
+                        name=g.name,
+                        format_cc=format_cc(cc),
+                        what=what,
+                        bound=bound,
+                        sm_name=sm_name(cc),
+                    ),
+                    gev,
+                    Fix(Msg("Install a build whose architecture list covers this GPU (see the fix plan).")),
+                    list(source.unverified),
+                )
+            )
         elif fit.verdict == NEEDS_PTX:
             findings.append(Finding(
                 "gpu-arch-needs-ptx", WARNING,
-                Msg("GPU {index} {name} ({sm_name}) can run torch {label} only through embedded PTX", index=g.index, name=g.name, sm_name=sm_name(cc), label=build.label),
+                Msg("GPU {index} {name} ({sm_name}) can run torch {label} only through embedded "
+                    "PTX", index=g.index, name=g.name, sm_name=sm_name(cc), label=build.label),
                 Msg("{why}. Without PTX in the build, kernels fail with \"no kernel image is available for "
                 "execution on the device\". ", why=fit.why) + _FIND_OUT,
-                gev, Fix(Msg("Check with the smoke test (torchdoctor check without --no-smoke), or install a build "
-                         "made with a CUDA that can target this GPU (see the fix plan).")), list(source.unverified)))
+                gev, Fix(Msg("Check with the smoke test (torchdoctor check without --no-smoke), or install a "
+                    "build "
+                         "made with a CUDA that can target this GPU (see the fix "
+                         "plan).")), list(source.unverified)))
         elif fit.verdict == UNKNOWN:
             undecided.append((g, cc, fit))
     if undecided:
         names = join(", ", [Msg("GPU {index} {name} ({sm})", index=g.index, name=g.name, sm=sm_name(cc))
                             for g, cc, _ in undecided])
-        findings.append(Finding(
-            "arch-list-unknown", INFO,
-            Msg("which GPUs torch {label} has kernels for is not known", label=build.label),
-            Msg("{names}: {why}. Not used: {skipped}. ", names=names, why=undecided[0][2].why, skipped=join('; ', source.skipped) or Msg('nothing')) + _FIND_OUT,
-            ev | {"gpus": names, "platform": snap.host.platform}, None, list(source.unverified)))
+        findings.append(
+            Finding(
+                "arch-list-unknown",
+                INFO,
+                Msg("which GPUs torch {label} has kernels for is not known", label=build.label),
+                Msg(
+                    "{names}: {why}. Not used: {skipped}. ",
+                    names=names,
+                    why=undecided[0][2].why,
+                    skipped=join("; ", source.skipped) or Msg("nothing"),
+                )
+                + _FIND_OUT,
+                ev | {"gpus": names, "platform": snap.host.platform},
+                None,
+                list(source.unverified),
+            )
+        )
     flagged = {f.evidence.get("gpu.index") for f in findings if f.id != "arch-list-unknown"}
-    findings.extend(_cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged]))
+    findings.extend(
+        _cudnn_findings(snap, table, build, origin, [(g, cc) for g, cc in gpus if g.index not in flagged])
+    )
     if any(f.id == "gpu-arch-unsupported" for f in findings):
         groups = _gpu_groups(facts.machine, table, gpus)
         if groups and len(groups) > 1:
@@ -86,7 +124,8 @@ def check_gpu_arch(facts: Assessment) -> list[Finding]:
     return findings
 
 
-_FIND_OUT = Msg("To find out: run torchdoctor check without --no-smoke (torch reports its own arch list), or list "
+_FIND_OUT = Msg("To find out: run torchdoctor check without --no-smoke (torch reports its own arch list), or "
+    "list "
                 "the kernels with NVIDIA's cuobjdump --list-elf --list-ptx <torch>/lib/libtorch_cuda.so.")
 
 
@@ -100,15 +139,38 @@ def _cudnn_findings(snap: S.Snapshot, table, build, origin, gpus) -> list[Findin
     out = []
     for g, cc in gpus:
         if cc < parse_cc(low):
-            out.append(Finding(
-                "cudnn-unsupported-gpu", ERROR,
-                Msg("the cuDNN of torch {label} does not support GPU {index} {name} (compute capability "
-                "{format_cc})", label=build.label, index=g.index, name=g.name, format_cc=format_cc(cc)),
-                Msg("{where} supports compute capability {low} and up. cuDNN operations (convolutions, RNNs, "
-                "attention) fail on this GPU with CUDNN_STATUS_ARCH_MISMATCH or \"no kernel image\".", where=where, low=low),
-                {"gpu": g.name, "gpu.index": g.index, "compute_capability": format_cc(cc), "cudnn.min_cc": low,
-                 "cudnn.source": where, "torch": build.label},
-                Fix(Msg("Install a build whose cuDNN supports this GPU (see the fix plan).")), list(unverified)))
+            out.append(
+                Finding(
+                    "cudnn-unsupported-gpu",
+                    ERROR,
+                    Msg(
+                        "the cuDNN of torch {label} does not support GPU {index} {name} (compute capability "
+                        "{format_cc})",
+                        label=build.label,
+                        index=g.index,
+                        name=g.name,
+                        format_cc=format_cc(cc),
+                    ),
+                    Msg(
+                        "{where} supports compute capability {low} and up. cuDNN operations (convolutions, "
+                        "RNNs, "
+                        'attention) fail on this GPU with CUDNN_STATUS_ARCH_MISMATCH or "no kernel '
+                        'image".',
+                        where=where,
+                        low=low,
+                    ),
+                    {
+                        "gpu": g.name,
+                        "gpu.index": g.index,
+                        "compute_capability": format_cc(cc),
+                        "cudnn.min_cc": low,
+                        "cudnn.source": where,
+                        "torch": build.label,
+                    },
+                    Fix(Msg("Install a build whose cuDNN supports this GPU (see the fix plan).")),
+                    list(unverified),
+                )
+            )
     return out
 
 
@@ -139,10 +201,12 @@ def _groups_finding(snap: S.Snapshot, groups) -> Finding:
         lines.append(Action(SHELL, text=f"# GPUs {names}: torch {w.label}"))
         lines.append(Action(VENV, (f"torch=={w.label}",), w.variant, text=env_name))
         if snap.host.os == "windows":
-            lines.append(Action(SHELL, text=f"set CUDA_VISIBLE_DEVICES={ids} && {env_name}\\Scripts\\python.exe "
+            lines.append(Action(SHELL, text=f"set CUDA_VISIBLE_DEVICES={ids} && "
+                f"{env_name}\\Scripts\\python.exe "
                                 "your_script.py"))
         else:
-            lines.append(Action(SHELL, text=f"CUDA_VISIBLE_DEVICES={ids} {env_name}/bin/python your_script.py"))
+            lines.append(Action(SHELL, text=f"CUDA_VISIBLE_DEVICES={ids} {env_name}/bin/python "
+                "your_script.py"))
         ev[ids] = w.label
     return Finding(
         "gpus-need-different-wheels", ERROR,

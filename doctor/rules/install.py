@@ -36,7 +36,8 @@ def check_torch_installed(facts: Assessment) -> list[Finding]:
         return [Finding(
             "interpreter-unusable", ERROR,
             Msg("the target interpreter could not be inspected: {error}", error=interp.error),
-            Msg("Interpreter: {path} ({reason}).", path=interp.path or Msg('(none found)'), reason=interp.reason),
+            Msg("Interpreter: {path} "
+                "({reason}).", path=interp.path or Msg('(none found)'), reason=interp.reason),
             {"interpreter.path": interp.path, "interpreter.reason": interp.reason, "error": interp.error},
             Fix(Msg("Point torchdoctor at the Python you run your code with."),
                 ["torchdoctor check --python /path/to/venv/bin/python"]),
@@ -81,19 +82,32 @@ def check_build_kind(facts: Assessment) -> list[Finding]:
     if build.kind == "cpu":
         windows = snap.host.os == "windows"
         detail = (Msg("torch {label} has no CUDA support, but this machine has a working NVIDIA GPU "
-                  "({gpu_list}). torch.cuda.is_available() returns False and everything runs on the CPU.", label=build.label, gpu_list=gpu_list(snap)))
+                  "({gpu_list}). torch.cuda.is_available() returns False and everything runs on the "
+                  "CPU.", label=build.label, gpu_list=gpu_list(snap)))
         if windows:
             detail += (Msg(" On Windows, torch from PyPI is always a CPU build: CUDA builds come only from "
                        "https://download.pytorch.org/whl/cuXXX."))
         elif build.local is None and snap.host.machine == "aarch64":
             detail += Msg(" On Linux aarch64 the PyPI wheel of older releases is CPU-only.")
-        return [Finding("torch-cpu-build", ERROR, Msg("a CPU-only torch on a machine with an NVIDIA GPU"), detail, ev,
+        return [Finding("torch-cpu-build", ERROR, Msg("a CPU-only torch on a machine with an NVIDIA "
+            "GPU"), detail, ev,
                         Fix(Msg("Install a CUDA build of torch (see the fix plan).")))]
     if build.kind in ("rocm", "xpu"):
-        return [Finding("torch-wrong-vendor-build", ERROR,
-                        Msg("a {upper} build of torch on a machine with an NVIDIA GPU", upper=build.kind.upper()),
-                        Msg("torch {label} targets {upper} devices; it cannot use {gpu_list}.", label=build.label, upper=build.kind.upper(), gpu_list=gpu_list(snap)),
-                        ev, Fix(Msg("Install a CUDA build of torch (see the fix plan).")))]
+        return [
+            Finding(
+                "torch-wrong-vendor-build",
+                ERROR,
+                Msg("a {upper} build of torch on a machine with an NVIDIA GPU", upper=build.kind.upper()),
+                Msg(
+                    "torch {label} targets {upper} devices; it cannot use {gpu_list}.",
+                    label=build.label,
+                    upper=build.kind.upper(),
+                    gpu_list=gpu_list(snap),
+                ),
+                ev,
+                Fix(Msg("Install a CUDA build of torch (see the fix plan).")),
+            )
+        ]
     return []
 
 
@@ -122,9 +136,11 @@ def check_companions(facts: Assessment) -> list[Finding]:
             # The companion's own declaration is what its build needs (and what pip enforces).
             full = f"{build.version}+{build.local}" if build.local else build.version  # ==2.7.1+cu128 pins
             if not (spec.contains(build.version, prereleases=True) or spec.contains(full, prereleases=True)):
-                problems.append(Msg("{name} {version} requires torch{spec}, installed is {version2}", name=name, version=comp.version, spec=spec, version2=build.version))
+                problems.append(Msg("{name} {version} requires torch{spec}, installed is "
+                    "{version2}", name=name, version=comp.version, spec=spec, version2=build.version))
         elif expected and comp.version.split(".")[:2] != expected.split(".")[:2]:
-            problems.append(Msg("torch {version} pairs with {name} {expected}, not {version2}", version=build.version, name=name, expected=expected, version2=comp.version))
+            problems.append(Msg("torch {version} pairs with {name} {expected}, not "
+                "{version2}", version=build.version, name=name, expected=expected, version2=comp.version))
         check = table.companion_cuda_check(name, comp.version)
         cuda_problem = _cuda_mismatch(name, comp, build, check)
         if cuda_problem:
@@ -132,9 +148,12 @@ def check_companions(facts: Assessment) -> list[Finding]:
         if problems:
             findings.append(Finding(
                 f"{name}-mismatch", ERROR,
-                Msg("{name} {label} does not match torch {label2}", name=name, label=comp.label, label2=build.label),
-                join("; ", problems) + Msg(". A mismatched {name} fails at import (\"operator torchvision::nms does "
-                "not exist\", \"Couldn't load custom C++ ops\", \"compiled with different CUDA versions\").", name=name),
+                Msg("{name} {label} does not match torch "
+                    "{label2}", name=name, label=comp.label, label2=build.label),
+                join("; ", problems) + Msg(". A mismatched {name} fails at import (\"operator "
+                    "torchvision::nms does "
+                "not exist\", \"Couldn't load custom C++ ops\", \"compiled with different CUDA "
+                "versions\").", name=name),
                 {name: comp.label, f"{name}.evidence": comp.evidence, "torch": build.label,
                  "torch.evidence": build.evidence, "expected": expected,
                  "cuda_check": f"{check.compares} ({check.versions})" if check else None},
@@ -145,23 +164,30 @@ def check_companions(facts: Assessment) -> list[Finding]:
 
 def _cuda_mismatch(name: str, comp, build, check) -> str | None:
     """Whether the companion's build refuses torch's at import: a CPU companion beside a CUDA torch (no CUDA
-    kernels), or a CUDA version that differs in what that release compares (the table's companion_rules: torchvision
-    up to 0.15.2 and torchaudio 0.13 to 2.11.0 compare major and minor, later ones the major only). Unknown
-    builds are never a mismatch."""
+    kernels), or a CUDA version that differs in what that release compares (the table's companion_rules:
+    torchvision up to 0.15.2 and torchaudio 0.13 to 2.11.0 compare major and minor, later ones the major
+    only). Unknown builds are never a mismatch."""
     if comp.kind == "unknown" or build.kind == "unknown":
         return None
     if comp.kind != build.kind:
-        return Msg("{name} is a {kind} build ({evidence}), torch is {torch_kind}", name=name,
-                   kind=comp.variant or comp.kind, evidence=comp.evidence, torch_kind=build.variant or build.kind)
+        return Msg(
+            "{name} is a {kind} build ({evidence}), torch is {torch_kind}",
+            name=name,
+            kind=comp.variant or comp.kind,
+            evidence=comp.evidence,
+            torch_kind=build.variant or build.kind,
+        )
     if comp.kind != "cuda" or not comp.cuda or not build.cuda:
         return None
     if comp.cuda_major != build.cuda_major:
-        return Msg("{name} was built with CUDA {cuda} and torch with CUDA {torch_cuda}: a different major", name=name,
+        return Msg("{name} was built with CUDA {cuda} and torch with CUDA {torch_cuda}: a different "
+            "major", name=name,
                    cuda=comp.cuda, torch_cuda=build.cuda)
     both_minor = "." in comp.cuda and "." in build.cuda
     if check is not None and check.compares == "major.minor" and both_minor and comp.cuda != build.cuda:
         return Msg("{name} {version} was built with CUDA {cuda} and torch with CUDA {torch_cuda}; {name} "
-                   "{versions} compares major and minor at import", name=name, version=comp.version, cuda=comp.cuda,
+                   "{versions} compares major and minor at "
+                   "import", name=name, version=comp.version, cuda=comp.cuda,
                    torch_cuda=build.cuda, versions=check.versions)
     return None
 
@@ -187,7 +213,8 @@ def check_python(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     py = snap.interpreter.version
     if not py or snap.interpreter.error:
-        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target Python's version"))
+        return unknown(UNINSPECTED) if snap.interpreter.error else not_observed(snap, Msg("the target "
+            "Python's version"))
     if snap.interpreter.bits == 32:
         return skipped(Msg("a 32-bit Python: python-32-bit says so"))
     build, machine = facts.build, facts.machine
@@ -196,12 +223,15 @@ def check_python(facts: Assessment) -> list[Finding]:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
         free = ""
         if machine.free_threaded:
-            free = Msg(" Free-threaded builds: {builds}.", builds=join(", ", [Msg("{minor}: {builds}", minor=r.minor,
+            free = Msg(" Free-threaded builds: "
+                "{builds}.", builds=join(", ", [Msg("{minor}: {builds}", minor=r.minor,
                        builds=", ".join(r.free_threaded) or Msg("none")) for r in table.releases[-3:]]))
         return [Finding(
             "python-unsupported", ERROR,
-            Msg("no torch release has wheels for Python {python_label} on {platform}", python_label=python_label(machine), platform=machine.platform),
-            Msg("pip will answer \"Could not find a version that satisfies the requirement torch (from versions: "
+            Msg("no torch release has wheels for Python {python_label} on "
+                "{platform}", python_label=python_label(machine), platform=machine.platform),
+            Msg("pip will answer \"Could not find a version that satisfies the requirement torch (from "
+                "versions: "
             "none)\". Recent releases support: {ranges}.{free}", ranges=ranges, free=free),
             {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform},
             _supported_python_fix(snap, table.releases[-1]),
@@ -213,9 +243,11 @@ def check_python(facts: Assessment) -> list[Finding]:
         release = (table.release(needed.wheel.torch) if needed else None) or table.releases[-1]
         return [Finding(
             "python-unsupported", ERROR,
-            Msg("the torch this machine needs has no wheel for Python {python_label}", python_label=python_label(machine)),
+            Msg("the torch this machine needs has no wheel for Python "
+                "{python_label}", python_label=python_label(machine)),
             Msg("{reason}. pip would answer \"Could not find a version that "
-            "satisfies the requirement\" or install an older build without kernels for this GPU.", reason=choice.reason),
+            "satisfies the requirement\" or install an older build without kernels for this "
+            "GPU.", reason=choice.reason),
             {"python": py, "free_threaded": machine.free_threaded, "platform": machine.platform,
              "reason": choice.reason},
             _supported_python_fix(snap, release),
@@ -223,13 +255,22 @@ def check_python(facts: Assessment) -> list[Finding]:
     if build is not None:
         release = table.release(build.version)
         if release is not None and not release.supports_python(py):
-            return [Finding(
-                "python-unsupported-by-torch", WARNING,
-                Msg("torch {version} publishes no wheels for Python {py}", version=build.version, py=py),
-                Msg("torch {minor} supports Python {python_min} to {python_max}; this one is "
-                "probably a source build or was forced in. Upgrades will need a release that supports this Python.", minor=release.minor, python_min=release.python_min, python_max=release.python_max),
-                {"python": py, "torch": build.label},
-            )]
+            return [
+                Finding(
+                    "python-unsupported-by-torch",
+                    WARNING,
+                    Msg("torch {version} publishes no wheels for Python {py}", version=build.version, py=py),
+                    Msg(
+                        "torch {minor} supports Python {python_min} to {python_max}; this one is "
+                        "probably a source build or was forced in. Upgrades will need a release that "
+                        "supports this Python.",
+                        minor=release.minor,
+                        python_min=release.python_min,
+                        python_max=release.python_max,
+                    ),
+                    {"python": py, "torch": build.label},
+                )
+            ]
     return []
 
 
@@ -239,7 +280,8 @@ def _supported_python_fix(snap: S.Snapshot, release) -> Fix:
     other = python_in_range(snap, release.python_min, release.python_max)
     line = venv_line(other, ".venv", snap.host.os == "windows") if other else None
     if line is None:
-        return Fix(install_hint(other) if other else Msg("Install a Python that torch supports, make a virtual "
+        return Fix(install_hint(other) if other else Msg("Install a Python that torch supports, make a "
+            "virtual "
                    "environment with it and install torch there."))
     return Fix(Msg("Create a virtual environment with Python {version} and install torch there (see the fix "
                "plan for the command).", version=other.version), [line])
@@ -256,16 +298,22 @@ def check_table_fresh(facts: Assessment) -> list[Finding]:
     if have and have[:2] > version_tuple(newest.minor)[:2]:
         return [Finding(
             "table-older-than-torch", WARNING,
-            Msg("torch {version} is newer than this compatibility table (newest: {minor})", version=build.version, minor=newest.minor),
+            Msg("torch {version} is newer than this compatibility table (newest: "
+                "{minor})", version=build.version, minor=newest.minor),
             Msg("Table {table_version} (verified {verified_on}) does not know this release; conclusions "
-            "about it rest on the nearest older row. Update torchdoctor or pass --table.", table_version=table.table_version, verified_on=table.verified_on),
+            "about it rest on the nearest older row. Update torchdoctor or pass "
+            "--table.", table_version=table.table_version, verified_on=table.verified_on),
             {"torch": build.version, "table_version": table.table_version},
         )]
     return []
 
 
-TORCH_INSTALLED = Rule("torch-installed", Msg("torch is installed in the target interpreter"),
-                       check_torch_installed, ("interpreter-unusable", "torch-not-installed", "torch-inspect-failed"))
+TORCH_INSTALLED = Rule(
+    "torch-installed",
+    Msg("torch is installed in the target interpreter"),
+    check_torch_installed,
+    ("interpreter-unusable", "torch-not-installed", "torch-inspect-failed"),
+)
 BUILD_KIND = Rule("build-kind", Msg("the torch build matches the hardware (CUDA build for NVIDIA GPUs)"),
                   check_build_kind, ("torch-cpu-build", "torch-wrong-vendor-build"))
 COMPANIONS = Rule("companions", Msg("torchvision and torchaudio match torch"), check_companions,

@@ -41,7 +41,8 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
     for backend in dict.fromkeys(req.require):
         ok, reason, evidence = _backend_usable(snapshot, backend)
         if not ok:
-            findings.append(_finding(IDS[backend], Msg("--require {backend}: {reason}", backend=backend, reason=reason), evidence))
+            findings.append(_finding(IDS[backend], Msg("--require {backend}: "
+                "{reason}", backend=backend, reason=reason), evidence))
     devices = _devices(snapshot)
     if req.min_gpus is not None:
         count, source = _gpu_count(snapshot)
@@ -51,7 +52,8 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
                 _finding(
                     IDS["min_gpus"],
                     Msg("--min-gpus {min_gpus}: found {count} GPU ({names})" if count == 1 else
-                        "--min-gpus {min_gpus}: found {count} GPUs ({names})", min_gpus=req.min_gpus, count=count, names=names),
+                        "--min-gpus {min_gpus}: found {count} GPUs "
+                        "({names})", min_gpus=req.min_gpus, count=count, names=names),
                     {"required": req.min_gpus, "found": count, "source": source},
                 )
             )
@@ -63,8 +65,11 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
             findings.append(
                 _finding(
                     IDS["min_compute_capability"],
-                    Msg("--min-compute-capability {min_compute_capability}: "
-                    "{short_of}", min_compute_capability=req.min_compute_capability, short_of=_short_of(wanted, good, devices, _cc_text)),
+                    Msg(
+                        "--min-compute-capability {min_compute_capability}: {short_of}",
+                        min_compute_capability=req.min_compute_capability,
+                        short_of=_short_of(wanted, good, devices, _cc_text),
+                    ),
                     {"required": req.min_compute_capability, "gpus": devices},
                 )
             )
@@ -75,8 +80,11 @@ def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
             findings.append(
                 _finding(
                     IDS["min_gpu_memory"],
-                    Msg("--min-gpu-memory {min_gpu_memory}: "
-                    "{short_of}", min_gpu_memory=req.min_gpu_memory, short_of=_short_of(wanted, good, devices, lambda d: _mib_text(d['memory_mib']))),
+                    Msg(
+                        "--min-gpu-memory {min_gpu_memory}: {short_of}",
+                        min_gpu_memory=req.min_gpu_memory,
+                        short_of=_short_of(wanted, good, devices, lambda d: _mib_text(d["memory_mib"])),
+                    ),
                     {"required": req.min_gpu_memory, "required_mib": round(need_mib), "gpus": devices},
                 )
             )
@@ -107,7 +115,8 @@ def _short_of(wanted: int, good: list, devices: list[dict], describe) -> str:
         return Msg("no GPU was found")
     listing = join(", ", [Msg("{index}: {name} ({what})", index=d['index'], name=d['name'], what=describe(d))
                           for d in devices])
-    return Msg("{good} of {total} GPUs qualify, {wanted} needed: {listing}", good=len(good), total=len(devices),
+    return Msg("{good} of {total} GPUs qualify, {wanted} needed: "
+        "{listing}", good=len(good), total=len(devices),
                wanted=wanted, listing=listing)
 
 
@@ -168,14 +177,16 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
     label = _torch_label(snapshot)
     if backend == "cpu":
         if rt.status in ("import-error", "crashed", "timeout", "garbage"):
-            return False, Msg("{label} does not import ({status}: {detail})", label=label, status=rt.status, detail=rt.detail or Msg('no detail')), evidence
+            return False, Msg("{label} does not import ({status}: "
+                "{detail})", label=label, status=rt.status, detail=rt.detail or Msg('no detail')), evidence
         if not _torch_present(snapshot):
             return False, Msg("torch is not installed"), evidence
         return True, "", evidence
     if not _torch_present(snapshot):
         return (
             False,
-            Msg("no {upper} device usable: torch is not installed", upper=backend.upper() if backend != 'gpu' else 'GPU'),
+            Msg("no {upper} device usable: torch is not "
+                "installed", upper=backend.upper() if backend != 'gpu' else 'GPU'),
             evidence,
         )
     if backend == "gpu":
@@ -192,7 +203,8 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
                 return True, "", evidence
             if not rt.hip_version:
                 return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
-            return False, Msg("no ROCm device usable: torch.cuda.is_available() is False on {label}", label=label), evidence
+            return False, Msg("no ROCm device usable: torch.cuda.is_available() is False on "
+                "{label}", label=label), evidence
         if dist and not dist.hip:
             return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
         return (*_rocm_from_facts(snapshot, label), evidence)
@@ -205,7 +217,8 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
     if backend == "mps":
         if _runtime_ran(snapshot) and rt.backend:
             ok = rt.backend == "mps"
-            return ok, "" if ok else Msg("no MPS device usable: torch reports backend {backend}", backend=rt.backend), evidence
+            return ok, "" if ok else Msg("no MPS device usable: torch reports backend "
+                "{backend}", backend=rt.backend), evidence
         return (*_mps_from_facts(snapshot, label), evidence)
     raise ValueError(backend)
 
@@ -230,7 +243,8 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     for proc in amd_processors(snapshot, acc):
         verdict = judge_rocm(proc.gfx, targets, proc.claimed, acc)
         if verdict.kind == UNKNOWN:
-            return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is not "
+            return False, Msg("no ROCm device confirmed: whether {label} holds GPU {index}'s processor is "
+                "not "
                               "known", label=label, index=proc.index)
         if verdict.kind not in (NATIVE, BY_OVERRIDE):
             return False, Msg("no ROCm device usable: {label} holds no code for GPU {index} ({gfx})",
@@ -277,9 +291,11 @@ def _cuda_usable(snapshot: Snapshot, label: str) -> tuple[bool, str]:
             return False, Msg("no CUDA device usable: {label} is a CPU build{tail}", label=label, tail=tail)
         nv_ok, why = _nvidia_usable(snapshot)
         tail = Msg(": {why}", why=why) if not nv_ok else ""
-        return False, Msg("no CUDA device usable: torch.cuda.is_available() is False on {label}{tail}", label=label, tail=tail)
+        return False, Msg("no CUDA device usable: torch.cuda.is_available() is False on "
+            "{label}{tail}", label=label, tail=tail)
     if rt.status in ("import-error", "crashed", "timeout", "garbage"):
-        return False, Msg("no CUDA device usable: {label} does not import ({status})", label=label, status=rt.status)
+        return False, Msg("no CUDA device usable: {label} does not import "
+            "({status})", label=label, status=rt.status)
     if dist is None:
         return False, Msg("no CUDA device usable: torch is not installed")
     if dist.hip:
@@ -341,7 +357,8 @@ def _check_cuda_version(snapshot: Snapshot, wanted: str) -> Finding | None:
     evidence = {"required": wanted, "torch.cuda": have}
     label = _torch_label(snapshot)
     if not have:
-        what = Msg("torch is not installed") if not _torch_present(snapshot) else Msg("{label} is not a CUDA build", label=label)
+        what = Msg("torch is not installed") if not _torch_present(snapshot) else Msg("{label} is not a CUDA "
+            "build", label=label)
         return _finding(IDS["cuda_version"], f"--cuda {wanted}: {what}", evidence)
     m = CUDA_RE.match(wanted)
     have_mm = re.match(r"^(\d+)(?:\.(\d+))?", have)

@@ -130,7 +130,8 @@ def _clip(text: str) -> str:
 def _where(step: S.SmokeStep | None) -> str:
     if step is None:
         return ""
-    return (Msg("step {name!r} on device {device}", name=step.name, device=step.device) if step.device is not None
+    return (Msg("step {name!r} on device "
+        "{device}", name=step.name, device=step.device) if step.device is not None
             else Msg("step {name!r}", name=step.name))
 
 
@@ -187,18 +188,22 @@ def _arch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     detail = (
         Msg("torch {torch_version} has no kernels for {subject}: torch said \"{group}\". "
         "This was seen running torch on the device, so it holds even where the compatibility table says "
-        "the build supports this GPU (a custom build, or a wheel from another index, can lack the kernels).", torch_version=rt.torch_version or '?', subject=subject, group=match.group(0))
+        "the build supports this GPU (a custom build, or a wheel from another index, can lack the "
+        "kernels).", torch_version=rt.torch_version or '?', subject=subject, group=match.group(0))
     )
     severity = ERROR
     if seen.kind == "warning" and _kernels_ran(snapshot):
         severity = WARNING
         detail += (
-            Msg(" Yet the smoke test's kernels ran and gave correct results on the device (PTX compiled at run "
-            "time, perhaps), so this is torch's warning rather than a failure; a build for this GPU is faster.")
+            Msg(" Yet the smoke test's kernels ran and gave correct results on the device (PTX compiled at "
+                "run "
+            "time, perhaps), so this is torch's warning rather than a failure; a build for this GPU is "
+            "faster.")
         )
     if rocm:
         fix = Fix(
-            Msg("Install a ROCm build of torch whose gfx list covers this GPU (see the fix plan). For a consumer "
+            Msg("Install a ROCm build of torch whose gfx list covers this GPU (see the fix plan). For a "
+                "consumer "
             "RDNA card close to a supported one, HSA_OVERRIDE_GFX_VERSION (e.g. 10.3.0 or 11.0.0) makes it "
             "pose as that one."),
             links=[GET_STARTED],
@@ -232,19 +237,26 @@ def _driver_old(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
             "driver": snapshot.nvidia.driver_version.value,
         }
     )
-    detail = (
-        Msg("torch {torch_version} was built with CUDA {cuda_version}; torch reports the driver "
-        "supports CUDA {driver_cuda} (found version {found}), too old for it, and CUDA cannot start.", torch_version=rt.torch_version or '?', cuda_version=rt.cuda_version or '?', driver_cuda=driver_cuda, found=found)
+    detail = Msg(
+        "torch {torch_version} was built with CUDA {cuda_version}; torch reports the driver "
+        "supports CUDA {driver_cuda} (found version {found}), too old for it, and CUDA cannot start.",
+        torch_version=rt.torch_version or "?",
+        cuda_version=rt.cuda_version or "?",
+        driver_cuda=driver_cuda,
+        found=found,
     )
     return Finding(
         "driver-too-old",
         ERROR,
-        Msg("the NVIDIA driver (CUDA {cuda}) is too old for torch {torch}", cuda=driver_cuda, torch=rt.torch_version)
-        if rt.torch_version else Msg("the NVIDIA driver (CUDA {cuda}) is too old for torch", cuda=driver_cuda),
+        Msg("the NVIDIA driver (CUDA {cuda}) is too old for torch "
+            "{torch}", cuda=driver_cuda, torch=rt.torch_version)
+        if rt.torch_version else Msg("the NVIDIA driver (CUDA {cuda}) is too old for "
+            "torch", cuda=driver_cuda),
         detail,
         ev,
         Fix(
-            Msg("Install a torch build made for CUDA {driver_cuda} or older (see the fix plan), or update the driver.", driver_cuda=driver_cuda),
+            Msg("Install a torch build made for CUDA {driver_cuda} or older (see the fix plan), or update "
+                "the driver.", driver_cuda=driver_cuda),
             links=[DRIVER_URL],
         ),
     )
@@ -275,8 +287,10 @@ def _cpu_build(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     return Finding(
         "torch-cpu-build",
         ERROR,
-        Msg("torch {torch_version} is a CPU-only build", torch_version=snapshot.runtime.torch_version or Msg('(unknown version)')),
-        Msg("Asked for a CUDA device, torch said \"Torch not compiled with CUDA enabled\": this build has no CUDA "
+        Msg("torch {torch_version} is a CPU-only "
+            "build", torch_version=snapshot.runtime.torch_version or Msg('(unknown version)')),
+        Msg("Asked for a CUDA device, torch said \"Torch not compiled with CUDA enabled\": this build has no "
+            "CUDA "
         "support at all, whatever the driver and GPU."),
         _base_evidence(snapshot, seen),
         Fix(Msg("Install a CUDA build of torch (see the fix plan)."), links=[GET_STARTED]),
@@ -300,10 +314,12 @@ def _busy(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         "gpu-busy-or-exclusive",
         ERROR,
         Msg("the GPU is busy or unavailable to this process"),
-        Msg("CUDA said \"CUDA-capable device(s) is/are busy or unavailable\" at {where}: {why}.", where=_where(seen.step) or Msg('start'), why=why),
+        Msg("CUDA said \"CUDA-capable device(s) is/are busy or unavailable\" at {where}: "
+            "{why}.", where=_where(seen.step) or Msg('start'), why=why),
         ev,
         Fix(
-            Msg("Find the process holding the GPU and stop it, or set the compute mode back to Default."), commands
+            Msg("Find the process holding the GPU and stop it, or set the compute mode back to "
+                "Default."), commands
         ),
     )
 
@@ -317,7 +333,8 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
             "cudnn-error",
             ERROR,
             Msg("this torch's cuDNN does not support a GPU older than Turing (SM 7.5)"),
-            Msg("torch said: \"{clip}\". cuDNN 9.11 and later dropped GPUs below compute capability 7.5.", clip=_clip(match.group(0))),
+            Msg("torch said: \"{clip}\". cuDNN 9.11 and later dropped GPUs below compute capability "
+                "7.5.", clip=_clip(match.group(0))),
             ev,
             Fix(
                 Msg("Install a torch build with an older cuDNN: the cu126 builds (see the fix plan)."),
@@ -325,10 +342,12 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
             ),
         )
     commands = [SHOW_LD_PATH, UNSET_LD_PATH]
-    detail = Msg("cuDNN failed at {where}: \"{clip}\".", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
+    detail = Msg("cuDNN failed at {where}: "
+        "\"{clip}\".", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
     if _words("smoke-cudnn-other-library").search(text):
         detail += (
-            Msg(" torch loaded a cuDNN other than the one it was built against, usually from LD_LIBRARY_PATH.")
+            Msg(" torch loaded a cuDNN other than the one it was built against, usually from "
+                "LD_LIBRARY_PATH.")
         )
     elif _words("smoke-cudnn-no-handle").search(text):
         detail += (
@@ -343,7 +362,8 @@ def _cudnn(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         detail,
         ev,
         Fix(
-            Msg("Let torch use the cuDNN it ships with: remove other cuDNN folders from LD_LIBRARY_PATH (then "
+            Msg("Let torch use the cuDNN it ships with: remove other cuDNN folders from LD_LIBRARY_PATH "
+                "(then "
             "retry); if it persists, reinstall torch."),
             commands,
         ),
@@ -356,7 +376,8 @@ def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     processes = [{"pid": int(pid), "memory": mem} for pid, mem in held_by]
     if processes:
         ev["processes"] = processes
-    held = join("; ", [Msg("process {pid} holds {memory}", pid=p['pid'], memory=p['memory']) for p in processes])
+    held = join("; ", [Msg("process {pid} holds "
+        "{memory}", pid=p['pid'], memory=p['memory']) for p in processes])
     device = next((d for d in snapshot.runtime.devices if seen.step and d.index == seen.step.device), None)
     if device is not None and device.free_memory_mib is not None:
         ev["free_memory_mib"], ev["total_memory_mib"] = device.free_memory_mib, device.total_memory_mib
@@ -365,11 +386,13 @@ def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
         ERROR,
         Msg("the GPU is out of memory before any real work"),
         Msg("A small allocation (the smoke test uses megabytes) failed at {where}: "
-        "\"{clip}\". Another process is holding the GPU's memory", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
+        "\"{clip}\". Another process is holding the GPU's "
+        "memory", where=_where(seen.step) or Msg('start'), clip=_clip(match.group(0)))
         + (Msg(": {held}.", held=held) if held else "."),
         ev,
         Fix(
-            Msg("Stop the process holding the GPU memory (the command lists them), or choose another GPU with "
+            Msg("Stop the process holding the GPU memory (the command lists them), or choose another GPU "
+                "with "
             "CUDA_VISIBLE_DEVICES."),
             [QUERY_APPS],
         ),
@@ -398,10 +421,12 @@ def _wrong_result(snapshot: S.Snapshot, step: S.SmokeStep) -> Finding:
         ERROR,
         Msg("{where} computed a wrong result ({name})", where=where, name=step.name),
         Msg("{message}. Working hardware and drivers do not do this: the device or its driver is broken "
-        "(faulty memory, overheating, overclocking, a driver bug). Do not trust results from this device.", message=step.message),
+        "(faulty memory, overheating, overclocking, a driver bug). Do not trust results from this "
+        "device.", message=step.message),
         ev,
         Fix(
-            Msg("Check the GPU's health (ECC errors, Xid events in the kernel log), reset any overclock, reinstall "
+            Msg("Check the GPU's health (ECC errors, Xid events in the kernel log), reset any overclock, "
+                "reinstall "
             "the driver; if it persists, the GPU is faulty."),
             ["nvidia-smi -q -d ECC,TEMPERATURE,CLOCK", "sudo dmesg | grep -i xid"],
         ),
@@ -430,12 +455,14 @@ def _crashed(snapshot: S.Snapshot) -> Finding:
     argv = [snapshot.interpreter.path or "python3", "-X", "faulthandler", "-c", code]
     commands = [shells.render(argv, shells.shell_for(snapshot.host.os))]
     summary = (
-        Msg("Rerun the failing call by hand to see the full error; report it with the JSON report if it persists.")
+        Msg("Rerun the failing call by hand to see the full error; report it with the JSON report if it "
+            "persists.")
     )
     if libraries:
         summary = (
             Msg("The crash involves {libraries}: make sure torch loads the copy it ships with "
-            "(remove other CUDA folders from LD_LIBRARY_PATH), or reinstall torch.", libraries=', '.join(libraries))
+            "(remove other CUDA folders from LD_LIBRARY_PATH), or reinstall "
+            "torch.", libraries=', '.join(libraries))
         )
         commands = [SHOW_LD_PATH, UNSET_LD_PATH]
     title = Msg("torch crashed during {where}", where=_where(step)) if step else Msg("torch crashed")
@@ -474,7 +501,8 @@ def _garbage(snapshot: S.Snapshot) -> Finding:
         ERROR,
         Msg("the target interpreter did not run the smoke test"),
         Msg("{detail}. Something else answered: a start-up hook (sitecustomize, a .pth file), a wrapper "
-        "script in place of python, or an interpreter too old for torchdoctor's child (Python 3.8+).", detail=rt.detail),
+        "script in place of python, or an interpreter too old for torchdoctor's child (Python "
+        "3.8+).", detail=rt.detail),
         ev,
         Fix(
             Msg("Run the interpreter by hand and see what it prints."),
@@ -516,7 +544,8 @@ def _unexplained(snapshot: S.Snapshot, steps: list[S.SmokeStep]) -> Finding:
         + (Msg(" ({value} more step(s) failed)", value=len(steps) - 1) if len(steps) > 1 else ""),
         ev,
         Fix(
-            Msg("torchdoctor does not recognise this failure; the message is torch's own. Search for it, or report "
+            Msg("torchdoctor does not recognise this failure; the message is torch's own. Search for it, or "
+                "report "
             "it with the JSON report (torchdoctor check --json).")
         ),
     )
@@ -544,20 +573,24 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
     elif snapshot.host.os == "windows" and (WINDOWS_DLL.search(message) or "PyTorch version: N/A" in message):
         hint, fix = windows_dll_hint(snapshot, retry)
     elif _words("smoke-import-library-missing").search(message):
-        hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or broken.")
+        hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or "
+            "broken.")
         fix = Fix(Msg("Reinstall torch with its dependencies."), actions=[_reinstall(snapshot)])
     else:
         hint = ""
-        fix = Fix(Msg("Reinstall torch; if that does not help, search for the message."), actions=[_reinstall(snapshot)])
-    pasted = snapshot.origin == "collect_env" and step is None  # the message is collect_env's N/A, not torch's
+        fix = Fix(Msg("Reinstall torch; if that does not help, search for the "
+            "message."), actions=[_reinstall(snapshot)])
+    # the message is collect_env's N/A, not torch's
+    pasted = snapshot.origin == "collect_env" and step is None
     return Finding("torch-import-error", ERROR, Msg("import torch fails"),
-                   Msg("{clip}.{hint}" if pasted else "`import torch` raised {clip}.{hint}", clip=_clip(message),
+                   Msg("{clip}.{hint}" if pasted else "`import torch` raised "
+                       "{clip}.{hint}", clip=_clip(message),
                        hint=hint), ev, fix)
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:
-    """torch again, forced: the plan's exact builds (its target, else the installed ones), so the command names
-    the same torch and index as the plan beside it (doctor/plan/commands.py fills them in)."""
+    """torch again, forced: the plan's exact builds (its target, else the installed ones), so the command
+    names the same torch and index as the plan beside it (doctor/plan/commands.py fills them in)."""
     dist = snapshot.install.torch
     version = (dist.version if dist else None) or snapshot.runtime.torch_version
     if not version:

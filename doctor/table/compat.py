@@ -191,8 +191,8 @@ class CompatTable:
         return answers.pop() if len(answers) == 1 else None
 
     def jetpack(self, l4t: str | None) -> JetPackRow | None:
-        """The JetPack of a Jetson Linux (L4T) release: "36.4.3" -> the "36.4" row, else the "36" row; None when
-        neither is recorded."""
+        """The JetPack of a Jetson Linux (L4T) release: "36.4.3" -> the "36.4" row, else the "36" row; None
+        when neither is recorded."""
         parts = (l4t or "").split(".")
         if not parts[0].isdigit():
             return None
@@ -208,7 +208,11 @@ class CompatTable:
         Pascal, 470 for Kepler; None when every branch the table knows does (or nothing is recorded)."""
         if isinstance(cc, str):
             parts = cc.split(".")
-            cc = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+            cc = (
+                (int(parts[0]), int(parts[1]))
+                if len(parts) == 2 and all(p.isdigit() for p in parts)
+                else None
+            )
         if not cc:
             return None
         ends = [row.last_branch for row in self.driver_support
@@ -216,8 +220,8 @@ class CompatTable:
         return min(ends) if ends else None
 
     def numpy_limit(self, torch: str, os_name: str) -> NumpyAbi | None:
-        """The NumPy a torch build ("2.2.2+cu121") on ``os_name`` was compiled for, when the table records one:
-        the row whose torch range holds it (an OS's own row first), else None."""
+        """The NumPy a torch build ("2.2.2+cu121") on ``os_name`` was compiled for, when the table records
+        one: the row whose torch range holds it (an OS's own row first), else None."""
         wanted = _public(torch)
         rows = sorted(self.numpy_abi, key=lambda n: n.os == "all")
         for row in rows:

@@ -9,7 +9,8 @@ from doctor.table.rows import GpuModel
 
 _NAME_PREFIX_RE = re.compile(r"^(nvidia|tesla|geforce)\s+")
 _NAME_SUFFIX_RE = re.compile(
-    r"(\s+laptop gpu|\s+with max-q design|\s+mig\s.*|[\s-]+(sxm\d*|pcie|pci-e|fhhl|nvl|ac|hbm\d*e?|\d+\s?gb?))$"
+    r"(\s+laptop gpu|\s+with max-q "
+    r"design|\s+mig\s.*|[\s-]+(sxm\d*|pcie|pci-e|fhhl|nvl|ac|hbm\d*e?|\d+\s?gb?))$"
 )
 
 

@@ -184,20 +184,26 @@ class _Parser:
             data, "gpus", lambda row, where: self.gpu_row(row, where, aliases), lambda g: g.name, "GPU name"
         )
         # Optional sections (schema 1 stays readable without them).
-        toolkits = self.section(data, "cuda_toolkits", self.toolkit_row, lambda t: t.cuda, "CUDA toolkit", True)
+        toolkits = self.section(
+            data, "cuda_toolkits", self.toolkit_row, lambda t: t.cuda, "CUDA toolkit", True
+        )
         cudnn = self.section(
             data, "cudnn", self.cudnn_row, lambda c: (c.cudnn, c.cuda_major), "cuDNN row", True
         )
         companions = self.companion_rules(data)
-        numpy_abi = self.section(data, "numpy_abi", self.numpy_row, lambda n: (n.torch, n.os), "numpy_abi row", True)
-        jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux release", True)
+        numpy_abi = self.section(data, "numpy_abi", self.numpy_row, lambda n: (n.torch, n.os), "numpy_abi "
+            "row", True)
+        jetpack = self.section(data, "jetpack", self.jetpack_row, lambda j: j.l4t, "Jetson Linux "
+            "release", True)
         support = self.section(data, "driver_support", self.support_row, lambda d: d.last_branch,
                                "driver_support last_branch", True)
-        forward = self.section(data, "forward_compat", self.forward_row, lambda f: f.gpus, "forward_compat gpus", True)
+        forward = self.section(data, "forward_compat", self.forward_row, lambda f: f.gpus, "forward_compat "
+            "gpus", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
-                    raise self.fail(f"{where}.cudnn.{variant}", f"{variant!r} is not a variant of torch {release.minor}")
+                    raise self.fail(f"{where}.cudnn.{variant}", f"{variant!r} is not a variant of torch "
+                        f"{release.minor}")
         return CompatTable(
             self.path,
             schema,
@@ -248,7 +254,8 @@ class _Parser:
             self.unique(seen, _public(torch), f"{at}.torch", f"torch patch {torch!r}")
             patch_free_threaded = None
             if item.get("free_threaded") is not None:
-                patch_free_threaded = self.strings(item, "free_threaded", at, _FREE_THREADED_RE, "a Python like '3.13t'")
+                patch_free_threaded = self.strings(item, "free_threaded", at, _FREE_THREADED_RE, "a Python "
+                    "like '3.13t'")
             patches.append(
                 Patch(
                     torch,
@@ -268,7 +275,8 @@ class _Parser:
         python = self.get(row, "python", where, (dict,))
         py_min = self.version(python, "min", f"{where}.python")
         py_max = self.version(python, "max", f"{where}.python")
-        free_threaded = self.strings(python, "free_threaded", f"{where}.python", _FREE_THREADED_RE, "a Python like '3.13t'")
+        free_threaded = self.strings(python, "free_threaded", f"{where}.python", _FREE_THREADED_RE, "a "
+            "Python like '3.13t'")
 
         variants = {}
         for platform, names in self.get(row, "variants", where, (dict,)).items():
@@ -313,7 +321,9 @@ class _Parser:
             requires_python[package] = spec
 
         unconfirmed = {}
-        for platform, names in (self.get(row, "unconfirmed_variants", where, (dict,), optional=True) or {}).items():
+        for platform, names in (
+            self.get(row, "unconfirmed_variants", where, (dict,), optional=True) or {}
+        ).items():
             at = f"{where}.unconfirmed_variants.{platform}"
             if not isinstance(names, list):
                 raise self.fail(at, f"expected a list, got {_json_kind(names)}")
@@ -390,7 +400,8 @@ class _Parser:
     def cudnn_row(self, row: dict, where: str) -> CudnnSupport:
         cudnn = self.string(row, "cudnn", where, _MINOR_RE, "a cuDNN version (major.minor)")
         cuda_major = self.get(row, "cuda_major", where, (int,))
-        cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
+        cc = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability "
+            "(major.minor)")
         return CudnnSupport(cudnn, cuda_major, cc, *self.provenance(row, where))
 
     def numpy_row(self, row: dict, where: str) -> NumpyAbi:
@@ -415,10 +426,13 @@ class _Parser:
         return JetPackRow(l4t, jetpack, cuda, note, *self.provenance(row, where))
 
     def support_row(self, row: dict, where: str) -> DriverSupport:
-        low = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
-        high = self.string(row, "max_compute_capability", where, _MINOR_RE, "a compute capability (major.minor)")
+        low = self.string(row, "min_compute_capability", where, _MINOR_RE, "a compute capability "
+            "(major.minor)")
+        high = self.string(row, "max_compute_capability", where, _MINOR_RE, "a compute capability "
+            "(major.minor)")
         if Version(low) > Version(high):
-            raise self.fail(f"{where}.min_compute_capability", f"{low!r} is above max_compute_capability {high!r}")
+            raise self.fail(f"{where}.min_compute_capability", f"{low!r} is above max_compute_capability "
+                f"{high!r}")
         branch = self.get(row, "last_branch", where, (int,))
         architectures = self.get(row, "architectures", where, (str,), optional=True) or ""
         return DriverSupport(low, high, branch, architectures, *self.provenance(row, where))

@@ -19,7 +19,8 @@ class Patch:
     torch: str
     torchvision: str | None
     torchaudio: str | None
-    free_threaded: tuple[str, ...] | None = None  # this patch's own free-threaded builds; None = the release's
+    # this patch's own free-threaded builds; None = the release's
+    free_threaded: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,8 @@ class Release:
     confidence: str
     unverified_fields: tuple[str, ...]  # e.g. ("patches", "variants.windows-x86_64")
     cudnn: dict[str, str] = field(default_factory=dict)  # CUDA variant -> cuDNN version it was built with
-    requires_python: dict[str, str] = field(default_factory=dict)  # package -> Requires-Python of the latest patch
+    # package -> Requires-Python of the latest patch
+    requires_python: dict[str, str] = field(default_factory=dict)
     # platform -> variants whose wheels were not confirmed on the index (inferred): recognised when installed,
     # never recommended by the plan
     unconfirmed: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -44,7 +46,8 @@ class Release:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_version", {_public(p.torch): p for p in self.patches})
 
-    def __hash__(self) -> int:  # the dict fields are not hashable; a release is identified by its minor (equal
+    # the dict fields are not hashable; a release is identified by its minor (equal
+    def __hash__(self) -> int:
         return hash(self.minor)  # releases have equal minors; hashing the patches too cost every cached call)
 
     @property
@@ -136,8 +139,8 @@ class GpuModel:
 
 @dataclass(frozen=True, slots=True)
 class ForwardCompat:
-    """Whether a class of GPUs may use CUDA forward compatibility (the cuda-compat package's libcuda on an older
-    driver branch). A GPU of a class that may not fails CUDA's start with error 804."""
+    """Whether a class of GPUs may use CUDA forward compatibility (the cuda-compat package's libcuda on an
+    older driver branch). A GPU of a class that may not fails CUDA's start with error 804."""
 
     gpus: str  # "data-center", "jetson", "rtx-server-ready", "geforce"
     supported: bool
@@ -214,8 +217,8 @@ class JetPackRow:
 
 
 def spec_holds(spec: str, version: str) -> bool | None:
-    """Whether the PEP 440 specifier set ``spec`` holds ``version`` (pre-releases included); None when ``version``
-    is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""
+    """Whether the PEP 440 specifier set ``spec`` holds ``version`` (pre-releases included); None when
+    ``version`` is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""
     try:
         parsed = Version(version)
     except ValueError:  # InvalidVersion, or a part past int()'s 4,300-digit limit

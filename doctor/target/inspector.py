@@ -1,10 +1,10 @@
 """Describe this interpreter and its installed torch as one JSON object, WITHOUT importing torch.
 
-torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is
-stdlib-only and must run on Python 3.6 to 3.14 (torch 1.x had wheels for 3.6 and 3.7). The whole
-file also stays *parsable* by Python 2.7 (no f-strings, annotations, keyword-only arguments) so that
-a too-old target prints a clean JSON error instead of a SyntaxError. It reads files only: ``find_spec`` locates a
-package without executing it, ``version.py`` is parsed with ``ast``, dist-info is read as text.
+torchdoctor runs this file by path in the *target* interpreter (see ``interpreter.py``). It is stdlib-only and
+must run on Python 3.6 to 3.14 (torch 1.x had wheels for 3.6 and 3.7). The whole file also stays *parsable* by
+Python 2.7 (no f-strings, annotations, keyword-only arguments) so that a too-old target prints a clean JSON
+error instead of a SyntaxError. It reads files only: ``find_spec`` locates a package without executing it,
+``version.py`` is parsed with ``ast``, dist-info is read as text.
 """
 
 from __future__ import print_function
@@ -344,7 +344,8 @@ def list_dists():
 _SIMPLE_LINE = re.compile(
     r"""^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][A-Za-z0-9_.\[\], ]*)?\s*=\s*"""
     r"""(?P<value>'[^'\\\n]*'|"[^"\\\n]*"|None|True|False|-?[0-9]+)"""
-    r"""|__all__\s*=\s*\[[A-Za-z0-9_'", ]*\]|from [A-Za-z0-9_.]+ import [A-Za-z0-9_, ]+|import [A-Za-z0-9_.]+)\s*$"""
+    r"""|__all__\s*=\s*\[[A-Za-z0-9_'", ]*\]"""
+    r"""|from [A-Za-z0-9_.]+ import [A-Za-z0-9_, ]+|import [A-Za-z0-9_.]+)\s*$"""
 )
 _LITERALS = {"None": None, "True": True, "False": False}
 # Also read by the line parser without ast: torchvision's `if _check_cuda_version() > 0:` block (its
@@ -551,8 +552,8 @@ def find_leftovers(records=()):
                     found.append(path)
                 continue
             twin = name.endswith(".dist-info") and dists[name.split("-")[0].lower()] > 1
-            if name.endswith(".dist-info") and not all(
-                    os.path.exists(os.path.join(path, f)) for f in ("RECORD",) + (("INSTALLER",) if twin else ())):
+            needed = ("RECORD",) + (("INSTALLER",) if twin else ())
+            if name.endswith(".dist-info") and not all(os.path.exists(os.path.join(path, f)) for f in needed):
                 found.append(path)
         found += [p for p in half_written(entry, records) if p not in found]
     return found
@@ -582,7 +583,8 @@ def half_written(folder, records):
 def _missing_from_record(folder, dist_info):
     """Whether the RECORD was cut off while written (pip and uv end it with a newline), or a Python source it
     lists inside ``folder`` is missing. Sources only: they are what an interrupted install leaves out wherever
-    it stopped; compiled files may be cleared without harm, and a missing library is the smoke test's to find."""
+    it stopped; compiled files may be cleared without harm, and a missing library is the smoke test's to
+    find."""
     import csv
 
     data = _read_text(os.path.join(dist_info, "RECORD"))
@@ -663,7 +665,8 @@ def inspect():
     out["torch_origin"] = torch["origin"] if torch else None
     try:
         out["leftovers"] = find_leftovers(records)
-    except Exception as exc:  # a RECORD the csv module cannot read (a NUL byte) must not cost the whole answer
+    # a RECORD the csv module cannot read (a NUL byte) must not cost the whole answer
+    except Exception as exc:
         out["problems"].append("looking for leftovers failed: %s: %s" % (type(exc).__name__, exc))
     try:
         installed = _sibling("installed")
@@ -690,7 +693,8 @@ def main():
         except Exception as exc:
             result = {"inspector": SCHEMA, "error": "crashed", "detail": "%s: %s" % (type(exc).__name__, exc)}
     if len(sys.argv) > 1:
-        result["nonce"] = sys.argv[1]  # torchdoctor's per-run token: another JSON line printed later is not this
+        # torchdoctor's per-run token: another JSON line printed later is not this
+        result["nonce"] = sys.argv[1]
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

@@ -27,7 +27,8 @@ from hostile import write_script_smi as _script_smi
 HUGE = "9" * 5000  # over CPython's 4,300-digit limit for int <-> str conversion
 ESC_TITLE = "\x1b]0;PWNED\x07"  # OSC 0: retitles the terminal window
 ESC_CLEAR = "\x1b[2J"  # CSI 2J: clears the screen
-# + BS, and U+202E (right-to-left override: reorders what follows); CR only where a line break cannot split the input
+# + BS, and U+202E (right-to-left override: reorders what follows); CR only where a line break cannot split
+# the input
 ESCAPES = f"{ESC_TITLE}{ESC_CLEAR}\x1b[31m\x08\u202e"
 HTML = "<img src=x onerror=alert(1)></details>"
 COLLECT_ENV = REPO / "tests" / "fixtures" / "collect_env" / "composed-2.6.0-cu126-rtx5090d-issue150733.txt"
@@ -177,7 +178,8 @@ def _pyproject(ctx: Ctx, data: bytes) -> list:
 
 @case("pyproject-not-utf8", "crash", exits=(1, 2))
 def _(ctx):
-    """./pyproject.toml in Latin-1 (not UTF-8) with a [tool.torchdoctor] table: ignored or one line, exit 1/2."""
+    """./pyproject.toml in Latin-1 (not UTF-8) with a [tool.torchdoctor] table: ignored or one line, exit
+    1/2."""
     return _pyproject(ctx, b'[tool.torchdoctor]\nrequire = ["cpu"]\n# caf\xe9\n')
 
 
@@ -448,7 +450,8 @@ def _(ctx):
     json_stdout=True,
 )
 def _(ctx):
-    """A libnvidia-ml.so.1 that writes to fd 1 when loaded: `check --json` stdout must still be one JSON document."""
+    """A libnvidia-ml.so.1 that writes to fd 1 when loaded: `check --json` stdout must still be one JSON
+    document."""
     ctx.nvml(load="print")
     return check(ctx, "--json")
 
@@ -654,7 +657,8 @@ def _(ctx):
     exits=(1, 2),
 )
 def _(ctx):
-    """`--from` a report whose driver_version value is a list: rejected (exit 2) or still the RTX 5090 error."""
+    """`--from` a report whose driver_version value is a list: rejected (exit 2) or still the RTX 5090
+    error."""
     data = ctx.report(**{"snapshot.nvidia.driver_version.value": ["570.124.04"]})
     return ["check", "--from", ctx.write("r.json", data)]
 
@@ -700,7 +704,8 @@ for _value in ("-1", "0", "nan", "inf"):
     json_stdout=True,
 )
 def _(ctx):
-    """torch/version.py says `debug = <5000 digits>`: torch 2.6.0+cu126 is still found (not torch-not-installed)."""
+    """torch/version.py says `debug = <5000 digits>`: torch 2.6.0+cu126 is still found (not
+    torch-not-installed)."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.6.0+cu126", cuda="12.6")
     version_py = site_packages(ctx.tmp / "venv") / "torch" / "version.py"
     version_py.write_text(version_py.read_text().replace("debug = False", f"debug = {HUGE}"))
@@ -739,7 +744,8 @@ def _(ctx):
 )
 def _(ctx):
     """What an interrupted `fix` left on 0.1.0: torch 2.7.1+cu128 beside torchvision 0.21.0+cu126 (which
-    requires torch 2.6.0) and pip's renamed `~orch/`, `~orch-2.6.0+cu126.dist-info/`: check names the leftovers."""
+    requires torch 2.6.0) and pip's renamed `~orch/`, `~orch-2.6.0+cu126.dist-info/`: check names the
+    leftovers."""
     py = make_fake_env(ctx.tmp / "venv", torch="2.7.1+cu128", cuda="12.8")
     site = site_packages(ctx.tmp / "venv")
     add_dist_info(
@@ -808,7 +814,8 @@ def _(ctx):
     exits=(1, 2),
 )
 def _(ctx):
-    """`--from` a report whose GPU name, interpreter path, nvidia detail and host name carry escape sequences."""
+    """`--from` a report whose GPU name, interpreter path, nvidia detail and host name carry escape
+    sequences."""
     data = ctx.report(
         **{
             "snapshot.nvidia.gpus.0.name": "NVIDIA GeForce RTX 5090" + ESCAPES + "\rforged line",
@@ -851,7 +858,8 @@ def _(ctx):
     exits=(1, 2),
 )
 def _(ctx):
-    """`--python` path with a TAB: printed so that it names the same file (escaped or quoted), never as spaces."""
+    """`--python` path with a TAB: printed so that it names the same file (escaped or quoted), never as
+    spaces."""
     link = _odd_python(ctx, "py\tthon")
     ctx.expect(lambda o, c: not re.search(r"py +thon", o.out) or _fail("the TAB was printed as spaces"))
     return ["check", "--no-smoke", "--python", str(link)]
@@ -911,7 +919,8 @@ for _fmt in ("text", "markdown"):
 
     @case(f"fleet-escapes-{_fmt}", "inject", exits=(0, 1))
     def _(ctx, _fmt=_fmt):
-        """`fleet summarize` of reports whose GPU name, driver, torch build and host carry escape sequences."""
+        """`fleet summarize` of reports whose GPU name, driver, torch build and host carry escape
+        sequences."""
         folder = _fleet_dir(
             ctx,
             **{
@@ -932,7 +941,8 @@ def _no_live_html(outcome, _ctx):
 
 @case("markdown-gpu-name-html", "inject", exits=(1,))
 def _(ctx):
-    """`check --format markdown` with a GPU named `<img onerror></details>`: no live HTML outside code fences."""
+    """`check --format markdown` with a GPU named `<img onerror></details>`: no live HTML outside code
+    fences."""
     write_fake_nvidia_smi(ctx.bin_dir(), [dict(RTX5090, name="RTX 5090 " + HTML)])
     ctx.expect(_no_live_html)
     return check(ctx, "--format", "markdown")
@@ -1019,7 +1029,8 @@ def _(ctx):
     limit=30,
 )
 def _(ctx):
-    """`--python` names an 'interpreter' that prints forever (`yes`): the inspector's limit, bounded memory."""
+    """`--python` names an 'interpreter' that prints forever (`yes`): the inspector's limit, bounded
+    memory."""
     python = write_exe(ctx.tmp / "bin" / "python3", "#!/bin/sh\nexec yes 'not the inspector protocol'\n")
     return ["check", "--no-smoke", "--python", str(python)]
 

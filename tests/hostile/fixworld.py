@@ -8,8 +8,8 @@ installing it takes seconds (tests/hostile/README.md, "Interrupted fix").
   random (incompressible) bytes, stored, so pip spends seconds hashing and unpacking it;
 - a template venv (real pip) holding the 2.6.0+cu126 trio and numpy; each test copies it.
 
-The plan torchdoctor makes for this machine is exactly `pip install torch==2.7.1+cu128 torchvision==0.22.1+cu128
-torchaudio==2.7.1+cu128 --index-url <index>/cu128`.
+The plan torchdoctor makes for this machine is exactly `pip install torch==2.7.1+cu128
+torchvision==0.22.1+cu128 torchaudio==2.7.1+cu128 --index-url <index>/cu128`.
 
 The world is built once into a cache folder shared by the session's tests (and reused by later sessions
 of the same user and interpreter while its ``.complete`` marker exists: the padded wheel and the template

@@ -47,9 +47,9 @@ from fakeenv import make_fake_env  # noqa: E402
 
 MARK_VAR = "TORCHDOCTOR_HOSTILE_MARK"
 RTX5090 = {"name": "NVIDIA GeForce RTX 5090", "cc": "12.0", "mem_mib": 32607}
-# What a terminal must never receive raw from an input: C0 controls other than TAB and LF (CR included:
-# it rewrites the line), and DEL. ESC (0x1b) is among them.
-# and, UTF-8 encoded, the bidirectional controls (U+061C, U+200E/F, U+202A-E, U+2066-9) that reorder what is shown
+# What a terminal must never receive raw from an input: C0 controls other than TAB and LF (CR included: it
+# rewrites the line), and DEL. ESC (0x1b) is among them. and, UTF-8 encoded, the bidirectional controls
+# (U+061C, U+200E/F, U+202A-E, U+2066-9) that reorder what is shown
 _CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 OUTPUT_CAP = 4 << 20  # bytes of each stream kept; the rest is counted, not stored
 

@@ -1,6 +1,7 @@
 """A target interpreter whose start-up code talks (a sitecustomize printing a banner, and a JSON-looking line)
 is still fixed (issue 27): before, `fix` said "no working pip" (pip's version was looked for on the first line
-only) and could not list the packages (the whole stdout was parsed as JSON). Real pip, fixworld.py's small index.
+only) and could not list the packages (the whole stdout was parsed as JSON). Real pip, fixworld.py's small
+index.
 """
 
 from __future__ import annotations

@@ -264,8 +264,8 @@ def test_a_hostile_target_path_and_dist_info_print_commands_that_run_nothing_els
 
 
 def test_a_windows_cuda_home_path_is_quoted_for_powershell():
-    """A machine path in PowerShell double quotes would run its ``$(...)``: the CUDA_HOME line is single-quoted
-    through the one quoting (doctor/model/shells.py), like every other command (issue 27)."""
+    """A machine path in PowerShell double quotes would run its ``$(...)``: the CUDA_HOME line is
+    single-quoted through the one quoting (doctor/model/shells.py), like every other command (issue 27)."""
     from doctor.model import shells as sh
 
     path = "C:\\CUDA\\$(Remove-Item -Recurse ~)\\v12.6"

@@ -100,7 +100,9 @@ def run_case(world, root: Path, case: Case):
     tmp.mkdir(parents=True)
     ctx = Ctx(world, tmp, base_env(world), tmp)
     args = case.build(ctx)
-    return ctx, run_cli(args, ctx.env, cwd=ctx.cwd, limit=guard_limit(case), stdin=ctx.stdin, settle=case.settle)
+    return ctx, run_cli(
+        args, ctx.env, cwd=ctx.cwd, limit=guard_limit(case), stdin=ctx.stdin, settle=case.settle
+    )
 
 
 def case_job(jobs, case: Case):
@@ -235,8 +237,8 @@ TERMINAL_SOURCES = {
 
 @pytest.mark.parametrize("source", list(TERMINAL_SOURCES))
 def test_escape_sequences_never_reach_a_terminal(source, world, tmp_path):
-    """On a pty (colours on: TERM=xterm-256color, no NO_COLOR) rich writes its own styling, so only the planted
-    sequences are looked for: the window-title OSC and the clear-screen CSI."""
+    """On a pty (colours on: TERM=xterm-256color, no NO_COLOR) rich writes its own styling, so only the
+    planted sequences are looked for: the window-title OSC and the clear-screen CSI."""
     env = base_env(world, TERM="xterm-256color", COLUMNS="120")
     env.pop("NO_COLOR")
     name = "NVIDIA GeForce RTX 5090" + ESC_TITLE + ESC_CLEAR

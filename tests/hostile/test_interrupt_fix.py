@@ -147,7 +147,8 @@ def judge(venv: Path, run: Run) -> None:
             run.state = "restored"
         else:
             run.state = "broken"
-            run.detail += f"; the restore command {'failed: ' + failed if failed else 'ran'}; then {state}; pip check: {text}"
+            run.detail += (f"; the restore command {'failed: ' + failed if failed else 'ran'}; then {state}; "
+                f"pip check: {text}")
 
 
 def interrupt(world, root: Path, sig_name: str, moment: str) -> Run:
@@ -198,7 +199,11 @@ def job(jobs, key):
     if key == "two-at-once":
         return key, "cpu", lambda: two_at_once(fix_world(jobs), run_root(jobs, key))
     if key.startswith("reader-leaves-"):
-        return key, "cpu", lambda: reader_leaves(fix_world(jobs), run_root(jobs, key), key.removeprefix("reader-leaves-"))
+        return (
+            key,
+            "cpu",
+            lambda: reader_leaves(fix_world(jobs), run_root(jobs, key), key.removeprefix("reader-leaves-")),
+        )
     kind = key.removeprefix("restore-file-")
     return key, "cpu", lambda: restore_file_run(fix_world(jobs), run_root(jobs, key), kind)
 
@@ -276,7 +281,8 @@ def two_at_once(world, root: Path) -> dict:
             while cli.proc.poll() is None and time.monotonic() < deadline:
                 # every pip installing into this venv, whichever run started it; a process forked by pip
                 # shows pip's command line until it execs (vfork), and is that same pip, not a second one
-                both = live_processes(None, tuple(f"{v}/bin/python -m pip install torch" for v in (venv, root / "link")))
+                both = live_processes(None, tuple(f"{v}/bin/python -m pip install "
+                    "torch" for v in (venv, root / "link")))
                 pids = {proc.pid for proc in both}
                 independent = [proc for proc in both if _parent(proc) not in pids]
                 if len(independent) > max(pips, 1):  # what two at once were, should it happen
@@ -306,9 +312,15 @@ def reader_leaves(world, root: Path, moment: str) -> dict:
     needle, also, _delay = MOMENTS[moment]
     err_path = root / "stderr.txt"
     with err_path.open("wb") as err:
-        proc = subprocess.Popen(cli_argv(fix_args(world, venv, world.big)), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=err, env=cli_env(world, base_env(None)), cwd=root,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cli_argv(fix_args(world, venv, world.big)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=cli_env(world, base_env(None)),
+            cwd=root,
+            start_new_session=True,
+        )
         seen, reached = [], False
         try:
             for raw in proc.stdout:
@@ -320,8 +332,15 @@ def reader_leaves(world, root: Path, moment: str) -> dict:
             code = proc.wait(180)
         finally:
             kill_run(proc.pid, None, (str(venv),))
-    return {"reached": reached, "code": code, "seen": "".join(seen), "stderr": err_path.read_text(errors="replace"),
-            "state": installed(venv), "check": pip_check(venv), "leftovers": leftovers(venv)}
+    return {
+        "reached": reached,
+        "code": code,
+        "seen": "".join(seen),
+        "stderr": err_path.read_text(errors="replace"),
+        "state": installed(venv),
+        "check": pip_check(venv),
+        "leftovers": leftovers(venv),
+    }
 
 
 def _parent(proc) -> int | None:

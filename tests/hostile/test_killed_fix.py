@@ -58,7 +58,8 @@ def _killed_mid_install(world, root: Path, installer: str) -> tuple[Path, Path]:
     with Launched(args, cli_env(world, base_env(None)), cwd=root, needles=(str(venv),)) as cli:
         if installer == "pip":
             # the old torch stashed, the new one being written
-            reached = cli.wait_for(lambda: "Successfully uninstalled torch-2.6.0" in cli.out(), 120, poll=0.01)
+            reached = cli.wait_for(lambda: "Successfully uninstalled "
+                "torch-2.6.0" in cli.out(), 120, poll=0.01)
             time.sleep(1.0)
         else:
             # uv removes the old torch, then links the new files in: kill as soon as they start to appear

@@ -17,7 +17,8 @@ variable every descendant inherits, and by the fake venv's path in command lines
 For SIGKILL there is nothing torchdoctor can do at the time: its children must end by their own time limit
 (the smoke test's --smoke-timeout, the inspector's 20 s). Those tests record how long that took.
 
-All scenarios run concurrently on conftest.py's scheduler (each mostly waits); each test asserts on its own record.
+All scenarios run concurrently on conftest.py's scheduler (each mostly waits); each test asserts on its own
+record.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """torchdoctor's own Python does not run what the environment's PYTHONPATH holds (issue 27).
 
 A project folder on PYTHONPATH with a ``json.py`` that never returns, or a ``typer.py`` that prints and fails,
-used to hang or crash torchdoctor itself. Such a run now starts again with ``-E`` (doctor/cli/__init__.py), and
-the target interpreter still gets PYTHONPATH, as the user's ``import torch`` does. (A module that Python's own
-start-up imports, ``re`` or ``importlib`` through a ``.pth`` file, runs before any of torchdoctor can: run
+used to hang or crash torchdoctor itself. Such a run now starts again with ``-E`` (doctor/cli/__init__.py),
+and the target interpreter still gets PYTHONPATH, as the user's ``import torch`` does. (A module that Python's
+own start-up imports, ``re`` or ``importlib`` through a ``.pth`` file, runs before any of torchdoctor can: run
 torchdoctor with ``python -I -m doctor`` where PYTHONPATH cannot be trusted; docs/safety.md.)
 """
 
@@ -34,8 +34,8 @@ def test_modules_on_pythonpath_do_not_run_in_torchdoctor(world, tmp_path, args):
 
 
 def test_the_runner_closes_the_pipes_of_every_child():
-    """``run`` and ``stream_run`` close their ends of a child's pipes when it is done (before: left to the garbage
-    collector, with a ResourceWarning each, a few descriptors per command of a long fix)."""
+    """``run`` and ``stream_run`` close their ends of a child's pipes when it is done (before: left to the
+    garbage collector, with a ResourceWarning each, a few descriptors per command of a long fix)."""
     import gc
     import sys
     import warnings
@@ -54,8 +54,8 @@ def test_the_runner_closes_the_pipes_of_every_child():
 
 
 def test_an_index_from_the_environment_is_attributed(world, tmp_path):
-    """TORCHDOCTOR_INDEX_URL_BASE (a profile, a CI secret) changes every install command: said once, with where it
-    came from and without the URL's credentials; not when --index-url-base gave it."""
+    """TORCHDOCTOR_INDEX_URL_BASE (a profile, a CI secret) changes every install command: said once, with
+    where it came from and without the URL's credentials; not when --index-url-base gave it."""
     env = base_env(world, TORCHDOCTOR_INDEX_URL_BASE="https://ci:s3cret@mirror.example.org/whl")
     res = run_cli(["check", "--no-smoke", "--python", str(world.py)], env, cwd=tmp_path, limit=60)
     assert res.returncode == 1, res.summary()

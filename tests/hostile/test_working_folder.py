@@ -1,8 +1,8 @@
 """A cloned repository's ``./.venv`` is not run unless it is a real venv (issue 27, High).
 
-Before, ``check``, ``report``, ``explain`` and ``fix --dry-run`` ran whatever ``./.venv/bin/python`` the working
-folder held, without asking: a script there ran the repository's code, and a launcher there could name another
-interpreter for the plan. Now an interpreter found in the working folder runs only when it is a venv
+Before, ``check``, ``report``, ``explain`` and ``fix --dry-run`` ran whatever ``./.venv/bin/python`` the
+working folder held, without asking: a script there ran the repository's code, and a launcher there could name
+another interpreter for the plan. Now an interpreter found in the working folder runs only when it is a venv
 (``pyvenv.cfg``, ``bin/python`` a symlink to an interpreter outside the folder); otherwise one line on stderr
 says it was refused and the next candidate (python3 on PATH) is inspected instead.
 """
@@ -66,8 +66,9 @@ def test_a_real_venv_in_the_working_folder_is_chosen_and_said(world, tmp_path):
 
 
 def test_user_files_named_like_tilde_are_not_pip_leftovers(world, tmp_path):
-    """``~$Report.docx`` (an Office lock file), ``~notes/`` and a stray ``*.dist-info`` in a folder on PYTHONPATH
-    are the user's: check never offers to ``rm -rf`` them (before: interrupted-install-leftovers did)."""
+    """``~$Report.docx`` (an Office lock file), ``~notes/`` and a stray ``*.dist-info`` in a folder on
+    PYTHONPATH are the user's: check never offers to ``rm -rf`` them (before: interrupted-install-leftovers
+    did)."""
     work = tmp_path / "work"
     (work / "~notes").mkdir(parents=True)
     (work / "~notes" / "todo.txt").write_text("mine\n")
@@ -95,6 +96,9 @@ def test_a_cloned_pyproject_that_changes_the_verdict_is_named_and_fix_agrees(wor
     fix = run_cli(["fix", "--dry-run", "--no-smoke", "--python", str(world.py)], env, cwd=repo, limit=60)
     for res in (check, fix):
         assert res.returncode in (0, 1), res.summary()
-        assert f"{repo / 'pyproject.toml'} [tool.torchdoctor] applies: ignore = ['gpu-arch-unsupported']" in res.err
+        assert (
+            f"{repo / 'pyproject.toml'} [tool.torchdoctor] applies: ignore = ['gpu-arch-unsupported']"
+            in res.err
+        )
     assert check.returncode == fix.returncode == 0, check.summary() + "\n" + fix.summary()
     assert "pip install" not in fix.out, fix.summary()

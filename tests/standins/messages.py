@@ -8,7 +8,8 @@ the texts are torch's own format strings filled in as torch would.
 # `_check_cubins` (torch/cuda/__init__.py, identical in 2.13.0 and 2.14.1): the classic RTX 50xx (sm_120)
 # on a cu126 build case, with the cu126 build's arch list.
 ARCH_WARNING_OLD = (
-    "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+    "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+    "installation.\n"
     "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n"
     "If you want to use the NVIDIA GeForce RTX 5090 GPU with PyTorch, please check the instructions at "
     "https://pytorch.org/get-started/locally/\n"
@@ -18,7 +19,8 @@ ARCH_LIST_CU126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"
 # `_check_capability` (torch/cuda/__init__.py, 2.13/2.14 text): a Pascal card on a cu130 build.
 ARCH_WARNING_NEW = (
     "Found GPU0 NVIDIA GeForce GTX 1080 which is of compute capability (CC) 6.1.\n"
-    "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it supports:\n"
+    "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it "
+    "supports:\n"
     "- 7.5 which supports hardware CC >=7.5,<8.0\n"
     "- 8.0 which supports hardware CC >=8.0,<9.0 except {8.7}\n"
     "- 8.6 which supports hardware CC >=8.6,<9.0 except {8.7}\n"

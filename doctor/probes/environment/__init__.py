@@ -38,7 +38,9 @@ def _host_os(host: Host | None) -> str:
     return "darwin" if sys.platform == "darwin" else "linux"
 
 
-def probe_environment(root: str = "/", env: Mapping[str, str] | None = None, host: Host | None = None) -> Environment:
+def probe_environment(
+    root: str = "/", env: Mapping[str, str] | None = None, host: Host | None = None
+) -> Environment:
     """Every hazard section; ``python`` and ``hostname`` are the collector's to add."""
     env = os.environ if env is None else env
     host_os = _host_os(host)

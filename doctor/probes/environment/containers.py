@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from doctor.model.environment import Container
 from doctor.probes.environment.files import exists, read_text, scandir_names, under
 
-_MARKERS = ("/.dockerenv", "/run/.containerenv", "/var/run/secrets/kubernetes.io/serviceaccount", "/.singularity.d")
+_MARKERS = (
+    "/.dockerenv",
+    "/run/.containerenv",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+    "/.singularity.d",
+)
 _PRECEDENCE = ("kubernetes", "apptainer", "enroot", "podman", "docker", "containerd", "lxc")
 
 

@@ -1,4 +1,5 @@
-"""The device-selection variables (*_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), recorded raw: the rules parse them."""
+"""The device-selection variables (*_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), recorded raw: the rules parse
+them."""
 
 from __future__ import annotations
 

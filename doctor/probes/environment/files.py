@@ -1,4 +1,5 @@
-"""The small readers every environment probe uses: files under ``root`` (a fake root in tests), never raising."""
+"""The small readers every environment probe uses: files under ``root`` (a fake root in tests), never
+raising."""
 
 from __future__ import annotations
 

@@ -148,8 +148,9 @@ def probe_cuda_home(root: str, env: Mapping[str, str]) -> CudaHome:
 
 
 def installed_toolkits(root: str, base: str = "/usr/local") -> list[CudaToolkitDir]:
-    """The CUDA toolkits installed side by side (``/usr/local/cuda-12.6``: NVIDIA's packages and runfiles), with
-    the version their version.json / version.txt states, else the one in the folder name. At most 32 folders."""
+    """The CUDA toolkits installed side by side (``/usr/local/cuda-12.6``: NVIDIA's packages and runfiles),
+    with the version their version.json / version.txt states, else the one in the folder name. At most 32
+    folders."""
     names = scandir_names(under(root, base)) or []
     found = []
     for name in names:
@@ -160,7 +161,10 @@ def installed_toolkits(root: str, base: str = "/usr/local") -> list[CudaToolkitD
         if not os.path.isdir(under(root, folder)):
             continue
         version = None
-        for file, parser in (("version.json", parse_cuda_version_json), ("version.txt", parse_cuda_version_txt)):
+        for file, parser in (
+            ("version.json", parse_cuda_version_json),
+            ("version.txt", parse_cuda_version_txt),
+        ):
             text = read_text(root, f"{folder}/{file}", 65536)
             if text is not None and (version := parser(text)):
                 break

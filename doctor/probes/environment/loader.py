@@ -32,7 +32,8 @@ _MAX_INCLUDE_DEPTH = 4
 
 
 def driver_version_of(file_name: str) -> str | None:
-    """"libcuda.so.580.65.06" -> "580.65.06"; None for a name without a driver version (WSL's libcuda.so.1.1)."""
+    """"libcuda.so.580.65.06" -> "580.65.06"; None for a name without a driver version (WSL's
+    libcuda.so.1.1)."""
     match = _DRIVER_VERSION.match(file_name)
     return match.group(1) if match else None
 
@@ -103,8 +104,13 @@ def _copy(root: str, directory: str, soname: str, found_by: str) -> DriverLibCop
     if not exists(root, path):
         return None
     real = os.path.realpath(under(root, path))
-    return DriverLibCopy(soname=soname, path=path, found_by=found_by, version=driver_version_of(os.path.basename(real)),
-                         compat=is_compat_path(directory) or is_compat_path(real))
+    return DriverLibCopy(
+        soname=soname,
+        path=path,
+        found_by=found_by,
+        version=driver_version_of(os.path.basename(real)),
+        compat=is_compat_path(directory) or is_compat_path(real),
+    )
 
 
 def compat_dirs(root: str) -> list[CompatDir]:

@@ -1,4 +1,5 @@
-"""Resources: the size of /dev/shm, the CPUs this process may use (affinity and cgroup quota), RAM and swap."""
+"""Resources: the size of /dev/shm, the CPUs this process may use (affinity and cgroup quota), RAM and
+swap."""
 
 from __future__ import annotations
 

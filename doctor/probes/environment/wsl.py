@@ -22,7 +22,8 @@ from doctor.probes.environment.libraries import DRIVER_LIB
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 # A Linux driver's own files carry the full driver version (libnvidia-ml.so.550.54.14).
 _LINUX_DRIVER_FILE = re.compile(r"^lib(?:cuda|nvidia-ml)\.so\.(\d{3}(?:\.\d+)+)$")
-_EVIDENCE = {"/proc/version": "/proc/version mentions Microsoft/WSL", "WSL_DISTRO_NAME": "WSL_DISTRO_NAME is set"}
+_EVIDENCE = {"/proc/version": "/proc/version mentions "
+    "Microsoft/WSL", "WSL_DISTRO_NAME": "WSL_DISTRO_NAME is set"}
 
 
 def read_wsl_markers(root: str, env: Mapping[str, str]) -> list[str]:
@@ -78,11 +79,14 @@ def read_linux_driver(root: str) -> list[str]:
                 target = os.path.realpath(under(root, full))
                 if WSL_LIB_DIR not in target and "/wsl/" not in target:
                     found.append(full)
-    found += [p for p in ("/proc/driver/nvidia", "/var/lib/dkms/nvidia", "/sys/module/nvidia") if exists(root, p)]
+    found += [
+        p for p in ("/proc/driver/nvidia", "/var/lib/dkms/nvidia", "/sys/module/nvidia") if exists(root, p)
+    ]
     return found
 
 
-# The packages of a Linux NVIDIA driver (Ubuntu/Debian names, and NVIDIA's own CUDA repository's cuda-drivers).
+# The packages of a Linux NVIDIA driver (Ubuntu/Debian names, and NVIDIA's own CUDA repository's
+# cuda-drivers).
 _DRIVER_PACKAGE = re.compile(
     r"^(?:nvidia-driver(?:-\S+)?|libnvidia-compute-\d+|nvidia-dkms-\S+|nvidia-utils-\d+|nvidia-kernel-\S+"
     r"|nvidia-headless-\S+|libnvidia-gl-\d+|cuda-drivers(?:-\d+)?|nvidia-open(?:-\S+)?)$"
@@ -90,7 +94,8 @@ _DRIVER_PACKAGE = re.compile(
 
 
 def read_kernel_release(root: str) -> str | None:
-    """/proc/sys/kernel/osrelease, else the release in /proc/version ("Linux version 4.4.0-19041-Microsoft ...")."""
+    """/proc/sys/kernel/osrelease, else the release in /proc/version ("Linux version 4.4.0-19041-Microsoft
+    ...")."""
     text = (read_text(root, "/proc/sys/kernel/osrelease", 4096) or "").strip()
     if text:
         return text
@@ -104,7 +109,12 @@ def parse_dpkg_status(text: str) -> list[str]:
     for block in text.split("\n\n"):
         name = re.search(r"^Package:\s*(\S+)", block, re.MULTILINE)
         status = re.search(r"^Status:\s*(.+)$", block, re.MULTILINE)
-        if name and status and status.group(1).strip().endswith(" installed") and _DRIVER_PACKAGE.match(name.group(1)):
+        if (
+            name
+            and status
+            and status.group(1).strip().endswith(" installed")
+            and _DRIVER_PACKAGE.match(name.group(1))
+        ):
             found.add(name.group(1))
     return sorted(found)
 

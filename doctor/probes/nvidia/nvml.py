@@ -92,8 +92,17 @@ def pynvml_missing() -> str | None:
 # multiarch folders (a container whose cache is stale), and WSL's driver folder.
 _LOADER_CACHE = "/etc/ld.so.cache"
 _LIBRARY = "libnvidia-ml.so.1"
-_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                 "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/wsl/lib")
+_DEFAULT_DIRS = (
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/wsl/lib",
+)
 
 
 def nvml_library_absent(env: Any = None, platform: str | None = None) -> bool:
@@ -118,8 +127,11 @@ def query_nvml_isolated(timeout: float = 5.0, runner: Any = run, env: Any = None
     if missing:
         return NvmlOutcome(message=missing)
     if nvml_library_absent(env):  # what pynvml would say, without a process to say it
-        return NvmlOutcome(code=12, message=f"NVML Shared Library Not Found ({_LIBRARY} is not where the loader looks)")
-    res = runner([sys.executable, QUERY_SCRIPT], timeout=timeout, env=dict(os.environ if env is None else env))
+        return NvmlOutcome(code=12, message=f"NVML Shared Library Not Found ({_LIBRARY} is not where the "
+            "loader looks)")
+    res = runner(
+        [sys.executable, QUERY_SCRIPT], timeout=timeout, env=dict(os.environ if env is None else env)
+    )
     if res.timed_out:
         return NvmlOutcome(message=f"timed out after {timeout:g}s (a hung driver?)", timed_out=True)
     data = _last_json(res.stdout)
@@ -129,9 +141,11 @@ def query_nvml_isolated(timeout: float = 5.0, runner: Any = run, env: Any = None
         return outcome_from_answers(data)
     if res.signal:
         how = signal_name(res.signal)
-        return NvmlOutcome(message=f"the NVML library crashed the probe ({how}) while loading or initialising")
+        return NvmlOutcome(message=f"the NVML library crashed the probe ({how}) while loading or "
+            "initialising")
     tail = [line for line in (res.stderr or "").splitlines() if line.strip()][-1:]
-    return NvmlOutcome(message=f"the NVML probe failed ({res.describe()})" + (f": {tail[0][:200]}" if tail else ""))
+    return NvmlOutcome(message="the NVML probe failed "
+        f"({res.describe()})" + (f": {tail[0][:200]}" if tail else ""))
 
 
 def _last_json(text: str) -> dict | None:
@@ -154,7 +168,8 @@ def _query_nvml_unbounded(nvml: Any) -> NvmlOutcome:
 
 
 def outcome_from_answers(data: dict) -> NvmlOutcome:
-    """nvml_query.query's data -> NvmlOutcome; anything odd in it (it crossed a process boundary) is unknown."""
+    """nvml_query.query's data -> NvmlOutcome; anything odd in it (it crossed a process boundary) is
+    unknown."""
     if not data.get("ok"):
         code, message = _classified(data.get("error"))
         return NvmlOutcome(code=code, message=message)
@@ -217,7 +232,9 @@ def _nvml_gpu(raw: dict, notes: list[str]) -> Gpu:
         gpu.compute_capability = Fact.unknown(why or f"NVML: unexpected compute capability {cc!r}", "nvml")
     memory, _ = _answer(raw.get("nvmlDeviceGetMemoryInfo"), "")  # NotSupported on unified-memory GB10
     total = memory.get("total") if isinstance(memory, dict) else None
-    gpu.memory_total_mib = total // (1024 * 1024) if isinstance(total, int) and not isinstance(total, bool) else None
+    gpu.memory_total_mib = (
+        total // (1024 * 1024) if isinstance(total, int) and not isinstance(total, bool) else None
+    )
     uuid, _ = _answer(raw.get("nvmlDeviceGetUUID"), "")
     gpu.uuid = str(uuid) if uuid else None
     pci, _ = _answer(raw.get("nvmlDeviceGetPciInfo"), "")

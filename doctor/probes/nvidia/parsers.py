@@ -134,7 +134,8 @@ def parse_proc_version(text: str) -> str | None:
         parts = [part.strip() for part in line.split("  ") if part.strip()]
         if len(parts) >= 2 and _VERSION_RE.match(parts[1]):
             return parts[1]
-        found = re.search(r"\s(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)\s", line + " ")  # odd spacing: first version-like token
+        # odd spacing: first version-like token
+        found = re.search(r"\s(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)\s", line + " ")
         return found.group(1) if found else None
     return None
 
@@ -167,7 +168,9 @@ def classify_nvml_error(exc: BaseException) -> tuple[int | None, str]:
     return classify_nvml_failure(type(exc).__name__, value, message, isinstance(exc, UnicodeDecodeError))
 
 
-def classify_nvml_failure(type_name: str, value: Any, message: str, unicode: bool = False) -> tuple[int | None, str]:
+def classify_nvml_failure(
+    type_name: str, value: Any, message: str, unicode: bool = False
+) -> tuple[int | None, str]:
     """The same from an exception's parts (NVML asked in a child sends them as data)."""
     code = value if isinstance(value, int) and not isinstance(value, bool) else None
     if code is None:

@@ -200,7 +200,8 @@ def _decide(
     if kernel:
         return NVIDIA_UNKNOWN, (
             f"the nvidia kernel module ({kernel}, {kernel_source}) is loaded but no driver library answered "
-            f"({reasons}): user-space driver libraries missing, e.g. a container started without the NVIDIA runtime"
+            f"({reasons}): user-space driver libraries missing, e.g. a container started without the NVIDIA "
+            "runtime"
         )
     if pci:
         return (

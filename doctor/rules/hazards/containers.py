@@ -62,14 +62,17 @@ def check_containers(facts: Assessment) -> list[Finding]:
     findings = []
     # Device nodes without the driver libraries (Apptainer shares the host's /dev; --nv binds the libraries).
     no_libraries = status == S.NVIDIA_UNKNOWN and host_gpus and libcuda == []
-    if not driver_works and (gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER) or no_libraries):
+    if not driver_works and (
+        gpu_nodes == 0 or status in (S.NVIDIA_NO_GPU, S.NVIDIA_NO_DRIVER) or no_libraries
+    ):
         if not expects:
             return []
         # Severity follows what the user expects. An error when something says a GPU is wanted: the run's own
         # requirements (--require cuda|gpu, [tool.torchdoctor], --device N: snapshot.gpu_wanted) or the NVIDIA
-        # container runtime's variables (NVIDIA_VISIBLE_DEVICES naming GPUs, NVIDIA_REQUIRE_CUDA). CUDA_VERSION
-        # alone (set by CUDA base images) is a hint; a CUDA torch is not evidence at all (plain `pip install torch`
-        # is a CUDA build on Linux, in CPU-only CI and devcontainers too), nor is a toolkit folder.
+        # container runtime's variables (NVIDIA_VISIBLE_DEVICES naming GPUs, NVIDIA_REQUIRE_CUDA).
+        # CUDA_VERSION alone (set by CUDA base images) is a hint; a CUDA torch is not evidence at all (plain
+        # `pip install torch` is a CUDA build on Linux, in CPU-only CI and devcontainers too), nor is a
+        # toolkit folder.
         wanted = bool(snap.gpu_wanted) or (nvd is not None and not hidden_by_nvd) or any(
             e.startswith("NVIDIA_REQUIRE_CUDA=") for e in found.cuda_image_evidence
         )
@@ -78,7 +81,8 @@ def check_containers(facts: Assessment) -> list[Finding]:
         dead = host_gpus and build is not None and build.kind == "cuda"
         severity = ERROR if wanted or dead else WARNING if hinted else INFO
         nodes = ("no /dev/nvidia* device nodes" if gpu_nodes == 0
-                 else "no NVIDIA driver libraries (libcuda.so.1)" if no_libraries else "no working NVIDIA driver")
+                 else "no NVIDIA driver libraries "
+                     "(libcuda.so.1)" if no_libraries else "no working NVIDIA driver")
         if hidden_by_nvd and expects:
             fix = gpu_remedy(kind)
             fix.summary = (
@@ -93,8 +97,10 @@ def check_containers(facts: Assessment) -> list[Finding]:
                     severity,
                     Msg("NVIDIA_VISIBLE_DEVICES={nvd!r} gives this container no GPU", nvd=nvd),
                     Msg("Inside this {kind} container there are {nodes}. The NVIDIA container runtime reads "
-                    "NVIDIA_VISIBLE_DEVICES when the container starts: 'void' or empty injects nothing, 'none' injects "
-                    "the driver libraries but no GPU. torch will report torch.cuda.is_available() == False.", kind=kind, nodes=nodes),
+                    "NVIDIA_VISIBLE_DEVICES when the container starts: 'void' or empty injects nothing, "
+                    "'none' injects "
+                    "the driver libraries but no GPU. torch will report torch.cuda.is_available() == "
+                    "False.", kind=kind, nodes=nodes),
                     evidence | {"NVIDIA_VISIBLE_DEVICES": nvd},
                     fix,
                 )
@@ -105,11 +111,15 @@ def check_containers(facts: Assessment) -> list[Finding]:
                 Finding(
                     "container-no-gpu-access",
                     severity,
-                    Msg("the host's NVIDIA GPUs are there, but this {kind} container was not given them ({nodes})",
+                    Msg("the host's NVIDIA GPUs are there, but this {kind} container was not given them "
+                        "({nodes})",
                         kind=kind, nodes=nodes),
-                    Msg("The host's GPUs show through ({shown}) and its nvidia kernel module is loaded, but this "
-                    "container was started without the GPUs passed in, so torch {label} (a CUDA build) sees no "
-                    "device (\"Found no NVIDIA driver on your system\", torch.cuda.is_available() == False). GPUs "
+                    Msg("The host's GPUs show through ({shown}) and its nvidia kernel module is loaded, but "
+                        "this "
+                    "container was started without the GPUs passed in, so torch {label} (a CUDA build) sees "
+                    "no "
+                    "device (\"Found no NVIDIA driver on your system\", torch.cuda.is_available() == False). "
+                    "GPUs "
                     "are given to a container when it starts; nothing inside it can add them.",
                         shown=shown, label=build.label),
                     evidence,
@@ -123,8 +133,10 @@ def check_containers(facts: Assessment) -> list[Finding]:
                     severity,
                     Msg("this {kind} container has no GPU access ({nodes})", kind=kind, nodes=nodes),
                     Msg("The environment expects a GPU ({expects}), but the container was started without "
-                    "the NVIDIA runtime passing the GPUs in, so torch sees no device (\"Found no NVIDIA driver on your "
-                    "system\" or torch.cuda.is_available() == False). GPUs are given to a container when it is "
+                    "the NVIDIA runtime passing the GPUs in, so torch sees no device (\"Found no NVIDIA "
+                    "driver on your "
+                    "system\" or torch.cuda.is_available() == False). GPUs are given to a container when it "
+                    "is "
                     "created; nothing inside it can add them.", expects='; '.join(expects)),
                     evidence,
                     gpu_remedy(kind),
@@ -142,7 +154,8 @@ def check_containers(facts: Assessment) -> list[Finding]:
                     ERROR,
                     Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute': CUDA cannot start",
                         caps=caps),
-                    Msg("The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with 'utility' "
+                    Msg("The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with "
+                        "'utility' "
                     "alone nvidia-smi works but CUDA (and so torch) finds no driver."),
                     evidence | {"NVIDIA_DRIVER_CAPABILITIES": caps},
                     capabilities_remedy(kind),

@@ -1,4 +1,5 @@
-"""Device selection: CUDA_VISIBLE_DEVICES parsed the way torch parses it, against the GPUs the driver lists."""
+"""Device selection: CUDA_VISIBLE_DEVICES parsed the way torch parses it, against the GPUs the driver
+lists."""
 
 from __future__ import annotations
 
@@ -108,10 +109,13 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
                     "cuda-device-order-differs",
                     INFO,
                     Msg("cuda:0 may not be nvidia-smi's GPU 0 on this mixed-GPU machine"),
-                    Msg("CUDA numbers devices fastest first by default, nvidia-smi and NVML by PCI bus, so cuda:N and "
-                    "nvidia-smi's GPU N can be different cards. Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both agree."),
+                    Msg("CUDA numbers devices fastest first by default, nvidia-smi and NVML by PCI bus, so "
+                        "cuda:N and "
+                    "nvidia-smi's GPU N can be different cards. Set CUDA_DEVICE_ORDER=PCI_BUS_ID so both "
+                    "agree."),
                     {"gpus": [_describe(g) for g in gpus], "CUDA_DEVICE_ORDER": order},
-                    Fix(Msg("Make CUDA number GPUs like nvidia-smi."), ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]),
+                    Fix(Msg("Make CUDA number GPUs like "
+                        "nvidia-smi."), ["export CUDA_DEVICE_ORDER=PCI_BUS_ID"]),
                 )
             ]
         return []
@@ -130,11 +134,14 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-duplicate",
                 severity,
-                Msg("CUDA_VISIBLE_DEVICES={value!r} repeats {duplicate!r}, which hides every GPU", value=value, duplicate=parsed['duplicate']),
-                Msg("CUDA (and torch, which parses it the same way) treats a repeated entry as an invalid list and "
+                Msg("CUDA_VISIBLE_DEVICES={value!r} repeats {duplicate!r}, which hides every "
+                    "GPU", value=value, duplicate=parsed['duplicate']),
+                Msg("CUDA (and torch, which parses it the same way) treats a repeated entry as an invalid "
+                    "list and "
                 "shows no device at all: torch.cuda.is_available() == False."),
                 evidence | {"duplicate": parsed["duplicate"]},
-                Fix(Msg("List each GPU once."), [f"export CUDA_VISIBLE_DEVICES={shells.quote(','.join(unique))}"]),
+                Fix(Msg("List each GPU once."), ["export "
+                    f"CUDA_VISIBLE_DEVICES={shells.quote(','.join(unique))}"]),
             )
         ]
     shown, unmatched = map_visible_devices(parsed, gpus) if gpus and parsed["kind"] != "mig" else (None, [])
@@ -143,15 +150,18 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
         reason = (
             Msg("is empty")
             if not value.strip()
-            else Msg("starts with {ignored!r}, which ", ignored=ignored[0]) + (Msg("matches no GPU") if unmatched else Msg("is not a GPU"))
+            else Msg("starts with {ignored!r}, "
+                "which ", ignored=ignored[0]) + (Msg("matches no GPU") if unmatched else Msg("is not a GPU"))
         )
         return [
             Finding(
                 "cuda-visible-devices-hides-all",
                 severity,
                 Msg("CUDA_VISIBLE_DEVICES={value!r} hides every GPU", value=value),
-                Msg("The value {reason}; CUDA stops reading the list at the first entry that is negative, invalid or "
-                "matches no device, so torch sees no GPU (torch.cuda.is_available() == False).", reason=reason)
+                Msg("The value {reason}; CUDA stops reading the list at the first entry that is negative, "
+                    "invalid or "
+                "matches no device, so torch sees no GPU (torch.cuda.is_available() == "
+                "False).", reason=reason)
                 + (Msg(" This machine has {len} GPU(s).", len=len(gpus)) if gpus else ""),
                 evidence | {"ignored": ignored},
                 Fix(
@@ -167,9 +177,12 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-no-match",
                 WARNING,
-                Msg("CUDA_VISIBLE_DEVICES={value!r}: {map} ignored", value=value, map=', '.join(map(repr, ignored))),
-                Msg("CUDA stops at the first entry that is invalid, negative or matches no GPU, and drops the rest; torch "
-                "sees only {kept}.", kept=', '.join(kept)) + (Msg(" This machine has {len} GPU(s).", len=len(gpus)) if gpus else ""),
+                Msg("CUDA_VISIBLE_DEVICES={value!r}: {map} "
+                    "ignored", value=value, map=', '.join(map(repr, ignored))),
+                Msg("CUDA stops at the first entry that is invalid, negative or matches no GPU, and drops "
+                    "the rest; torch "
+                "sees only {kept}.", kept=', '.join(kept)) + (Msg(" This machine has {len} "
+                    "GPU(s).", len=len(gpus)) if gpus else ""),
                 evidence | {"ignored": ignored},
                 Fix(
                     Msg("List only GPUs that exist (nvidia-smi -L shows indices and UUIDs)."),
@@ -184,7 +197,8 @@ def check_visible_devices(facts: Assessment) -> list[Finding]:
             Finding(
                 "cuda-visible-devices-subset",
                 INFO,
-                Msg("torch sees {len} of {len2} GPUs: {mapping}", len=len(shown), len2=len(gpus), mapping=mapping),
+                Msg("torch sees {len} of {len2} GPUs: "
+                    "{mapping}", len=len(shown), len2=len(gpus), mapping=mapping),
                 Msg("CUDA_VISIBLE_DEVICES={value!r} selects and orders the GPUs torch sees.", value=value)
                 + (order_note if by_index else ""),
                 evidence | {"mapping": mapping},

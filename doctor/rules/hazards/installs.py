@@ -51,7 +51,8 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
     if py is None or py.error:
         if leftovers:
             return leftovers
-        return unknown(UNINSPECTED) if py is not None else not_observed(snap, Msg("the target interpreter's packages"))
+        return unknown(UNINSPECTED) if py is not None else not_observed(snap, Msg("the target interpreter's "
+            "packages"))
     findings: list[Finding] = leftovers
     torches = _torch_dists(py)
     conda = conda_torch(snap)
@@ -66,18 +67,21 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
             Finding(
                 "mixed-conda-pip-torch",
                 WARNING,
-                Msg("torch is installed both by conda and by ") + "/".join(sorted({d.installer for d in pip_torch})),
+                Msg("torch is installed both by conda and "
+                    "by ") + "/".join(sorted({d.installer for d in pip_torch})),
                 Msg("conda-meta in {prefix} records ", prefix=prefix)
                 + ", ".join(f"{r.name} {r.version} ({r.build})" for r in conda.torch)
                 + Msg(" while the torch dist-info there was written by ")
                 + pip_torch[0].installer
                 + Msg(" (torch {version}). The two package managers overwrite each other's files, so "
-                "the torch you import can mix both builds. Keep one: the pip wheel (the official conda 'pytorch' channel "
+                "the torch you import can mix both builds. Keep one: the pip wheel (the official conda "
+                "'pytorch' channel "
                 "stopped at 2.5).", version=pip_torch[0].version),
                 {"conda.records": as_plain(list(conda.torch + conda.cuda)), "dists": as_plain(pip_torch),
                  "conda.prefix": prefix},
                 Fix(
-                    Msg("Remove the conda packages, then reinstall the pip wheels so their files are whole again."),
+                    Msg("Remove the conda packages, then reinstall the pip wheels so their files are whole "
+                        "again."),
                     actions=[
                         Action(CONDA_REMOVE, tuple(dict.fromkeys(names)), text=str(prefix)),
                         uninstall,
@@ -96,15 +100,37 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
             Finding(
                 "user-site-torch-shadows",
                 WARNING,
-                Msg("a torch in the user site ({user_path}) shadows the environment's own", user_path=user_path),
-                Msg("{listing}. The user site comes before site-packages on sys.path, so `import torch` loads "
-                "torch {version} from {location}, not the environment's "
-                "torch {version2}.", listing=listing, version=in_user[0].version, location=in_user[0].location, version2=elsewhere[0].version),
-                {"dists": as_plain(torches), "user_site": as_plain(py.user_site), "torch_origin": py.torch_origin},
+                Msg(
+                    "a torch in the user site ({user_path}) shadows the environment's own",
+                    user_path=user_path,
+                ),
+                Msg(
+                    "{listing}. The user site comes before site-packages on sys.path, so `import torch` "
+                    "loads "
+                    "torch {version} from {location}, not the environment's "
+                    "torch {version2}.",
+                    listing=listing,
+                    version=in_user[0].version,
+                    location=in_user[0].location,
+                    version2=elsewhere[0].version,
+                ),
+                {
+                    "dists": as_plain(torches),
+                    "user_site": as_plain(py.user_site),
+                    "torch_origin": py.torch_origin,
+                },
                 Fix(
-                    Msg("Remove the user-site copy (pip removes the first one on sys.path, which is the user site), or "
-                    "ignore the user site with PYTHONNOUSERSITE=1."),
-                    actions=[uninstall, Action(SHELL, text="export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it")],
+                    Msg(
+                        "Remove the user-site copy (pip removes the first one on sys.path, which is the user "
+                        "site), or "
+                        "ignore the user site with PYTHONNOUSERSITE=1."
+                    ),
+                    actions=[
+                        uninstall,
+                        Action(
+                            SHELL, text="export PYTHONNOUSERSITE=1  # alternatively, keep it but ignore it"
+                        ),
+                    ],
                 ),
             )
         )
@@ -120,10 +146,12 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
                 Msg("{len} torch distributions are visible on sys.path", len=len(torches)),
                 Msg("{listing}. `import torch` loads the one from {location} (torch "
                 "{version}), while pip and importlib.metadata may report another; stale files from the "
-                "other copy cause confusing version and import errors.", listing=listing, location=winner.location, version=winner.version),
+                "other copy cause confusing version and import "
+                "errors.", listing=listing, location=winner.location, version=winner.version),
                 {"dists": as_plain(torches), "torch_origin": origin},
                 Fix(
-                    Msg("Uninstall until no torch is left (pip removes one copy per run), then install once."),
+                    Msg("Uninstall until no torch is left (pip removes one copy per run), then install "
+                        "once."),
                     actions=[uninstall] * len(torches) + [again],
                 ),
             )
@@ -140,8 +168,10 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
                     Msg("conda's ")
                     + ", ".join(f"{r.name} {r.version}" for r in bad)
                     + Msg(" does not match the pip wheel's CUDA {cuda}", cuda=cuda),
-                    Msg("The pip wheel brings its own CUDA libraries (nvidia-* wheels); conda's CUDA packages in the same "
-                    "environment put other versions of the same libraries on the library path of this environment."),
+                    Msg("The pip wheel brings its own CUDA libraries (nvidia-* wheels); conda's CUDA "
+                        "packages in the same "
+                    "environment put other versions of the same libraries on the library path of this "
+                    "environment."),
                     {"conda.records": as_plain(bad), "torch.cuda": cuda, "conda.prefix": prefix},
                     Fix(
                         Msg("Remove the conda CUDA packages; the wheel does not need them."),
@@ -153,8 +183,8 @@ def check_mixed_installs(facts: Assessment) -> list[Finding]:
 
 
 def _pythonpath_shadow(snap: Snapshot, py: PythonFacts, torches: list[DistRecord], table) -> Finding | None:
-    """The torch `import torch` loads sits in a $PYTHONPATH folder, ahead of the environment's own: the remedy is
-    the variable, never an uninstall (pip would remove the environment's good torch first, or both)."""
+    """The torch `import torch` loads sits in a $PYTHONPATH folder, ahead of the environment's own: the remedy
+    is the variable, never an uninstall (pip would remove the environment's good torch first, or both)."""
     windows = snap.host.os == "windows"
     folders = split_path(py.pythonpath, windows)
     origin = py.torch_origin
@@ -168,7 +198,8 @@ def _pythonpath_shadow(snap: Snapshot, py: PythonFacts, torches: list[DistRecord
     release = table.release(str(winner.version or "")) if winner.version and table is not None else None
     python = snap.interpreter.version
     foreign = release is not None and bool(python) and not release.supports_python(python)
-    detail = Msg("$PYTHONPATH holds {folder}, and folders on PYTHONPATH come before site-packages: `import torch` "
+    detail = Msg("$PYTHONPATH holds {folder}, and folders on PYTHONPATH come before site-packages: `import "
+        "torch` "
                  "loads torch {version} from there, not the environment's torch {own} from {location}.",
                  folder=winner.location, version=winner.version, own=own[0].version, location=own[0].location)
     if foreign:
@@ -222,16 +253,21 @@ def check_install_leftovers(facts: Assessment) -> list[Finding]:
         Finding(
             "interrupted-install-leftovers",
             ERROR if broken else WARNING,
-            Msg("an interrupted install left {len} item(s) in {folders}", len=len(paths), folders=', '.join(folders)),
-            Msg("pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is done; ")
-            + (Msg("{items} has no whole RECORD (none, one cut off, or one listing files that are not there), "
+            Msg("an interrupted install left {len} item(s) in "
+                "{folders}", len=len(paths), folders=', '.join(folders)),
+            Msg("pip moves what it replaces aside as \"~...\" while it installs and deletes it when it is "
+                "done; ")
+            + (Msg("{items} has no whole RECORD (none, one cut off, or one listing files that are not "
+                "there), "
                    "so pip can neither uninstall nor upgrade it cleanly; ",
                    items=', '.join(_base(p) for p in broken)) if broken else "")
-            + Msg("these were left when an install stopped half way. Left there, pip check and imports see a mix "
+            + Msg("these were left when an install stopped half way. Left there, pip check and imports see a "
+                "mix "
             "of two builds."),
             {"leftovers": paths},
             Fix(
-                Msg("Remove the leftovers") + (Msg(", then reinstall what has no whole RECORD") if broken else "")
+                Msg("Remove the leftovers") + (Msg(", then reinstall what has no whole "
+                    "RECORD") if broken else "")
                 + Msg(" (a restore file from torchdoctor fix brings back the builds from before)."),
                 actions=actions,
             ),
@@ -266,7 +302,8 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 ERROR,
                 Msg("{path} is a 32-bit Python: no torch wheels exist for it",
                     path=interp.path or Msg("the Python collect_env ran in")),
-                Msg("PyTorch publishes 64-bit wheels only; pip answers \"Could not find a version that satisfies the "
+                Msg("PyTorch publishes 64-bit wheels only; pip answers \"Could not find a version that "
+                    "satisfies the "
                 "requirement torch (from versions: none)\"."),
                 evidence,
                 Fix(
@@ -284,9 +321,11 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 "externally-managed-python",
                 WARNING,
                 Msg("{path} is the system Python, marked EXTERNALLY-MANAGED (PEP 668)", path=interp.path),
-                Msg("pip refuses to install into it (\"error: externally-managed-environment\"), and forcing it with "
+                Msg("pip refuses to install into it (\"error: externally-managed-environment\"), and forcing "
+                    "it with "
                 "--break-system-packages can break the distribution's own tools. Use a virtual environment.")
-                + (Msg(" The distribution says: {splitlines}", splitlines=text.splitlines()[0][:200]) if text else ""),
+                + (Msg(" The distribution says: "
+                    "{splitlines}", splitlines=text.splitlines()[0][:200]) if text else ""),
                 evidence,
                 Fix(
                     Msg("Create a virtual environment and install torch there (Debian/Ubuntu may need "
@@ -302,7 +341,8 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 "conda-base-environment",
                 WARNING,
                 Msg("the target is conda's base environment ({prefix})", prefix=interp.prefix or interp.path),
-                Msg("Installing torch into base ties it to conda's own dependencies; an upgrade of either can break the "
+                Msg("Installing torch into base ties it to conda's own dependencies; an upgrade of either "
+                    "can break the "
                 "other, and conda refuses to remove packages base needs. Use a separate environment."),
                 evidence,
                 Fix(
@@ -320,7 +360,8 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
 
 
 # The Microsoft Store's Python: C:\Users\<user>\AppData\Local\Microsoft\WindowsApps\
-# PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0\python.exe (and the folders under Program Files\WindowsApps).
+# PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0\python.exe (and the folders under Program
+# Files\WindowsApps).
 _STORE_PYTHON = re.compile(r"[\\/]WindowsApps[\\/]PythonSoftwareFoundation\.Python\.3\.\d+", re.IGNORECASE)
 LONG_PATHS_COMMAND = (
     'New-ItemProperty -Path "HKLM:\\SYSTEM\\CurrentControlSet\\Control\\FileSystem" -Name "LongPathsEnabled" '
@@ -339,8 +380,10 @@ def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
             "windows-store-python", WARNING,
             Msg("{path} is the Microsoft Store's Python", path=interp.path),
             Msg("It runs in an app container: what pip installs for it lands under AppData\\Local\\Packages\\"
-                "PythonSoftwareFoundation.Python.{version}_...\\LocalCache, a path so deep that torch's files pass "
-                "Windows' 260-character limit (pip: \"[Errno 2] No such file or directory\"), and other programs "
+                "PythonSoftwareFoundation.Python.{version}_...\\LocalCache, a path so deep that torch's "
+                "files pass "
+                "Windows' 260-character limit (pip: \"[Errno 2] No such file or directory\"), and other "
+                "programs "
                 "do not see that folder. The python.org installer, or a venv made with it, avoids both.",
                 version=version),
             evidence | {"long_paths_enabled": windows.long_paths_enabled if windows else None},
@@ -351,12 +394,16 @@ def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
         findings.append(Finding(
             "windows-long-paths-disabled", WARNING,
             Msg("Windows long paths are disabled: installing torch can fail on its deep file paths"),
-            Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so paths "
-                "longer than 260 characters fail. torch's wheels hold deep paths; under a long environment folder pip "
-                "stops with \"[Errno 2] No such file or directory\" and its hint \"This error might have occurred "
+            Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so "
+                "paths "
+                "longer than 260 characters fail. torch's wheels hold deep paths; under a long environment "
+                "folder pip "
+                "stops with \"[Errno 2] No such file or directory\" and its hint \"This error might have "
+                "occurred "
                 "since this system does not have Windows Long Path support enabled\"."),
             evidence | {"long_paths_enabled": False},
-            Fix(Msg("Enable long paths (administrator PowerShell), or keep the environment in a short folder such as "
+            Fix(Msg("Enable long paths (administrator PowerShell), or keep the environment in a short folder "
+                "such as "
                     "C:\\venvs\\torch."), [LONG_PATHS_COMMAND], [LONG_PATHS_DOC]),
         ))
     return findings

@@ -83,10 +83,12 @@ def _symptom(family: str, wheel: str, found: str) -> str:
     if family == "nvjitlink":
         return f"undefined symbol: __nvJitLinkComplete_{w[0]}_{w[1]}, version libnvJitLink.so.{w[0]}"
     if family == "cusparse":
-        return f"libcusparse.so.{w[0]}: undefined symbol: __nvJitLinkAddData_{w[0]}_{w[1]}, version libnvJitLink.so.{w[0]}"
+        return (f"libcusparse.so.{w[0]}: undefined symbol: __nvJitLinkAddData_{w[0]}_{w[1]}, version "
+            f"libnvJitLink.so.{w[0]}")
     if family == "cudnn":
         return (
-            f"cuDNN version incompatibility: PyTorch was compiled  against ({w[0]}, {w[1]}, …) but found runtime "
+            f"cuDNN version incompatibility: PyTorch was compiled  against ({w[0]}, {w[1]}, …) but found "
+            "runtime "
             f"version ({f[0]}, {f[1]}, …)"
         )
     if family == "cublas":
@@ -141,7 +143,8 @@ def _check_ld_library_path(snap: S.Snapshot, build: Build) -> list[Finding]:
     windows = snap.host.os == "windows" or libs.variable == "PATH"
     variable = libs.variable or ("PATH" if windows else "LD_LIBRARY_PATH")
     bad_dirs = list(dict.fromkeys(o["dir"] for o in offending))
-    # What stays: the variable's other folders, less those the probe found missing (a fix names only real paths).
+    # What stays: the variable's other folders, less those the probe found missing (a fix names only real
+    # paths).
     missing = [d.path for d in libs.dirs if d.exists is False and d.path]
     keep = [d for d in split_path(libs.value, windows)
             if not any(same_dir(d, b) for b in bad_dirs) and not any(same_dir(d, m) for m in missing)]
@@ -160,14 +163,18 @@ def _check_ld_library_path(snap: S.Snapshot, build: Build) -> list[Finding]:
             "library-path-shadows-cuda-libs",
             ERROR if broke else WARNING,
             Msg("{variable} puts other CUDA library versions ahead of torch's own", variable=variable),
-            Msg("{listing}. The dynamic loader searches {variable} before the wheel's nvidia/*/lib folders for "
-            "libraries that torch's libraries load indirectly (cuBLAS loads cuBLASLt, cuSPARSE loads nvJitLink, "
-            "cuDNN loads its sub-libraries), so these files can be picked instead. Typical errors: ", listing=listing, variable=variable)
+            Msg("{listing}. The dynamic loader searches {variable} before the wheel's nvidia/*/lib folders "
+                "for "
+            "libraries that torch's libraries load indirectly (cuBLAS loads cuBLASLt, cuSPARSE loads "
+            "nvJitLink, "
+            "cuDNN loads its sub-libraries), so these files can be picked instead. Typical "
+            "errors: ", listing=listing, variable=variable)
             + "; ".join(f'"{s}"' for s in symptoms)
             + ".",
             {"variable": variable, "value": libs.value, "offending": offending},
             Fix(
-                Msg("Take those folders out of {variable} (also where it is set: ~/.bashrc, the module system, the "
+                Msg("Take those folders out of {variable} (also where it is set: ~/.bashrc, the module "
+                    "system, the "
                 "container image).", variable=variable),
                 [export(variable, keep, windows)],
             ),
@@ -186,8 +193,10 @@ def _check_cuda_home(snap: S.Snapshot, build: Build) -> list[Finding]:
         Finding(
             "cuda-home-version-mismatch",
             INFO,
-            Msg("{what} ({path}) is CUDA {mm_text}, torch was built with CUDA {mm_text2}", what=what, path=home.path, mm_text=mm_text(toolkit), mm_text2=mm_text(cuda)),
-            Msg("This matters only when building CUDA extensions (torch.utils.cpp_extension, pip installs that compile): "
+            Msg("{what} ({path}) is CUDA {mm_text}, torch was built with CUDA "
+                "{mm_text2}", what=what, path=home.path, mm_text=mm_text(toolkit), mm_text2=mm_text(cuda)),
+            Msg("This matters only when building CUDA extensions (torch.utils.cpp_extension, pip installs "
+                "that compile): "
             "\"The detected CUDA version ({mm_text}) mismatches the version that was used to compile PyTorch "
             "({mm_text2}). Please make sure to use the same CUDA versions.\" (an error when the major "
             "versions differ, a warning otherwise).", mm_text=mm_text(toolkit), mm_text2=mm_text(cuda)),
@@ -202,7 +211,8 @@ TOOLKIT_DOWNLOADS = "https://developer.nvidia.com/cuda-toolkit-archive"
 
 def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
     """Point CUDA_HOME at a toolkit of torch's CUDA that is installed here; when none is, say what to install
-    (NVIDIA's ``cuda-toolkit-X-Y`` package, from its CUDA repository) and name no folder that does not exist."""
+    (NVIDIA's ``cuda-toolkit-X-Y`` package, from its CUDA repository) and name no folder that does not
+    exist."""
     want = mm(cuda)
     match = [t for t in (home.installed or []) if mm(t.version) == want]
     windows = snap.host.os == "windows"
@@ -214,10 +224,22 @@ def _toolkit_fix(snap: S.Snapshot, home: CudaHome, cuda: str) -> Fix:
             line = ("$env:CUDA_HOME = " if windows else "export CUDA_HOME=") + shells.quote(path, shell)
         except shells.Unrepresentable as exc:
             line = shells.refusal(shell, str(exc))
-        return Fix(Msg("Before building extensions, point CUDA_HOME at the CUDA {mm_text} toolkit installed in "
+        return Fix(Msg("Before building extensions, point CUDA_HOME at the CUDA {mm_text} toolkit installed "
+            "in "
                    "{path}.", mm_text=mm_text(cuda), path=path), [line])
     others = ", ".join(f"{t.path} (CUDA {mm_text(t.version)})" for t in home.installed or []) or "none"
     major, minor = want if want and want[1] is not None else (mm_text(cuda), 0)
-    return Fix(Msg("No CUDA {mm_text} toolkit is installed here (toolkits found: {others}). Before building "
-               "extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA repository: "
-               "{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.", mm_text=mm_text(cuda), others=others, major=major, minor=minor, TOOLKIT_DOWNLOADS=TOOLKIT_DOWNLOADS), links=[TOOLKIT_DOWNLOADS])
+    return Fix(
+        Msg(
+            "No CUDA {mm_text} toolkit is installed here (toolkits found: {others}). Before building "
+            "extensions, install one (NVIDIA's cuda-toolkit-{major}-{minor} package from its CUDA "
+            "repository: "
+            "{TOOLKIT_DOWNLOADS}) and point CUDA_HOME at the folder it installs.",
+            mm_text=mm_text(cuda),
+            others=others,
+            major=major,
+            minor=minor,
+            TOOLKIT_DOWNLOADS=TOOLKIT_DOWNLOADS,
+        ),
+        links=[TOOLKIT_DOWNLOADS],
+    )

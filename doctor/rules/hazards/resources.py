@@ -1,4 +1,5 @@
-"""Resources: a /dev/shm too small for DataLoader workers, a CPU quota below the CPUs torch sees, RAM and swap."""
+"""Resources: a /dev/shm too small for DataLoader workers, a CPU quota below the CPUs torch sees, RAM and
+swap."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ SHM_MIN = 1 * GIB
 # A batch of 64 RGB 224x224 float32 images; DataLoader keeps prefetch_factor (2) batches per worker in shm.
 _TYPICAL_BATCH = 64 * 3 * 224 * 224 * 4
 SHM_ERRORS = (
-    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
+    "(shm).",
     "DataLoader worker (pid(s) …) exited unexpectedly",
 )
 
@@ -38,12 +40,19 @@ def check_shm(facts: Assessment) -> list[Finding]:
     kind = container_kind(snap)
     workers = _recommended_workers(snap.environment.cpu or Cpu()) or 1
     need = max(workers, 1) * 2 * _TYPICAL_BATCH
-    detail = (
-        Msg("/dev/shm holds {value:.0f} MiB. DataLoader workers hand every batch to the main process through "
+    detail = Msg(
+        "/dev/shm holds {value:.0f} MiB. DataLoader workers hand every batch to the main process through "
         "shared memory: with {workers} worker(s) and the default prefetch_factor=2, {value2} batches sit in "
         "/dev/shm at once (64 RGB 224x224 float32 images alone take {value3:.0f} MiB each, about "
-        "{value4:.0f} MiB in all). When it fills up the workers die with: \"{SHM_ERRORS}\" and "
-        "\"{SHM_ERRORS2}\".", value=total / MIB, workers=workers, value2=2 * workers, value3=_TYPICAL_BATCH / MIB, value4=need / MIB, SHM_ERRORS=SHM_ERRORS[0], SHM_ERRORS2=SHM_ERRORS[1])
+        '{value4:.0f} MiB in all). When it fills up the workers die with: "{SHM_ERRORS}" and '
+        '"{SHM_ERRORS2}".',
+        value=total / MIB,
+        workers=workers,
+        value2=2 * workers,
+        value3=_TYPICAL_BATCH / MIB,
+        value4=need / MIB,
+        SHM_ERRORS=SHM_ERRORS[0],
+        SHM_ERRORS2=SHM_ERRORS[1],
     )
     evidence = {
         "shm.total_bytes": total,
@@ -54,8 +63,10 @@ def check_shm(facts: Assessment) -> list[Finding]:
     }
     if kind == "kubernetes":
         fix = Fix(
-            Msg("Mount an in-memory emptyDir on /dev/shm in the pod spec: volumes: [{{name: dshm, emptyDir: {{medium: "
-            "Memory, sizeLimit: 8Gi}}}}] and, in the container, volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]."),
+            Msg("Mount an in-memory emptyDir on /dev/shm in the pod spec: volumes: [{{name: dshm, emptyDir: "
+                "{{medium: "
+            "Memory, sizeLimit: 8Gi}}}}] and, in the container, volumeMounts: [{{name: dshm, mountPath: "
+            "/dev/shm}}]."),
             [],
             ["https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"],
         )
@@ -116,11 +127,13 @@ def check_cpu_quota(facts: Assessment) -> list[Finding]:
     quota = cpu.quota_cpus
     workers = _recommended_workers(cpu)
     evidence = {
-        k: getattr(cpu, k) for k in ("cpu_count", "affinity", "cgroup", "quota_cpus", "quota_source", "quota_raw")
+        k: getattr(cpu, k)
+        for k in ("cpu_count", "affinity", "cgroup", "quota_cpus", "quota_source", "quota_raw")
     }
     evidence |= {"budget": budget, "recommended_num_workers": workers}
     fix = Fix(
-        Msg("Size the DataLoader and torch's threads to {budget} CPU(s): DataLoader(..., num_workers={workers}) "
+        Msg("Size the DataLoader and torch's threads to {budget} CPU(s): DataLoader(..., "
+            "num_workers={workers}) "
         "and torch.set_num_threads({budget}), or:", budget=budget, workers=workers),
         [f"export OMP_NUM_THREADS={budget}"],
     )
@@ -129,24 +142,39 @@ def check_cpu_quota(facts: Assessment) -> list[Finding]:
             Finding(
                 "cpu-quota-low",
                 WARNING,
-                Msg("the cgroup CPU quota ({quota:g} CPUs) is far below the {visible} CPUs this process sees", quota=quota, visible=visible),
-                Msg("{quota_source} limits this process to {quota:g} CPUs, but "
-                "os.sched_getaffinity() shows {visible}. torch sizes its intra-op thread pool and the DataLoader's "
-                "suggested max workers from the visible CPUs (torch's cpu_count ignores CFS quotas), so "
-                "{visible} threads share {quota:g} CPUs and get throttled. Use at most {workers} DataLoader workers.", quota_source=cpu.quota_source or 'The cgroup', quota=quota, visible=visible, workers=workers),
+                Msg(
+                    "the cgroup CPU quota ({quota:g} CPUs) is far below the {visible} CPUs this process sees",
+                    quota=quota,
+                    visible=visible,
+                ),
+                Msg(
+                    "{quota_source} limits this process to {quota:g} CPUs, but "
+                    "os.sched_getaffinity() shows {visible}. torch sizes its intra-op thread pool and the "
+                    "DataLoader's "
+                    "suggested max workers from the visible CPUs (torch's cpu_count ignores CFS quotas), so "
+                    "{visible} threads share {quota:g} CPUs and get throttled. Use at most {workers} "
+                    "DataLoader workers.",
+                    quota_source=cpu.quota_source or "The cgroup",
+                    quota=quota,
+                    visible=visible,
+                    workers=workers,
+                ),
                 evidence,
                 fix,
             )
         ]
     if count and budget < count:
-        why = Msg("a CPU quota of {quota:g}", quota=quota) if quota else Msg("an affinity mask of {visible}", visible=visible)
+        why = Msg("a CPU quota of {quota:g}", quota=quota) if quota else Msg("an affinity mask of "
+            "{visible}", visible=visible)
         return [
             Finding(
                 "cpu-budget",
                 INFO,
-                Msg("this process may use {budget} of the machine's {count} CPUs: use num_workers={workers}", budget=budget, count=count, workers=workers),
+                Msg("this process may use {budget} of the machine's {count} CPUs: use "
+                    "num_workers={workers}", budget=budget, count=count, workers=workers),
                 Msg("{capitalize} CPUs limits this process. A DataLoader with more than {workers} workers "
-                "(plus the main process) only adds context switches.", capitalize=why.capitalize(), workers=workers),
+                "(plus the main process) only adds context "
+                "switches.", capitalize=why.capitalize(), workers=workers),
                 evidence,
                 fix,
             )
@@ -182,12 +210,15 @@ def check_memory(facts: Assessment) -> list[Finding]:
             Finding(
                 "ram-smaller-than-gpu-memory",
                 INFO,
-                Msg("RAM ({gib}) is smaller than the GPUs' memory ({gib2})", gib=gib(total), gib2=gib(gpu_mib * MIB)),
-                Msg("Checkpoints pass through host RAM on their way to the GPU (torch.load maps to the CPU first unless "
+                Msg("RAM ({gib}) is smaller than the GPUs' memory "
+                    "({gib2})", gib=gib(total), gib2=gib(gpu_mib * MIB)),
+                Msg("Checkpoints pass through host RAM on their way to the GPU (torch.load maps to the CPU "
+                    "first unless "
                 "told otherwise), so a model that fills the GPUs may not fit in RAM while loading."),
                 evidence,
                 Fix(
-                    Msg("Load checkpoints straight to the device and memory-mapped: torch.load(path, mmap=True, "
+                    Msg("Load checkpoints straight to the device and memory-mapped: torch.load(path, "
+                        "mmap=True, "
                     "map_location=\"cuda\"), or add swap/RAM.")
                 ),
             )
@@ -199,7 +230,8 @@ def check_memory(facts: Assessment) -> list[Finding]:
                 "no-swap-small-ram",
                 INFO,
                 Msg("no swap and only {gib} of RAM", gib=gib(total)),
-                Msg("Without swap the kernel's OOM killer ends the process the moment RAM runs out; DataLoader workers "
+                Msg("Without swap the kernel's OOM killer ends the process the moment RAM runs out; "
+                    "DataLoader workers "
                 "then die with \"DataLoader worker (pid …) is killed by signal: Killed.\""),
                 evidence,
                 Fix(
@@ -221,7 +253,8 @@ def check_memory(facts: Assessment) -> list[Finding]:
                 "low-available-memory",
                 INFO,
                 Msg("only {gib} of {gib2} RAM is available", gib=gib(available), gib2=gib(total)),
-                Msg("Other processes hold most of the RAM; loading a model or starting DataLoader workers may be killed "
+                Msg("Other processes hold most of the RAM; loading a model or starting DataLoader workers "
+                    "may be killed "
                 "by the OOM killer."),
                 evidence,
                 Fix(Msg("Find what holds the memory and stop it."), ["ps aux --sort=-rss | head"]),

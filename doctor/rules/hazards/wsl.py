@@ -58,7 +58,8 @@ def check_wsl(facts: Assessment) -> list[Finding]:
             ]
             commands.append(export("LD_LIBRARY_PATH", [WSL_LIB_DIR] + rest))
         for conf_file in dict.fromkeys(o["file"] for o in conf_offenders):
-            commands.append(Msg("sudo mv {quote} {quote}.disabled && sudo ldconfig", quote=shells.quote(conf_file)))
+            commands.append(Msg("sudo mv {quote} {quote}.disabled && sudo "
+                "ldconfig", quote=shells.quote(conf_file)))
         where = [f"{e.path} ({', '.join(e.driver_libs)}) in LD_LIBRARY_PATH" for e in offenders] + [
             f"{o['dir']} ({', '.join(o['driver_libs'])}) from {o['file']}" for o in conf_offenders
         ]
@@ -67,8 +68,10 @@ def check_wsl(facts: Assessment) -> list[Finding]:
                 "wsl-library-path-order",
                 severity,
                 Msg("libcuda/libnvidia-ml are found before {WSL_LIB_DIR}", WSL_LIB_DIR=WSL_LIB_DIR),
-                Msg("On WSL2 the Windows driver provides libcuda.so and libnvidia-ml.so in /usr/lib/wsl/lib; copies found "
-                "earlier ({where}) cannot talk to the GPU, so nvidia-smi fails and torch sees no device.", where='; '.join(where)),
+                Msg("On WSL2 the Windows driver provides libcuda.so and libnvidia-ml.so in /usr/lib/wsl/lib; "
+                    "copies found "
+                "earlier ({where}) cannot talk to the GPU, so nvidia-smi fails and torch sees no "
+                "device.", where='; '.join(where)),
                 {"offending": where, "LD_LIBRARY_PATH": libs.value},
                 Fix(Msg("Put {WSL_LIB_DIR} first.", WSL_LIB_DIR=WSL_LIB_DIR), commands),
             )
@@ -92,18 +95,21 @@ def _wsl1(wsl: Wsl, cuda: bool, release: str | None) -> Finding:
         ERROR if cuda else INFO,
         Msg("this is WSL 1, which has no GPU: CUDA cannot work here"),
         Msg("The kernel release {release} is WSL 1's. WSL 1 has no GPU paravirtualisation (/dev/dxg) and no "
-            "access to the Windows driver, so CUDA finds no device and torch.cuda.is_available() is False. Only "
+            "access to the Windows driver, so CUDA finds no device and torch.cuda.is_available() is False. "
+            "Only "
             "WSL 2 passes the GPU through.", release=release or "?"),
         {"kernel_release": release, "wsl.evidence": list(wsl.evidence), "distro": wsl.distro},
         Fix(Msg("Convert the distribution to WSL 2, in Windows (PowerShell or cmd), then open it again."),
-            [f"wsl --set-version {shells.quote(distro, shells.POWERSHELL) if wsl.distro else distro} 2  # in Windows",
+            [f"wsl --set-version {shells.quote(distro, shells.POWERSHELL) if wsl.distro else distro} 2  # in "
+                "Windows",
              "wsl --set-default-version 2  # in Windows, for distributions installed later"],
             [WSL_VERSIONS, WSL_GUIDE]),
     )
 
 
 def _linux_driver(wsl: Wsl, linux_driver: list[str], packages: list[str], severity: str) -> Finding:
-    """A Linux NVIDIA driver inside WSL 2: its libcuda/libnvidia-ml and nvidia-smi shadow the Windows driver's."""
+    """A Linux NVIDIA driver inside WSL 2: its libcuda/libnvidia-ml and nvidia-smi shadow the Windows
+    driver's."""
     if packages:
         commands = [f"sudo apt-get purge {' '.join(shells.quote(p) for p in packages)}"]
     else:  # its files without dpkg's status at hand: dpkg names the package that owns one
@@ -121,13 +127,15 @@ def _linux_driver(wsl: Wsl, linux_driver: list[str], packages: list[str], severi
         "wsl-linux-driver-installed",
         severity,
         Msg("a Linux NVIDIA driver is installed inside WSL"),
-        Msg("Under WSL2 the Windows NVIDIA driver is the driver; NVIDIA's CUDA on WSL guide says not to install a "
+        Msg("Under WSL2 the Windows NVIDIA driver is the driver; NVIDIA's CUDA on WSL guide says not to "
+            "install a "
             "Linux display driver in the distribution. Its libraries and nvidia-smi shadow the ones in "
             "{WSL_LIB_DIR} and break CUDA. Found: {linux_driver}. Driver versions under WSL are the Windows "
             "driver's, never a Linux branch: update the driver on Windows.",
             WSL_LIB_DIR=WSL_LIB_DIR, linux_driver=", ".join(found)),
         {"linux_driver": list(linux_driver), "driver_packages": list(packages), "nvidia_smi": wsl.nvidia_smi},
-        Fix(Msg("Remove the Linux driver packages (keep the CUDA toolkit, if any) and keep {WSL_LIB_DIR} first; "
+        Fix(Msg("Remove the Linux driver packages (keep the CUDA toolkit, if any) and keep {WSL_LIB_DIR} "
+            "first; "
                 "update the driver on Windows instead.", WSL_LIB_DIR=WSL_LIB_DIR),
             commands, [WSL_GUIDE]),
     )
