@@ -75,10 +75,11 @@ def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls, localns={"Any": typing.Any})
     # fields marked metadata={"report": False} are working data, not part of the report
     fields = [f for f in dataclasses.fields(cls) if f.metadata.get("report", True)]
-    doc = (cls.__doc__ or "").strip().splitlines()
+    # the docstring's first paragraph, its lines joined (a sentence may be wrapped at 110 columns)
+    doc = " ".join(line.strip() for line in (cls.__doc__ or "").strip().split("\n\n")[0].splitlines())
     schema: dict[str, Any] = {"type": "object"}
-    if doc and not doc[0].startswith(f"{cls.__name__}("):  # dataclass's generated signature is no doc
-        schema["description"] = doc[0]
+    if doc and not doc.startswith(f"{cls.__name__}("):  # dataclass's generated signature is no doc
+        schema["description"] = doc
     schema["properties"] = {f.name: type_schema(hints[f.name], defs, cls.__name__, f.name) for f in fields}
     # An environment section (doctor/model/environment.py) writes some keys only when the probe stated them,
     # and one that could not be read is only {"why": ...}: nothing in it is required.
