@@ -9,7 +9,6 @@ Pure: stdlib + packaging, no subprocess, no environment.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from doctor.errors import TableError
-from doctor.model.files import FileRefused, read_bytes
 from doctor.model.versions import minor_key, split_local
-from doctor.table.files import bundled
+from doctor.table.files import bundled, read_json
 from doctor.table.parse import SCHEMA_VERSION, _Parser
 
 MAX_BYTES = 8 << 20  # the bundled file is ~80 KB
@@ -251,20 +249,7 @@ def load_accelerators(path: str | Path | None = None) -> AcceleratorTable:
         path = str(resolved.resolve(strict=True))
     except OSError as exc:
         raise TableError(f"accelerator table {resolved}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = read_bytes(path, MAX_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError, FileRefused) as exc:
-        raise TableError(
-            f"accelerator table {path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TableError(
-            f"accelerator table {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except RecursionError:
-        raise TableError(f"accelerator table {path}: JSON nested too deeply") from None
+    data = read_json(path, MAX_BYTES, "accelerator table")
     try:
         return _AcceleratorParser(path).table(data)
     except (ValueError, RecursionError) as exc:

@@ -10,14 +10,12 @@ the field, never a traceback. Pure: stdlib + packaging, no subprocess, no enviro
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 from doctor.errors import TableError
-from doctor.model.files import FileRefused, read_bytes
 from doctor.table.accelerators import load_accelerators
 from doctor.table.compat import CompatTable
-from doctor.table.files import bundled
+from doctor.table.files import bundled, read_json
 from doctor.table.parse import CONFIDENCES, PLATFORMS, SCHEMA_VERSION, _Parser
 
 __all__ = ["CONFIDENCES", "PLATFORMS", "SCHEMA_VERSION", "CompatTable", "default_table_path", "load_table"]
@@ -45,20 +43,7 @@ def load_table(path: str | Path | None = None) -> CompatTable:
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
     del mtime_ns, size  # cache keys only: an edited file is read again
-    try:  # a regular file of bounded size only: --table /dev/zero or a FIFO is refused, not read forever
-        text = read_bytes(path, MAX_TABLE_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError, FileRefused) as exc:
-        raise TableError(
-            f"compat table {path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TableError(
-            f"compat table {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except RecursionError:
-        raise TableError(f"compat table {path}: JSON nested too deeply") from None
+    data = read_json(path, MAX_TABLE_BYTES, "compat table")
     try:
         table = _Parser(path).table(data)
     except (ValueError, RecursionError) as exc:  # a number past CPython's 4,300-digit limit, say
