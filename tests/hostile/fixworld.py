@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fakeenv import find_python, site_packages
-from hostile import RTX5090, write_fake_nvidia_smi
+from hostile import HOST_ENVIRON, RTX5090, write_fake_nvidia_smi
 from wheelhouse import CUDA_RUNTIME, StandIn, build_index, torch_family
 
 PAD_MB = 200
@@ -153,7 +153,8 @@ def _sha256(path: Path) -> str:
 
 def pip_env(extra: dict | None = None) -> dict:
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_")) and k not in ("VIRTUAL_ENV",)
+        k: v for k, v in HOST_ENVIRON.items()
+        if not k.startswith(("PIP_", "UV_")) and k not in ("VIRTUAL_ENV",)
     }
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.update(extra or {})

@@ -103,12 +103,18 @@ def cli_argv(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "doctor", *map(str, args)]
 
 
+# This process's environment, copied once at import (collection, main thread). The hostile cases build their
+# environments in worker threads, and iterating os.environ there races pytest setting and deleting
+# PYTEST_CURRENT_TEST in the main thread (KeyError in os.environ.__iter__, seen once in CI).
+HOST_ENVIRON: dict[str, str] = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
 def base_env(world: World | None = None, **extra: str) -> dict[str, str]:
     """The CLI's environment: no pip/uv/venv/CI settings of this machine, NVML off, the fake machine's
     nvidia-smi first on PATH and its empty sysroot, no colour, and a fresh marker variable."""
     env = {
         k: v
-        for k, v in os.environ.items()
+        for k, v in HOST_ENVIRON.items()
         if not k.startswith(("PIP_", "UV_", "TORCHDOCTOR_", "GITHUB_", "FAKE_NVML_"))
         and k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_EXE", "PYTHONPATH", "LD_LIBRARY_PATH", "CI")
     }
