@@ -17,7 +17,8 @@ from fakeenv import IMPORT_MUST_NOT_HAPPEN, add_dist_info, find_python, make_fak
 from realtorch import real_cpu_torch_python
 
 from doctor.model.snapshot import as_plain
-from doctor.probes.interpreter import INSPECTOR, inspect_interpreter_full
+from doctor.probes.interpreter import inspect_interpreter_full
+from doctor.probes.target_python import INSPECTOR
 from doctor.target import inspector
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inspector"

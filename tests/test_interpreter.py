@@ -16,12 +16,12 @@ from wheelhouse import StandIn, build_wheel
 
 from doctor.model.versions import cuda_from_tag
 from doctor.probes.interpreter import (
-    choose_interpreter,
     inspect_interpreter,
     inspect_interpreter_full,
     parse_cuda_from_requires,
     parse_inspector_output,
 )
+from doctor.probes.target_python import choose_interpreter
 from doctor.runner import RunResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inspector"
@@ -100,7 +100,7 @@ def test_torchdoctors_own_environment_when_it_holds_torch(tmp_path, present, exp
 def test_own_environment_python_looks_for_torch_on_disk(tmp_path, monkeypatch):
     import sysconfig
 
-    from doctor.probes.interpreter import own_environment_python
+    from doctor.probes.target_python import own_environment_python
 
     site = tmp_path / "site-packages"
     site.mkdir()
@@ -549,7 +549,7 @@ def test_dot_venv_without_pyvenv_cfg_is_refused(tmp_path):
 
 
 def test_dot_venv_on_windows_needs_a_home_outside(tmp_path):
-    from doctor.probes.interpreter import working_folder_venv
+    from doctor.probes.target_python import working_folder_venv
 
     exe = tmp_path / ".venv" / "Scripts" / "python.exe"
     exe.parent.mkdir(parents=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakeenv import make_fake_env
 
-from doctor.probes.interpreter import INSPECTOR
+from doctor.probes.target_python import INSPECTOR
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY_ANYWHERE = {"torch", "numpy", "rich"}  # never in torchdoctor's own process on these paths

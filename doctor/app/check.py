@@ -20,15 +20,14 @@ from doctor.app.run import (
     writer_for,
 )
 from doctor.errors import DoctorError, ReportError
-from doctor.model.findings import ERROR
 
 
 def run_check(opts: CheckOptions) -> int:
-    from doctor.table.load import load_table
-
     validate(opts)
     req = requirements_for(opts)
     if opts.inputs:
+        from doctor.table.load import load_table
+
         return _run_from(opts, load_table(opts.table), req)
     table, diag = diagnose_machine(opts, requirements=req)
     code = exit_code_for(diag.findings, diag.strict)
@@ -115,6 +114,8 @@ def _run_from(opts: CheckOptions, table, req) -> int:
             report["source"] = str(path)
             lines.append(json.dumps(report, separators=(",", ":")))
         else:
+            from doctor.model.findings import ERROR
+
             ids = ", ".join(f.id for f in diag.findings if f.severity == ERROR) or "ok"
             lines.append(f"{path}: exit {code}: {ids}")
     deliver("\n".join(lines) + "\n", opts)

@@ -138,7 +138,7 @@ def load_bundled_signatures():
 
 def traceback_interpreter(text: str) -> str | None:
     """The interpreter a traceback came from, when its site-packages folder is on this machine."""
-    from doctor.probes.interpreter import python_in_env
+    from doctor.probes.target_python import python_in_env
 
     for match in _SITE_RE.finditer(text[-200_000:]):
         prefix = match.group("prefix")

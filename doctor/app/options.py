@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from doctor.errors import DoctorError
 from doctor.model.i18n import Msg
-from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
+
+if TYPE_CHECKING:
+    from doctor.plan.commands import InstallSource
 
 
 @dataclass(slots=True)
@@ -73,7 +76,7 @@ def choose_interpreter(python: str | None) -> tuple[str | None, str]:
     not there is a usage error (exit 2); finding none at all is a fact the check reports."""
     import os
 
-    from doctor.probes.interpreter import choose_interpreter as choose
+    from doctor.probes.target_python import choose_interpreter as choose
 
     path, reason = choose(python, os.environ, os.getcwd())
     refused = reason.partition("./.venv refused: ")[2]
@@ -113,6 +116,8 @@ def _say_index_from_environment(value: str) -> None:
 
 def source_from_options(index_url_base: str | None, find_links: str | None, no_index: bool) -> InstallSource:
     """Validate and normalise the command-line source options (a local folder becomes a file:// URL)."""
+    from doctor.plan.commands import DEFAULT_INDEX_BASE, InstallSource
+
     check_source_text("--index-url-base", index_url_base)
     check_source_text("--find-links", find_links)
     if no_index and not find_links:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from doctor import exitcodes
 from doctor.app.options import CheckOptions, choose_interpreter, validate
-from doctor.model.findings import ERROR, WARNING
-from doctor.model.requirements import RULE as REQUIREMENTS_RULE
-from doctor.rules import INTERNAL_ERROR_ID
+
+# The findings, rules and requirements modules are imported where they are used: a check imports them while
+# the target interpreter's children run (doctor/probes/collect.py), not before it starts them.
 
 
 def exit_code_for(findings, strict: bool = False) -> int:
     """3 when a rule crashed (torchdoctor's bug: the verdict is incomplete); 4 when a CI requirement is not
     met; 1 for error findings (and warnings with --strict); else 0."""
+    from doctor.model.findings import ERROR, WARNING
+    from doctor.model.requirements import RULE as REQUIREMENTS_RULE
+    from doctor.rules import INTERNAL_ERROR_ID
+
     if any(f.id == INTERNAL_ERROR_ID for f in findings):
         return exitcodes.INTERNAL
     if any(f.rule == REQUIREMENTS_RULE for f in findings):
@@ -110,7 +114,6 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     ``requirements``: what the run must check besides the rules."""
     from doctor.app.progress import progress, wanted
     from doctor.probes.collect import ProbeOptions, collect
-    from doctor.table.load import load_table
 
     validate(opts)
     commands = commands or writer_for(opts)
@@ -120,6 +123,8 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
     def meanwhile():
         # The table is parsed while the target interpreter's children run; a broken one still ends the
         # run with exit 2 before any verdict (collect ends the children).
+        from doctor.table.load import load_table
+
         loaded["table"] = load_table(opts.table)
         _import_judges()
 
@@ -136,7 +141,11 @@ def diagnose_machine(opts: CheckOptions, commands=None, requirements=None):
             ),
             meanwhile=meanwhile,
         )
-    table = loaded["table"] if "table" in loaded else load_table(opts.table)  # meanwhile broke
+    if "table" not in loaded:  # meanwhile broke: load it again, and let its error be raised
+        from doctor.table.load import load_table
+
+        loaded["table"] = load_table(opts.table)
+    table = loaded["table"]
     unusable(opts, snapshot)
     check_device(opts.device, snapshot)
     # collect() imported the diagnosis modules while the children ran: off the critical path.
@@ -224,6 +233,8 @@ def make_report(table, diag, code: int) -> dict:
 def report_crashes(findings) -> None:
     """On stderr, whatever the format: a rule crashed, so this verdict is incomplete (exit 3)."""
     import sys
+
+    from doctor.rules import INTERNAL_ERROR_ID
 
     for f in findings:
         if f.id == INTERNAL_ERROR_ID:

@@ -13,21 +13,18 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from doctor import __version__
-from doctor.model.environment import Environment
 from doctor.model.i18n import Msg
-from doctor.model.snapshot import (
-    Interpreter,
-    Nvidia,
-    Project,
-    Provenance,
-    Snapshot,
-    TorchInstall,
-    TorchRuntime,
-)
-from doctor.probes.overrides import ENV_NVIDIA_TIMEOUT, ENV_SYSROOT, BadOverride, Overrides, read_overrides
+from doctor.probes.target_python import choose_interpreter, run_inspector
 from doctor.runner import run
+
+if TYPE_CHECKING:
+    from doctor.model.snapshot import Interpreter, Snapshot, TorchInstall
+
+# Only what starting the target interpreter's children needs is imported above: the snapshot's data classes,
+# the other probes and what reads the children's output are imported while the children run.
 
 
 @dataclass(slots=True)
@@ -74,19 +71,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     NVML, host and environment facts are read while they run. ``meanwhile`` (the caller's work: loading the
     table, importing the judges) also runs on this thread while the children run, so that its cost is hidden;
     a DoctorError it raises ends the children and is raised from here."""
-    # Only what starting the children needs is imported before they start.
-    from doctor.probes.interpreter import choose_interpreter, inspect_interpreter_full
-
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
-    # Escape hatches for users (a hung NVML, host /sys mounted elsewhere) that double as test seams.
-    # (Checked before probing: doctor/app/options.py refuses a bad one. Here one is ignored.)
-    try:
-        forced = read_overrides(env)
-    except BadOverride:
-        forced = Overrides(sysroot=env.get(ENV_SYSROOT) or "/")
-    root, use_nvml = forced.sysroot, forced.nvml
-    nvidia_timeout = forced.nvidia_timeout if env.get(ENV_NVIDIA_TIMEOUT) else opts.nvidia_timeout
     python, reason = opts.interpreter or choose_interpreter(opts.python, env, cwd)
     smoke = opts.smoke and python is not None
     if smoke:
@@ -105,21 +91,33 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
 
     def inspect():
         if python is None:
+            from doctor.model.snapshot import Interpreter, TorchInstall
+
             return (
                 Interpreter(reason=reason, error=reason),
                 TorchInstall(status="unknown", detail=reason),
                 None,
             )
-        found = _guard(
-            "interpreter",
-            lambda: step("packages", Msg("reading the packages of the target interpreter"),
-                         lambda: inspect_interpreter_full(python, reason, runner=runner,
-                                                          timeout=opts.inspect_timeout)),
-            lambda why: (
+
+        def run_and_read():
+            result, nonce = run_inspector(python, runner, opts.inspect_timeout)
+            from doctor.probes.interpreter import parse_inspector_output
+
+            return parse_inspector_output(python, reason, result, nonce)
+
+        def failed(why: str):
+            from doctor.model.snapshot import Interpreter, TorchInstall
+
+            return (
                 Interpreter(path=python, reason=reason, error=why),
                 TorchInstall(status="error", detail=why),
                 None,
-            ),
+            )
+
+        found = _guard(
+            "interpreter",
+            lambda: step("packages", Msg("reading the packages of the target interpreter"), run_and_read),
+            failed,
         )
         # The libraries are found where the inspector says the packages are: read them on this worker,
         # while NVML, the host and the environment probes run on the others.
@@ -129,6 +127,8 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
         return found
 
     def runtime():
+        from doctor.model.snapshot import TorchRuntime
+
         if not opts.smoke:
             return TorchRuntime(status="skipped", detail="--no-smoke: torch was not imported")
         if python is None:
@@ -147,7 +147,25 @@ def collect(opts: ProbeOptions, env=None, cwd: str | None = None, runner=run, me
     try:
         f_runtime = pool.submit(runtime) if smoke else None
         f_inspect = pool.submit(inspect)
+        from doctor.model.environment import Environment
+        from doctor.model.snapshot import Nvidia, Project, Provenance, Snapshot, TorchRuntime
         from doctor.probes.binaries import EarlyRead
+        from doctor.probes.overrides import (
+            ENV_NVIDIA_TIMEOUT,
+            ENV_SYSROOT,
+            BadOverride,
+            Overrides,
+            read_overrides,
+        )
+
+        # Escape hatches for users (a hung NVML, host /sys mounted elsewhere) that double as test seams.
+        # (Checked before probing: doctor/app/options.py refuses a bad one. Here one is ignored.)
+        try:
+            forced = read_overrides(env)
+        except BadOverride:
+            forced = Overrides(sysroot=env.get(ENV_SYSROOT) or "/")
+        root, use_nvml = forced.sysroot, forced.nvml
+        nvidia_timeout = forced.nvidia_timeout if env.get(ENV_NVIDIA_TIMEOUT) else opts.nvidia_timeout
 
         # torch's library is read while the inspector runs (a cold page cache waits for the disk beside it)
         early = _guard("binaries", lambda: EarlyRead(python), lambda why: None)
