@@ -14,6 +14,7 @@ reused from the same folder); without the wheel, the rows that need a real torch
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -114,6 +115,36 @@ def fleet_seconds(td: list[str], nodes: int, rounds: int, env: dict[str, str]) -
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# The part of a check no ordering can hide: a child of torchdoctor's python imports every module that
+# `check --no-smoke --json` imported (read from a real run just before), builds the command line and loads
+# the table, and does nothing else: no probe, no child, no rule, no output.
+_MODULES_OF_A_CHECK = """import io, json, sys, contextlib
+sys.argv = ["torchdoctor"] + sys.argv[1:]
+from doctor.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(sys.argv[1:])
+print(json.dumps(sorted(m for m in sys.modules if m != "__main__")))
+"""
+_IMPORTS_ONLY = """import importlib, json, sys
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+import typer.main
+from doctor.cli.commands import app
+from doctor.table.load import load_table
+typer.main.get_command(app)
+load_table(None)
+"""
+
+
+def modules_of_a_check(check: list[str], env: dict[str, str]) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _MODULES_OF_A_CHECK, *check], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 # --- the run ----------------------------------------------------------------------------------------------
 
 # (what, command, reference, limit): the command's median at most ``limit`` times the reference's.
@@ -152,10 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: could not make the venvs to check: {exc}", file=sys.stderr)
         return 1
     check = td + ["check", "--no-smoke", "--json"]
+    modules = modules_of_a_check(["check", "--no-smoke", "--json"] + (["--python", target] if target else []),
+                                 env)
     commands = [
         Command("typer", "python -c 'import typer' (torchdoctor's python)",
                 [sys.executable, "-c", "import typer"]),
         Command("help", "torchdoctor --help", td + ["--help"]),
+        Command("imports", f"imports of a check alone ({len(modules)} modules) + the table",
+                [sys.executable, "-c", _IMPORTS_ONLY, json.dumps(modules)]),
         Command("check", "torchdoctor check --no-smoke --json",
                 check + (["--python", target] if target else []), OK_CODES),
         Command("few", "  same, a venv with 10 distributions", check + ["--python", few], OK_CODES),
@@ -192,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             shown, goal = (f"{ratio:.1%}", f"{limit:.0%}") if limit < 1 else (f"{ratio:.2f}x", f"{limit:g}x")
             print(f"  {what + ' = ' + shown:66} target <= {goal:5} {'met' if ratio <= limit else 'NOT met'}")
     print("measured, no target:")
+    imports = by["imports"].median()
+    if target:
+        share = imports / by["collect_env"].median()
+        print(f"  imports of a check alone + the table / collect_env = {share:.1%}")
+    print(f"  imports of a check alone + the table / import typer = {imports / by['typer'].median():.2f}x")
     if target:
         print(f"  check with the smoke test / bare import torch + workload = "
               f"{by['smoke'].median() / by['bare'].median():.2f}x")
