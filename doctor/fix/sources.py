@@ -351,7 +351,8 @@ def uv_warnings(settings: list[Setting], dropped: list[str], checked_after: bool
         out.append(f"{setting.describe()}: not used (uv runs with --no-config and without that variable).")
     unnamed = [k for k in dropped if k not in {s.origin.rpartition(" ")[2] for s in settings}]
     if unnamed:
-        out.append(f"uv runs without {', '.join(unnamed)} (set here): only the plan's sources and target.")
+        out.append(f"uv runs without {', '.join(unnamed)} from this environment: such variables can add a "
+                   "source or change what is installed.")
     out.append(
         "uv runs with --no-config and --index-strategy first-index: it takes packages only from the plan's "
         "sources. "

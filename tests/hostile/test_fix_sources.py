@@ -11,10 +11,15 @@ target environment.
 Real pip and uv (fixworld.py's venv and local index) through the real CLI:
 
 - a find-links folder whose ``torch-2.7.1+cu128-1-py3-none-any.whl`` (build tag 1) outbids the index, from
-  the environment and from the venv's own pip.conf (pip), and from ``UV_FIND_LINKS`` (uv): named in the
-  summary with where it came from, refused before anything changed (exit 6);
-- install redirections from the environment, a pip.conf and a uv.toml: refused up front in one line that
-  names the setting and where it came from (exit 2), before the installer ran at all.
+  the environment and from the venv's own pip.conf (pip): named in the summary with where it came from,
+  refused before anything changed (exit 6);
+- install redirections from the environment and a pip.conf: refused up front in one line that names the
+  setting and where it came from (exit 2), before the installer ran at all;
+- uv, which records nowhere where a wheel came from, runs with only the plan's sources: ``UV_FIND_LINKS``,
+  a ``UV_CONSTRAINT`` file with a ``--find-links`` line (uv follows it even with ``--no-config``), a uv.toml's
+  ``find-links`` or ``[pip] target`` are named as not used, and torch comes from the plan's index into the
+  venv; a uv cache whose torch file was changed since (uv links cached files without hashing them again) is
+  caught by comparing the installed files with the plan's wheel, and rolled back (exit 5).
 
 With the installer faked at the runner boundary (tests/test_fix_unit.py's): a wheel that pip's report of
 the install itself says came from elsewhere, a torch gone after the install, a new error finding after
