@@ -1,5 +1,5 @@
 """What the installer sees of the target environment, read through the runner (I/O): the installed
-distributions, pip's version and configuration, where uv is, what in the environment steers uv;
+distributions, pip's version and configuration, where uv is (what uv runs with: doctor/fix/sources.py);
 and this machine's side: how long a step may run, which shell syntax its commands are shown in.
 Used only while carrying out a fix."""
 
@@ -23,8 +23,6 @@ MIN_PIP_REPORT = (22, 2)  # pip install --dry-run --report
 STEP_TIMEOUT = 3600.0  # a CUDA torch is 1-3 GB; a slow mirror can take long, a hung one must not hang us
 # fix runs its commands on this machine: they are shown in this machine's shell syntax.
 LOCAL_OS = "windows" if sys.platform == "win32" else "linux"
-# uv reads these; fix respects them and says so (the package sources: doctor/fix/sources.py).
-UV_ENV = ("UV_CONSTRAINT",)
 
 # Run by the target interpreter: every installed distribution as [name, version]. Python 3.8+, stdlib only.
 FREEZE_SCRIPT = (
@@ -128,11 +126,6 @@ def config_warnings(config: PipConfig, pins: list[str], read_text=None) -> list[
     # Indexes and find-links locations are named, with the file or variable they come from, by
     # doctor/fix/sources.py: an exact pin does not keep torch from coming from them.
     return out
-
-
-def uv_env_warnings(env: dict) -> list[str]:
-    """The variables in fix's environment that change what uv installs: respected, never stripped: said."""
-    return [f"{k}={env[k]} is set: uv will use it" for k in sorted(env) if k in UV_ENV]
 
 
 def installer_ready(installer: str, why: str, python: str, env: dict, runner=None) -> tuple[int, ...] | None:

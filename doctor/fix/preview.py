@@ -110,11 +110,12 @@ def diff_freeze(before: dict[str, str], after: dict[str, str]) -> list[Change]:
 
 
 def preview_install(
-    installer: str, argv: list[str], before: dict[str, str], pip_ver, runner
+    installer: str, argv: list[str], before: dict[str, str], pip_ver, runner, env: dict | None = None
 ) -> Preview | RunResult:
-    """The dry run of the install ``argv``. A RunResult means it failed (nothing was changed)."""
+    """The dry run of the install ``argv``. A RunResult means it failed (nothing was changed). ``env``: the
+    one uv runs in (doctor/fix/sources.py); pip's dry run runs in fix's own."""
     if installer == UV:
-        res = runner(dry_run_argv(UV, argv, ""), timeout=fixenv.STEP_TIMEOUT)
+        res = runner(dry_run_argv(UV, argv, ""), timeout=fixenv.STEP_TIMEOUT, env=env)
         if not res.ok:
             return res
         return parse_uv_dry_run(res.stdout + "\n" + res.stderr, before)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from doctor import exitcodes
 from doctor.errors import DoctorError
-from doctor.fix import consent, sources
+from doctor.fix import consent, installed_wheels, sources
 from doctor.fix import environment as fixenv
 from doctor.fix.preview import Preview, diff_freeze, outside_torch, preview_install, read_pip_report
 from doctor.fix.project import LOCK_FILES, project_change, project_packages, target_project
@@ -39,9 +39,9 @@ from doctor.plan.commands import (
     Commands,
     InstallSource,
     check_argv,
-    compile_argv,
     pin_problem,
     render_argv,
+    with_only_named_sources,
     with_report_argv,
 )
 from doctor.plan.plan import DRIVER_FIRST, HEALTHY, INSTALL, commands_for
@@ -165,9 +165,13 @@ def _carry_out(
     # What the installer would do, and the way back, before asking.
     python, installer = plan.python, commands.installer
     pip_ver = fixenv.installer_ready(installer, write.why, python, env, m.runner)
-    # What the installer takes from its settings: one that installs elsewhere is refused before anything runs.
+    # What the installer takes from its settings: pip's, one that installs elsewhere is refused before
+    # anything runs; uv runs without them (sources.py), in an environment of its own.
     settings = sources.read(installer, snap.interpreter.prefix or "", env, m.cwd or Path.cwd())
-    sources.refuse_redirects(settings, installer)
+    if installer == UV:
+        env, dropped = sources.uv_environment(env)
+    else:
+        sources.refuse_redirects(settings, installer)
     before = fixenv.read_freeze(python, m.runner)
     if before is None:
         raise DoctorError(f"could not list the packages of {python}", exitcodes.FIX_FAILED)
@@ -176,24 +180,22 @@ def _carry_out(
     pins = [a for a in install_steps[0].argv if "==" in a and pin_problem(a) is None] if install_steps else []
 
     # Preview: the installer resolves the plan without changing anything.
-    preview = preview_install(installer, install_steps[0].argv, before, pip_ver, m.runner) if install_steps \
-        else Preview()
+    preview = preview_install(installer, _as_run(installer, install_steps[0].argv), before, pip_ver, m.runner,
+                              env) if install_steps else Preview()
     if isinstance(preview, RunResult):
         view.show_unresolvable(err, preview)
         return exitcodes.FIX_FAILED
     warnings = []
-    if installer == PIP:
-        warnings += fixenv.config_warnings(fixenv.read_pip_config(python, m.runner), pins)
+    # Where the plan's wheels can be read here, what uv installed is compared with them afterwards.
+    local = bool(install_steps) and installed_wheels.local_sources(install_steps[0].argv) is not None
     if installer == UV:
-        warnings += fixenv.uv_env_warnings(env)
-    extra = sources.extra_sources(settings, install_steps[0].argv) if install_steps else []
-    warnings += [sources.source_warning(s, installer) for s in extra]
-    # Where the torch wheels would come from, before anything changes: pip's dry run says it; uv says it in
-    # `uv pip compile`, asked where its settings add sources.
-    came = preview.origins
-    if installer == UV and extra and install_steps:
-        came = _uv_origins(m, commands.uv, python, install_steps[0].argv, pins, env)
-    foreign = sources.foreign(came, install_steps[0].argv, pins) if install_steps else []
+        warnings += sources.uv_warnings(settings, dropped, checked_after=local)
+    else:
+        warnings += fixenv.config_warnings(fixenv.read_pip_config(python, m.runner), pins)
+        extra = sources.extra_sources(settings, install_steps[0].argv) if install_steps else []
+        warnings += [sources.source_warning(s, installer) for s in extra]
+    # Where the torch wheels would come from, before anything changes: pip's dry run says it.
+    foreign = sources.foreign(preview.origins, install_steps[0].argv, pins) if install_steps else []
 
     now = m.now or _dt.datetime.now(_dt.timezone.utc)
     chosen = fix.restore_file is not None
@@ -240,7 +242,7 @@ def _carry_out(
         if installer == PIP and (pip_ver is None or pip_ver >= fixenv.MIN_PIP_REPORT):
             reports = {n: os.path.join(tmp, f"step{n}.json")
                        for n, s in enumerate(runnable, 1) if s.kind == "install"}
-        argvs = [with_report_argv(s.argv, reports[n]) if n in reports else s.argv
+        argvs = [with_report_argv(s.argv, reports[n]) if n in reports else _as_run(installer, s.argv)
                  for n, s in enumerate(runnable, 1)]
         stopped = _run_steps(m, con, runnable, env, argvs)
         installed = [read_pip_report(path) for path in reports.values()] if stopped is None else []
@@ -263,19 +265,21 @@ def _carry_out(
             return exitcodes.FIX_FAILED
 
     changed = diff_freeze(before, fixenv.read_freeze(python, m.runner) or {})
+    if installer == UV and local:
+        # uv says nowhere where a wheel came from: the installed files against the plan's wheels.
+        wrong = installed_wheels.not_the_plans(changed, site.folders, install_steps[0].argv, pins)
+        if wrong:
+            view.show_not_the_plans(err, wrong)
+            roll_back()
+            view.show_restore_command(err, back.command)
+            return exitcodes.FIX_FAILED
     view.show_changed(con, err, changed, outside_torch(changed))
     return _verify(m, con, err, opts, diag, plan, back.command, roll_back)
 
 
-def _uv_origins(m: Machine, uv: str, python: str, install: list[str], pins: list[str], env: dict) -> list:
-    """(name, index URL) of each package uv would install, as ``uv pip compile`` annotates them; a compile
-    that fails is refused: with sources beside the plan's, where torch comes from must be known."""
-    res = m.runner(compile_argv(uv, python, install), timeout=fixenv.STEP_TIMEOUT, env=env,
-                   stdin="\n".join(pins) + "\n")
-    if not res.ok:
-        raise DoctorError(f"could not check where uv takes torch from ({res.describe()}); nothing was "
-                          "changed", exitcodes.REFUSED)
-    return sources.parse_compile(res.stdout)
+def _as_run(installer: str, argv: list[str]) -> list[str]:
+    """The argv fix runs for a step: uv's with only the plan's sources (doctor/fix/sources.py)."""
+    return with_only_named_sources(argv) if installer == UV else argv
 
 
 @dataclass
@@ -328,7 +332,8 @@ def _roll_back(m: Machine, con, err, python, installer, before, site, back: Rest
         view.show_restoring(err, back.path)
         view.show_cleared(err, clear_debris(site))
         for argv in back.argvs:
-            result = m.stream(argv, fixenv.STEP_TIMEOUT, view.restore_line(err), env, **_quick_stop(m))
+            result = m.stream(_as_run(installer, argv), fixenv.STEP_TIMEOUT, view.restore_line(err), env,
+                              **_quick_stop(m))
             if not result.ok:
                 clear_debris(site)
                 view.show_restore_failed(err, result, back.command)

@@ -3,19 +3,26 @@ that pip and uv take from environment variables and configuration files, each wi
 and whether the torch wheels came from the plan's own index.
 
 An exact pin (``torch==2.7.1+cu128``) says which build, never from where: pip takes it from any index or
-find-links location it knows, and uv prefers an extra index over ``--index-url``. So ``fix``
+find-links location it knows, and uv prefers an extra index over ``--index-url``.
+
+pip runs with the user's settings, so ``fix``
 
 - refuses, before anything runs, a setting that installs somewhere other than the target environment
-  (pip's ``target``, ``prefix``, ``root``, ``user``; uv's ``[pip] target`` and ``prefix``), naming where it
-  came from (exit 2);
-- names every other source (``extra-index-url``, ``find-links``, uv's ``index``...) in the summary before
-  consent;
-- checks where each torch wheel comes from: before the install in pip's dry-run report (uv: ``uv pip
-  compile --emit-index-annotation``, uv's own answer with the same settings), refusing one from a source
-  the plan does not name; after the install in pip's ``--report`` of the install itself, rolling back one
-  that came from elsewhere. The plan's own packages (torch, torchvision, torchaudio) must come from the
-  plan's index or find-links; the rest of torch's family (the CUDA wheels, triton) too, where the plan's
-  ``--index-url`` replaces the default index (otherwise the default index may serve them).
+  (pip's ``target``, ``prefix``, ``root``, ``user``), naming where it came from (exit 2);
+- names every other source (``extra-index-url``, ``find-links``...) in the summary before consent;
+- checks where each torch wheel comes from: before the install in pip's dry-run report, refusing one from
+  a source the plan does not name; after the install in pip's ``--report`` of the install itself, rolling
+  back one that came from elsewhere. The plan's own packages (torch, torchvision, torchaudio) must come
+  from the plan's index or find-links; the rest of torch's family (the CUDA wheels, triton) too, where the
+  plan's ``--index-url`` replaces the default index (otherwise the default index may serve them).
+
+uv records nowhere where a wheel came from, so it runs with only the plan's sources, by construction:
+``--no-config`` (no uv.toml, no ``[tool.uv]``, no ``UV_CONFIG_FILE``), ``--index-strategy first-index``,
+and an environment without any ``UV_`` variable but those in ``UV_KEPT`` (none of which adds a source or
+moves the install: ``UV_CONSTRAINT`` goes too, a constraints file can name a ``--find-links`` of its own
+and uv takes torch from it) and without pip's ``PIP_`` ones. The settings it would otherwise have read are
+named in the summary as not used. After the install, doctor/fix/installed_wheels.py compares the
+installed torch files with the plan's wheels where the plan's sources are local.
 
 Where pip looks (pip's documentation, "Configuration"): ``PIP_CONFIG_FILE``; global
 ``$XDG_CONFIG_DIRS/pip/pip.conf`` (``/etc/xdg``) and ``/etc/pip.conf``; user ``~/.pip/pip.conf`` and
@@ -60,6 +67,12 @@ UV_VARIABLES = {
 }
 # Replaced by the command's own --index-url (or made moot by --no-index).
 DEFAULT_INDEX_KEYS = ("index-url", "default-index")
+# The uv variables fix keeps: they change how uv downloads and links, never from where, to where or what.
+UV_KEPT = (
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_OFFLINE", "UV_NATIVE_TLS", "UV_KEYRING_PROVIDER", "UV_HTTP_TIMEOUT",
+    "UV_REQUEST_TIMEOUT", "UV_HTTP_RETRIES", "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_INSTALLS",
+    "UV_CONCURRENT_BUILDS", "UV_LINK_MODE", "UV_COMPILE_BYTECODE", "UV_NO_PROGRESS",
+)
 _TRUE = ("1", "y", "yes", "t", "true", "on")
 _PIP_SECTIONS = {"global", "install"}  # the sections a pip install reads (the others are other commands')
 
@@ -322,19 +335,32 @@ def _site(host: str) -> str:
     return ".".join(host.lower().split(".")[-2:])
 
 
-def parse_compile(text: str) -> list[tuple[str, str]]:
-    """(name, index URL) from ``uv pip compile --emit-index-annotation``: "torch==2.7.1", then
-    "    # from URL"."""
-    out, name = [], None
-    for line in text.splitlines():
-        match = re.match(r"^([A-Za-z0-9._-]+)==\S+", line)
-        if match:
-            name = match[1]
-            continue
-        found = re.match(r"^\s+# from (\S+)", line)
-        if found and name:
-            out.append((name, found[1]))
-            name = None
+def uv_environment(env: dict) -> tuple[dict, list[str]]:
+    """The environment fix runs uv in (module docstring), and the uv variables it leaves out that change
+    something (pip's, which uv does not read, go unnamed; ``UV_NO_CONFIG`` is what --no-config does)."""
+    dropped = {k for k in env if (k.startswith("UV_") and k not in UV_KEPT) or k.startswith("PIP_")}
+    named = sorted(k for k in dropped if k.startswith("UV_") and k != "UV_NO_CONFIG")
+    return {k: v for k, v in env.items() if k not in dropped}, named
+
+
+def uv_warnings(settings: list[Setting], dropped: list[str], checked_after: bool) -> list[str]:
+    """The summary's lines for a uv install: how uv is run, the settings it does not use, and whether what
+    it installed is compared with the plan's wheels afterwards."""
+    out = []
+    for setting in settings:
+        out.append(f"{setting.describe()}: not used (uv runs with --no-config and without that variable).")
+    unnamed = [k for k in dropped if k not in {s.origin.rpartition(" ")[2] for s in settings}]
+    if unnamed:
+        out.append(f"uv runs without {', '.join(unnamed)} from this environment: such variables can add a "
+                   "source or change what is installed.")
+    out.append(
+        "uv runs with --no-config and --index-strategy first-index: it takes packages only from the plan's "
+        "sources. "
+        + ("After the install, fix compares the installed torch files with the plan's wheels."
+           if checked_after else
+           "uv records nowhere where a wheel came from, and the plan's index is remote: what uv installed "
+           "is not checked against it afterwards.")
+    )
     return out
 
 

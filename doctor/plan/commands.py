@@ -221,11 +221,14 @@ def named_sources(argv: list[str]) -> tuple[list[str], list[str], bool]:
     return indexes, links, "--index-url" in options or "--no-index" in options
 
 
-def compile_argv(uv: str, python: str, install: list[str]) -> list[str]:
-    """``uv pip compile -`` (the pins on stdin) with the install's index options, each package annotated
-    with the index uv takes it from: uv's install records no source, so this is where uv says it."""
-    return [uv, "pip", "compile", "-", "--emit-index-annotation", "--no-header", "--quiet",
-            "--python", python, *index_options(install)]
+def with_only_named_sources(argv: list[str]) -> list[str]:
+    """A ``uv pip ...`` command as fix runs it: no configuration file, and for an install the first index
+    that has a package (doctor/fix/sources.py: with the environment fix gives it, uv uses only the
+    sources the command names). Any other command as it is."""
+    if argv[1:2] != ["pip"] or len(argv) < 3:
+        return list(argv)
+    flags = ["--no-config"] + (["--index-strategy", "first-index"] if argv[2] == "install" else [])
+    return argv[:3] + flags + argv[3:]
 
 
 def ensurepip_argv(python: str) -> list[str]:

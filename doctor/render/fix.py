@@ -231,6 +231,12 @@ def show_foreign(err, foreign: list, unread: bool) -> None:
         _say(err, f"torchdoctor: {name} came from {url}, a source the plan does not name; rolling back.")
 
 
+def show_not_the_plans(err, wrong: list) -> None:
+    """After a uv install: torch-family files that are not those of the plan's wheels."""
+    for name, why in wrong:
+        _say(err, f"torchdoctor: {name} is not what the plan's sources serve: {why}; rolling back.")
+
+
 def show_restore_command(err, restore_cmd: str) -> None:
     _say(err, f"  restore command (if anything still differs): {restore_cmd}")
 

@@ -11,10 +11,15 @@ target environment.
 Real pip and uv (fixworld.py's venv and local index) through the real CLI:
 
 - a find-links folder whose ``torch-2.7.1+cu128-1-py3-none-any.whl`` (build tag 1) outbids the index, from
-  the environment and from the venv's own pip.conf (pip), and from ``UV_FIND_LINKS`` (uv): named in the
-  summary with where it came from, refused before anything changed (exit 6);
-- install redirections from the environment, a pip.conf and a uv.toml: refused up front in one line that
-  names the setting and where it came from (exit 2), before the installer ran at all.
+  the environment and from the venv's own pip.conf (pip): named in the summary with where it came from,
+  refused before anything changed (exit 6);
+- install redirections from the environment and a pip.conf: refused up front in one line that names the
+  setting and where it came from (exit 2), before the installer ran at all;
+- uv, which records nowhere where a wheel came from, runs with only the plan's sources: ``UV_FIND_LINKS``,
+  a ``UV_CONSTRAINT`` file with a ``--find-links`` line (uv follows it even with ``--no-config``), a uv.toml's
+  ``find-links`` or ``[pip] target`` are named as not used, and torch comes from the plan's index into the
+  venv; a uv cache whose torch file was changed since (uv links cached files without hashing them again) is
+  caught by comparing the installed files with the plan's wheel, and rolled back (exit 5).
 
 With the installer faked at the runner boundary (tests/test_fix_unit.py's): a wheel that pip's report of
 the install itself says came from elsewhere, a torch gone after the install, a new error finding after
@@ -24,12 +29,15 @@ it: each is a failed fix, rolled back, with the restore command printed (exit 5)
 from __future__ import annotations
 
 import shutil
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import test_fix_unit as unit
 from factory import gpu, make_snapshot
-from fixworld import NEW, OLD, cli_env, fresh_venv, get_fix_world, installed, pip_check, wheels
+from fakeenv import site_packages
+from fixworld import NEW, OLD, cli_env, fresh_venv, get_fix_world, installed, pip_check, pip_env, wheels
 from hostile import base_env, run_cli
 from wheelhouse import build_wheel
 
@@ -105,13 +113,76 @@ def test_a_find_links_folder_in_the_venvs_pip_conf_is_named_and_refused(world, e
     assert_untouched(venv, res)
 
 
-def test_uv_asked_where_it_takes_torch_from_is_refused(world, evil, tmp_path):
-    if shutil.which("uv", path=cli_env(world, base_env(None))["PATH"]) is None:
+def need_uv(world) -> str:
+    found = shutil.which("uv", path=cli_env(world, base_env(None))["PATH"])
+    if found is None:
         pytest.skip("no uv")
-    venv, res = run_fix(world, tmp_path, {"UV_FIND_LINKS": str(evil)}, "--installer", "uv")
-    assert res.returncode == exitcodes.REFUSED, res.summary()
-    assert "environment variable UV_FIND_LINKS" in res.out, res.summary()
-    assert "refusing: uv would take torch from " in res.err, res.summary()
+    return found
+
+
+@pytest.fixture(scope="module")
+def evil_files(world, tmp_path_factory) -> Path:
+    """A flat folder with a torch 2.7.1+cu128 whose files are not the index's (one more: torch/evil.py)
+    and that outbids it (build tag 1)."""
+    folder = tmp_path_factory.mktemp("evil-files")
+    torch = next(w for w in wheels() if w.name == "torch" and w.version == NEW["torch"])
+    path = build_wheel(folder, replace(torch, files={**torch.files, "torch/evil.py": "EVIL = True\n"}))
+    path.rename(folder / path.name.replace("-py3-none-any", "-1-py3-none-any"))
+    return folder
+
+
+def assert_the_plans_torch(venv: Path, res) -> None:
+    assert res.returncode == 0, res.summary()
+    state = installed(venv)
+    assert all(state.get(n) == v for n, v in NEW.items()), f"not the plan's builds: {state}\n{res.summary()}"
+    assert not (site_packages(venv) / "torch" / "evil.py").exists(), "torch came from the evil folder"
+    assert "After the install, fix compares the installed torch files with the plan's wheels." in res.out
+    assert pip_check(venv)[0] == 0
+
+
+@pytest.mark.parametrize("where", ["UV_FIND_LINKS", "UV_CONSTRAINT", "uv.toml"])
+def test_uv_runs_without_the_sources_its_settings_add(world, evil_files, tmp_path, where):
+    """uv runs with --no-config and without its source variables: named in the summary as not used, and
+    torch comes from the plan's index. (A constraints file may name a --find-links of its own: uv takes
+    torch from it, even with --no-config, so UV_CONSTRAINT goes too.)"""
+    need_uv(world)
+    tmp_path.mkdir(exist_ok=True)
+    extra, keep = {}, False
+    if where == "UV_FIND_LINKS":
+        extra["UV_FIND_LINKS"] = str(evil_files)
+        named = "environment variable UV_FIND_LINKS): not used"
+    elif where == "UV_CONSTRAINT":
+        (tmp_path / "constraints.txt").write_text(f"--find-links {evil_files}\ntorch==2.7.1+cu128\n")
+        extra["UV_CONSTRAINT"] = str(tmp_path / "constraints.txt")
+        named = "uv runs without UV_CONSTRAINT"
+    else:
+        (tmp_path / "uv.toml").write_text(f'find-links = ["{evil_files}"]\n')
+        keep = True
+        named = f"(from {tmp_path / 'uv.toml'} (the working folder's project)): not used"
+    venv, res = run_fix(world, tmp_path, extra, "--installer", "uv", keep_uv_config=keep)
+    assert named in " ".join(res.out.split()), res.summary()
+    assert_the_plans_torch(venv, res)
+
+
+def test_a_uv_cache_that_serves_other_files_is_rolled_back(world, tmp_path):
+    """uv links a wheel's files from its cache without hashing them again: a cache changed since (shared
+    with another job) installs other bytes under the plan's RECORD. Real uv, a file:// index: fix compares
+    the installed files with the plan's wheel, rolls back and prints the restore command (exit 5)."""
+    uv = need_uv(world)
+    cache = tmp_path / "uv-cache"
+    scratch = fresh_venv(world, tmp_path / "scratch")
+    subprocess.run([uv, "pip", "install", "--no-config", "--python", str(scratch / "bin" / "python"),
+                    "torch==" + NEW["torch"], "--index-url", world.small.as_uri() + "/cu128",
+                    "--cache-dir", str(cache)], check=True, capture_output=True, timeout=120, env=pip_env())
+    [cached] = [p for p in cache.glob("archive-v*/*/torch/version.py")]
+    cached.unlink()  # a new file, not the one the scratch venv shares by a hard link
+    cached.write_text(f"__version__ = {NEW['torch']!r}\nEVIL = True\n")
+    venv, res = run_fix(world, tmp_path, {"UV_CACHE_DIR": str(cache)}, "--installer", "uv")
+    assert res.returncode == exitcodes.FIX_FAILED, res.summary()
+    said = ("torchdoctor: torch is not what the plan's sources serve: its installed files are not the plan's "
+            "torch 2.7.1+cu128 wheel (torch/version.py holds other bytes); rolling back.")
+    assert said in " ".join(res.err.split()), res.summary()
+    assert "restore command (if anything still differs): " in res.err
     assert_untouched(venv, res)
 
 
@@ -144,17 +215,18 @@ def test_pip_user_from_the_environment_is_refused(world, tmp_path):
     assert_untouched(venv, res)
 
 
-def test_uv_toml_that_installs_elsewhere_is_refused_up_front(world, tmp_path):
-    if shutil.which("uv", path=cli_env(world, base_env(None))["PATH"]) is None:
-        pytest.skip("no uv")
+def test_uv_toml_that_installs_elsewhere_is_not_used(world, tmp_path):
+    """uv runs with --no-config: a uv.toml's [pip] target is named as not used, and the install lands in
+    the environment fix checked."""
+    need_uv(world)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     tmp_path.joinpath("uv.toml").write_text(f'[pip]\ntarget = "{elsewhere}"\n')
     venv, res = run_fix(world, tmp_path, {}, "--installer", "uv", keep_uv_config=True)
-    assert res.returncode == exitcodes.USAGE, res.summary()
-    assert f"{tmp_path / 'uv.toml'} [pip]" in res.err, res.summary()
+    named = f"target={elsewhere} (from {tmp_path / 'uv.toml'} [pip] (the working folder's project)): not used"
+    assert named in " ".join(res.out.split()), res.summary()
     assert list(elsewhere.iterdir()) == []
-    assert_untouched(venv, res)
+    assert_the_plans_torch(venv, res)
 
 
 # --- after the install (the installer faked) -------------------------------------------------------------
