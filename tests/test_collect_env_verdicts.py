@@ -39,3 +39,45 @@ def test_python_without_architecture_is_judged_on_every_platform_of_the_os(table
         assert "windows-x86_64" in str(next(c.note for c in diag.checks if c.rule == "python"))
     else:
         assert found and "on windows" in found[0].title and "windows-" not in found[0].title
+
+
+_WINDOWS = ("OS: Microsoft Windows 11", "Python version: 3.12 (64-bit runtime)", "Is CUDA available: N/A",
+            "GPU models and configuration: Could not collect", "Nvidia driver version: Could not collect", "",
+            "Versions of relevant libraries:")
+_FBGEMM = ('OSError: [WinError 126] The specified module could not be found. Error loading "C:\\Users\\u\\'
+           'AppData\\Local\\Programs\\Python\\Python312\\Lib\\site-packages\\torch\\lib\\fbgemm.dll" or '
+           'one of its dependencies.')
+
+
+def test_a_traceback_pasted_before_the_text_is_the_import_error_with_its_cause(table):
+    text = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n" + _FBGEMM + "\n\n"
+    snap = parse_collect_env(text + _paste(*_WINDOWS))
+    pasted = snap.environment.collect_env.pasted_errors
+    assert [p.signature for p in pasted] == ["windows-dll-load-failed"]
+    assert pasted[0].groups["dll"].endswith("torch\\lib\\fbgemm.dll") and pasted[0].line == _FBGEMM
+    assert snap.runtime.status == "import-error" and _FBGEMM in snap.runtime.detail
+    diag = diagnose(snap, table)
+    found = next(f for f in diag.findings if f.id == "torch-import-error")
+    assert found.severity == "error" and "libomp140.x86_64.dll" in found.detail and "..." not in found.title
+    assert "Install torch 2.4.1 or later" in str(found.fix.summary)
+
+
+def test_a_traceback_pasted_after_the_library_list_counts_too(table):
+    snap = parse_collect_env(_paste(*_WINDOWS) + "\n" + _FBGEMM + "\n")
+    assert snap.runtime.status == "import-error"
+
+
+def test_na_without_packages_or_error_is_unknown_and_says_how_to_find_out(table):
+    snap = parse_collect_env(_paste(*_WINDOWS))
+    assert snap.environment.collect_env.pasted_errors is None  # nothing around the text: nothing matched
+    diag = diagnose(snap, table)
+    assert not [f for f in diag.findings if f.severity == "error"]
+    note = str(next(c.note for c in diag.checks if c.rule == "runtime"))
+    assert _checks(diag)["runtime"] == "unknown" and 'py -c "import torch"' in note
+
+
+def test_an_error_that_is_not_torchs_import_does_not_make_one():
+    # a known message, but nothing shows `import torch` failing: N/A stays unexplained
+    snap = parse_collect_env("nvidia-smi: command not found\n\n" + _paste(*_WINDOWS))
+    assert snap.environment.collect_env.pasted_errors[0].finding == "nvidia-driver-missing"
+    assert snap.runtime.status == "skipped"
