@@ -81,3 +81,60 @@ def test_an_error_that_is_not_torchs_import_does_not_make_one():
     snap = parse_collect_env("nvidia-smi: command not found\n\n" + _paste(*_WINDOWS))
     assert snap.environment.collect_env.pasted_errors[0].finding == "nvidia-driver-missing"
     assert snap.runtime.status == "skipped"
+
+
+# --- the package list against what the PyPI wheel declares (the table's requires_dist) -----------------
+
+
+def _linux(*packages: str) -> str:
+    return _paste("OS: Ubuntu 22.04.4 LTS (x86_64)", "Python version: 3.10.12 (64-bit runtime)",
+                  "Is CUDA available: N/A", "GPU models and configuration: Could not collect",
+                  "Nvidia driver version: Could not collect", "", "Versions of relevant libraries:",
+                  *(f"[pip3] {p}" for p in packages))
+
+
+def _declared(diag):
+    return {f.id: f for f in diag.findings if f.rule == "declared-requirements"}
+
+
+def test_a_cudnn_wheel_another_package_pinned_is_judged_against_torchs_pin(table):
+    # torch 2.1.1 from PyPI pins nvidia-cudnn-cu12==8.9.2.26 (its METADATA); jax[cuda12] brought 9.5.1.17
+    row = table.declared_requirements("2.1.1", "linux-x86_64")
+    present = [r.split(";")[0].replace(" (", "").replace(")", "") for r in row.requires
+               if r.startswith(("nvidia-", "triton")) and "cudnn" not in r]
+    diag = diagnose(parse_collect_env(_linux("nvidia-cudnn-cu12==9.5.1.17", "torch==2.1.1", *present)), table)
+    found = _declared(diag)
+    assert set(found) == {"torch-cudnn-requirement-unmet"}
+    cudnn = found["torch-cudnn-requirement-unmet"]
+    assert cudnn.severity == "error" and "nvidia-cudnn-cu12==8.9.2.26" in " ".join(cudnn.fix.commands)
+    assert cudnn.evidence["declared_by"] == row.wheel and "METADATA" in cudnn.evidence["table.source"]
+
+
+def test_cuda_wheels_missing_from_a_list_that_shows_them_are_missing(table):
+    diag = diagnose(parse_collect_env(_linux("nvidia-cudnn-cu12==8.9.2.26", "torch==2.1.1")), table)
+    found = _declared(diag)["torch-requirements-unmet"]
+    assert found.severity == "error" and "nvidia-cublas-cu12==12.1.3.1" in " ".join(found.fix.commands)
+    assert "filelock" not in found.detail  # collect_env never lists pure-Python packages: not judged
+
+
+def test_a_list_without_any_cuda_wheel_cannot_say_they_are_missing(table):
+    # collect_env before torch 2.6 lists no nvidia-* wheel at all
+    diag = diagnose(parse_collect_env(_linux("torch==2.0.1")), table)
+    assert not _declared(diag)
+    note = str(next(c.note for c in diag.checks if c.rule == "declared-requirements"))
+    assert _checks(diag)["declared-requirements"] == "unknown"
+    assert "nvidia-cudnn-cu11==8.5.0.96" in note and "before torch 2.6" in note
+
+
+@pytest.mark.parametrize("torch, state", [("2.1.1+cu118", "skipped"), ("2.1.1.post9", "unknown")])
+def test_builds_the_table_cannot_speak_for(table, torch, state):
+    # a local tag: a wheel of another index; a version the table has no row for: unknown, never passed
+    diag = diagnose(parse_collect_env(_linux("nvidia-cudnn-cu12==8.9.2.26", f"torch=={torch}")), table)
+    assert not _declared(diag) and _checks(diag)["declared-requirements"] == state
+
+
+def test_markers_are_evaluated_for_the_pasted_machine(table):
+    # torch 2.7.0's aarch64 wheel declares its CUDA wheels for platform_machine == "x86_64" only
+    text = _linux("nvidia-cudnn-cu12==9.1.0.70", "torch==2.7.0").replace("(x86_64)", "(aarch64)")
+    diag = diagnose(parse_collect_env(text), table)
+    assert not _declared(diag) and _checks(diag)["declared-requirements"] == "passed"

@@ -209,7 +209,7 @@ def unmet_in_paste(snap: S.Snapshot, row) -> tuple[list[dict], list[str]]:
     have = _from_collect_env(snap) or {}
     lists_cuda_wheels = any(name.startswith("nvidia-") for name in have)
     env = _paste_markers(snap)
-    unmet, undecided = [], []
+    unmet, undecided, unseen = [], [], []
     for line in row.requires:
         req = Requirement(line)  # checked when the table was read
         try:
@@ -225,9 +225,11 @@ def unmet_in_paste(snap: S.Snapshot, row) -> tuple[list[dict], list[str]]:
             continue
         found = have.get(name)
         if found is None:
-            listed = any(p in name for p in COLLECT_ENV_LISTS)
-            if not (listed and _native(name) and lists_cuda_wheels):
-                continue  # collect_env would not show it: not judged
+            if not _native(name):
+                continue  # a pure-Python package: collect_env never lists those
+            if not (lists_cuda_wheels and any(p in name for p in COLLECT_ENV_LISTS)):
+                unseen.append(f"{req.name}{req.specifier}")  # a CUDA wheel this list would not show
+                continue
             ok = False
         else:
             try:
@@ -239,6 +241,12 @@ def unmet_in_paste(snap: S.Snapshot, row) -> tuple[list[dict], list[str]]:
             extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
             unmet.append({"of": "torch", "requirement": f"{req.name}{extras}{req.specifier}", "name": name,
                           "installed": found[0] if found else None, "native": _native(name)})
+    if unseen:
+        why = ("it shows no nvidia-* wheel, and collect_env before torch 2.6 lists none"
+               if not lists_cuda_wheels else "collect_env does not list them")
+        undecided.append(f"the CUDA wheels torch {row.torch} declares ({', '.join(unseen)}) are not in the "
+                         f"package list: {why}; `pip list` in that environment shows whether they are "
+                         "installed")
     return unmet, undecided
 
 
