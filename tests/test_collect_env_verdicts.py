@@ -138,3 +138,12 @@ def test_markers_are_evaluated_for_the_pasted_machine(table):
     text = _linux("nvidia-cudnn-cu12==9.1.0.70", "torch==2.7.0").replace("(x86_64)", "(aarch64)")
     diag = diagnose(parse_collect_env(text), table)
     assert not _declared(diag) and _checks(diag)["declared-requirements"] == "passed"
+
+
+def test_an_error_no_signature_knows_is_still_the_import_error_when_torch_is_in_it():
+    # the title of pytorch/pytorch#138986: no exception name, no WinError number
+    line = 'Error loading ".venv\\Lib\\site-packages\\torch\\lib\\c10_xpu.dll" or one of its dependencies'
+    snap = parse_collect_env(line + "\n\n" + _paste(*_WINDOWS))
+    assert snap.environment.collect_env.pasted_errors is None
+    assert snap.environment.collect_env.pasted_import_error == line
+    assert snap.runtime.status == "import-error" and snap.runtime.detail.endswith(line)

@@ -112,8 +112,8 @@ def parse_collect_env(text: str) -> Snapshot:
         host.cpu = _cpu_name(text)
         interpreter.machine = host.machine or None
     install = _install(fields, pip, conda, torch_imported, unknowns)
-    pasted, import_failed = _pasted_errors(around)
-    runtime = _runtime(fields, install, torch_imported, gpu_lines, pasted if import_failed else [])
+    pasted, import_error = _pasted_errors(around)
+    runtime = _runtime(fields, install, torch_imported, gpu_lines, import_error)
     nvidia = _nvidia(fields, gpu_lines, install)
     amd = amd_from_collect_env(
         _value(fields.get("hip_compiled_version")), _value(fields.get("hip_runtime_version")),
@@ -140,7 +140,7 @@ def parse_collect_env(text: str) -> Snapshot:
     environment = Environment(
         collect_env=CollectEnvText(
             fields=dict(fields), gpu_lines=gpu_lines, cudnn_candidates=cudnn_paths, pip=pip, conda=conda,
-            pasted_errors=pasted or None, pasted_import_failure=import_failed if pasted else None,
+            pasted_errors=pasted or None, pasted_import_error=import_error,
         )
     )
     return Snapshot(
@@ -223,26 +223,38 @@ _TORCH_IMPORT_RE = re.compile(r"[\\/]torch[\\/](?:__init__\.py|lib[\\/])|^\s*(?:
                               re.IGNORECASE)
 
 
-def _pasted_errors(around: list[str]) -> tuple[list[PastedError], bool]:
+# The line a traceback ends with ("OSError: [WinError 126] ...", "ImportError: libcudnn.so.8: ..."), or the
+# DLL loader's own words when the exception's name was not pasted.
+_EXCEPTION_RE = re.compile(r"^\s*[A-Za-z_][\w.]{0,80}(?:Error|Exception)\b[^\n]{0,20}?:|\bError loading \S",
+                           re.IGNORECASE)
+
+
+def _pasted_errors(around: list[str]) -> tuple[list[PastedError], str | None]:
     """The known errors in the lines pasted around the collect_env text, as explain's signatures
-    (compat_tables/signatures.json) recognise them, best first; and whether those lines show `import torch`
-    failing. ([], False) for a bare collect_env text: nothing is matched then."""
+    (compat_tables/signatures.json) recognise them, best first; and the error line of `import torch` failing
+    when those lines show it (the best recognised error, else the traceback's last exception line).
+    ([], None) for a bare collect_env text: nothing is matched then."""
     if not around:
-        return [], False
+        return [], None
     from doctor.compat.signatures import bundled_signatures
     from doctor.inputs.errortext import explain_text
 
+    found = []
     try:
         signatures = bundled_signatures()
-    except (OSError, ValueError):  # the tool's own data file is unreadable: the paste is read without it
-        return [], False
-    explained = explain_text("\n".join(around), signatures)
-    found = []
-    for item in explained.findings:
-        line = around[item.line - 1].strip() if 0 < item.line <= len(around) else item.text
-        found.append(PastedError(signature=item.signature, finding=item.finding, line=line,
-                                 groups=dict(item.groups)))
-    return found, any(_TORCH_IMPORT_RE.search(line) for line in around)
+    except (OSError, ValueError):  # the tool's own data file is unreadable: the lines are read without it
+        signatures = None
+    if signatures is not None:
+        for item in explain_text("\n".join(around), signatures).findings:
+            line = around[item.line - 1].strip() if 0 < item.line <= len(around) else item.text
+            found.append(PastedError(signature=item.signature, finding=item.finding, line=line,
+                                     groups=dict(item.groups)))
+    if not any(_TORCH_IMPORT_RE.search(line) for line in around):
+        return found, None
+    if found:
+        return found, found[0].line
+    raised = [line.strip() for line in around if _EXCEPTION_RE.search(line)]
+    return found, raised[-1] if raised else None
 
 
 _CPU_RE = re.compile(r"^CPU:\s*$")
@@ -431,14 +443,14 @@ def _cuda_from_conda_build(build: str | None) -> str | None:
 
 def _runtime(
     fields: dict[str, str], install: TorchInstall, torch_imported: bool, gpu_lines: list[str],
-    pasted: list[PastedError],
+    import_error: str | None,
 ) -> TorchRuntime:
-    if not torch_imported and pasted:
+    if not torch_imported and import_error:
         # the traceback users paste with the text: collect_env's N/A is this error
         return TorchRuntime(
             status="import-error",
-            detail=f"collect_env printed \"PyTorch version: N/A\" and the traceback pasted with it shows "
-                   f"`import torch` failing: {pasted[0].line}",
+            detail=f"collect_env printed \"PyTorch version: N/A\" and the error pasted with it shows "
+                   f"`import torch` failing: {import_error}",
         )
     if not torch_imported and install.torch is not None:
         # collect_env prints N/A when `import torch` raised; its package list still shows the install.

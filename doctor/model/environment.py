@@ -328,9 +328,9 @@ class CollectEnvText:
     conda: list[str] = field(default_factory=list)  # the [conda] lines
     # The errors the lines around the text hold (a traceback pasted before or after it), best first.
     pasted_errors: list[PastedError] | None = stated()
-    # Whether those lines show `import torch` failing: a frame in torch/__init__.py, or torch's own folder
-    # (torch/lib) in the error.
-    pasted_import_failure: bool | None = stated()
+    # The error line of a traceback pasted with the text that shows `import torch` failing (a frame in
+    # torch/__init__.py, or torch's own folder, torch/lib, in the error), recognised or not.
+    pasted_import_error: str | None = stated()
 
 
 # --- Windows ----------------------------------------------------------------------------------------
