@@ -809,3 +809,34 @@ def test_driver_support_and_segments(table):
     assert table.gpu("NVIDIA GeForce RTX "
         "4090").segment is None and table.gpu("NVIDIA RTX A6000").segment is None
     assert all(row.source and row.confidence in ("verified", "inferred") for row in table.driver_support)
+
+
+_REQUIRES_ROW = {"torch": "2.7.1", "platform": "linux-x86_64", "wheel": "torch-2.7.1-cp312-cp312-x.whl",
+                 "requires": ['nvidia-cudnn-cu12==9.5.1.17; platform_system == "Linux"', "filelock"],
+                 "source": "the wheel's METADATA", "confidence": "verified"}
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("torch", "2.7.1+cu126", "requires_dist[0].torch: '2.7.1+cu126': the PyPI build has no local tag"),
+    ("torch", "two", "requires_dist[0].torch: 'two' is not a version"),
+    ("platform", "linux", "requires_dist[0].platform: 'linux' is not one of"),
+    ("requires", ["nvidia-cudnn-cu12=="], "requires_dist[0].requires[0]: 'nvidia-cudnn-cu12==' is not a"),
+    ("requires", "filelock", "requires_dist[0].requires: expected a list"),
+    ("source", "", "requires_dist[0].source: is empty"),
+])
+def test_requires_dist_rows_are_checked(tmp_path, key, value, expected):
+    data = json.loads(TINY.read_text())
+    data["requires_dist"] = [dict(_REQUIRES_ROW, **{key: value})]
+    with pytest.raises(TableError) as caught:
+        load_table(_write(tmp_path, data))
+    assert expected in str(caught.value)
+
+
+def test_requires_dist_lookup(tmp_path):
+    data = json.loads(TINY.read_text())
+    data["requires_dist"] = [_REQUIRES_ROW]
+    table = load_table(_write(tmp_path, data))
+    assert table.declared_requirements("2.7.1", "linux-x86_64").wheel == _REQUIRES_ROW["wheel"]
+    assert table.declared_requirements("2.7.1+cu118", "linux-x86_64") is None  # another index's build
+    assert table.declared_requirements("2.7.1", "linux-aarch64") is None
+    assert load_table(TINY).declared_requirements("2.7.1", "linux-x86_64") is None  # optional section

@@ -15,7 +15,7 @@ import re
 from doctor.compat.builds import cuda_from_requires
 from doctor.errors import ReportError
 from doctor.inputs.collect_env_rocm import amd_from_collect_env
-from doctor.model.environment import CollectEnvText, Environment
+from doctor.model.environment import CollectEnvText, Environment, PastedError
 from doctor.model.snapshot import (
     NVIDIA_OK,
     NVIDIA_UNKNOWN,
@@ -92,7 +92,7 @@ def looks_like_collect_env(text: str) -> bool:
 
 
 def parse_collect_env(text: str) -> Snapshot:
-    fields, gpu_lines, cudnn_paths, libraries = _read_fields(text)
+    fields, gpu_lines, cudnn_paths, libraries, around = _read_fields(text)
     distinctive = _DISTINCTIVE & set(fields)
     if not (("torch_version" in distinctive and len(distinctive) >= 2) or len(distinctive) >= 3):
         raise ReportError("not `python -m torch.utils.collect_env` output: none of its labels were found")
@@ -112,7 +112,8 @@ def parse_collect_env(text: str) -> Snapshot:
         host.cpu = _cpu_name(text)
         interpreter.machine = host.machine or None
     install = _install(fields, pip, conda, torch_imported, unknowns)
-    runtime = _runtime(fields, install, torch_imported, gpu_lines)
+    pasted, import_error = _pasted_errors(around)
+    runtime = _runtime(fields, install, torch_imported, gpu_lines, import_error)
     nvidia = _nvidia(fields, gpu_lines, install)
     amd = amd_from_collect_env(
         _value(fields.get("hip_compiled_version")), _value(fields.get("hip_runtime_version")),
@@ -129,7 +130,7 @@ def parse_collect_env(text: str) -> Snapshot:
         "runtime.cudnn_version: collect_env reports the system cuDNN, not the one torch loads",
         "host.container: collect_env does not say whether it ran in a container",
     ]
-    if not torch_imported:
+    if not torch_imported and runtime.status != "import-error":
         unknowns.append(
             "runtime: torch could not be imported when collect_env ran; its output does not say why"
         )
@@ -138,7 +139,8 @@ def parse_collect_env(text: str) -> Snapshot:
     # stay None (unknown), so the hazard rules say nothing rather than judge defaults.
     environment = Environment(
         collect_env=CollectEnvText(
-            fields=dict(fields), gpu_lines=gpu_lines, cudnn_candidates=cudnn_paths, pip=pip, conda=conda
+            fields=dict(fields), gpu_lines=gpu_lines, cudnn_candidates=cudnn_paths, pip=pip, conda=conda,
+            pasted_errors=pasted or None, pasted_import_error=import_error,
         )
     )
     return Snapshot(
@@ -157,16 +159,28 @@ def parse_collect_env(text: str) -> Snapshot:
 # --- reading the text --------------------------------------------------------------------------
 
 
-def _read_fields(text: str) -> tuple[dict[str, str], list[str], list[str], dict[str, list[str]]]:
-    """label values (first occurrence wins), GPU lines, cuDNN candidate paths, [pip]/[conda] lines."""
+def _read_fields(
+    text: str,
+) -> tuple[dict[str, str], list[str], list[str], dict[str, list[str]], list[str]]:
+    """label values (first occurrence wins), GPU lines, cuDNN candidate paths, [pip]/[conda] lines, and the
+    lines that are not collect_env's (what was pasted around it: a traceback)."""
     fields: dict[str, str] = {}
     gpu_lines: list[str] = []
     cudnn_paths: list[str] = []
     libraries: dict[str, list[str]] = {"pip": [], "conda": []}
+    around: list[str] = []
     current = None  # the multi-line field being continued
+    in_cpu = False  # collect_env's CPU section (lscpu, wmic): free text of its own, up to the library list
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for raw in lines:
         line = _QUOTE_RE.sub("", raw).strip().strip("`").strip()
+        if _CPU_RE.match(line):
+            in_cpu, current = True, None
+            continue
+        if line in _FURNITURE:
+            in_cpu = in_cpu and line != "Versions of relevant libraries:"
+            current = None
+            continue
         match = _LABEL_RE.match(line)
         if match:
             key = LABELS[match.group(1)]
@@ -195,7 +209,52 @@ def _read_fields(text: str) -> tuple[dict[str, str], list[str], list[str], dict[
                 cudnn_paths.append(line)
                 continue
         current = None
-    return fields, gpu_lines, cudnn_paths, libraries
+        if line and not in_cpu:
+            around.append(_QUOTE_RE.sub("", raw).rstrip())
+    return fields, gpu_lines, cudnn_paths, libraries, around
+
+
+# Lines collect_env prints besides its labelled ones.
+_FURNITURE = {"Collecting environment information...", "Versions of relevant libraries:",
+              "Probably one of the following:"}
+# `import torch` failing: a frame in torch/__init__.py, the import line itself, or torch's own DLL folder
+# named in the error ("Error loading ...\\torch\\lib\\fbgemm.dll").
+_TORCH_IMPORT_RE = re.compile(r"[\\/]torch[\\/](?:__init__\.py|lib[\\/])|^\s*(?:import torch\b|from torch\b)",
+                              re.IGNORECASE)
+
+
+# The line a traceback ends with ("OSError: [WinError 126] ...", "ImportError: libcudnn.so.8: ..."), or the
+# DLL loader's own words when the exception's name was not pasted.
+_EXCEPTION_RE = re.compile(r"^\s*[A-Za-z_][\w.]{0,80}(?:Error|Exception)\b[^\n]{0,20}?:|\bError loading \S",
+                           re.IGNORECASE)
+
+
+def _pasted_errors(around: list[str]) -> tuple[list[PastedError], str | None]:
+    """The known errors in the lines pasted around the collect_env text, as explain's signatures
+    (compat_tables/signatures.json) recognise them, best first; and the error line of `import torch` failing
+    when those lines show it (the best recognised error, else the traceback's last exception line).
+    ([], None) for a bare collect_env text: nothing is matched then."""
+    if not around:
+        return [], None
+    from doctor.compat.signatures import bundled_signatures
+    from doctor.inputs.errortext import explain_text
+
+    found = []
+    try:
+        signatures = bundled_signatures()
+    except (OSError, ValueError):  # the tool's own data file is unreadable: the lines are read without it
+        signatures = None
+    if signatures is not None:
+        for item in explain_text("\n".join(around), signatures).findings:
+            line = around[item.line - 1].strip() if 0 < item.line <= len(around) else item.text
+            found.append(PastedError(signature=item.signature, finding=item.finding, line=line,
+                                     groups=dict(item.groups)))
+    if not any(_TORCH_IMPORT_RE.search(line) for line in around):
+        return found, None
+    if found:
+        return found, found[0].line
+    raised = [line.strip() for line in around if _EXCEPTION_RE.search(line)]
+    return found, raised[-1] if raised else None
 
 
 _CPU_RE = re.compile(r"^CPU:\s*$")
@@ -383,8 +442,16 @@ def _cuda_from_conda_build(build: str | None) -> str | None:
 
 
 def _runtime(
-    fields: dict[str, str], install: TorchInstall, torch_imported: bool, gpu_lines: list[str]
+    fields: dict[str, str], install: TorchInstall, torch_imported: bool, gpu_lines: list[str],
+    import_error: str | None,
 ) -> TorchRuntime:
+    if not torch_imported and import_error:
+        # the traceback users paste with the text: collect_env's N/A is this error
+        return TorchRuntime(
+            status="import-error",
+            detail=f"collect_env printed \"PyTorch version: N/A\" and the error pasted with it shows "
+                   f"`import torch` failing: {import_error}",
+        )
     if not torch_imported and install.torch is not None:
         # collect_env prints N/A when `import torch` raised; its package list still shows the install.
         return TorchRuntime(

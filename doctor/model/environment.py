@@ -307,6 +307,17 @@ class PythonFacts:
 
 
 @dataclass(slots=True)
+class PastedError:
+    """An error message pasted around a collect_env text (users paste the traceback they got with it), as a
+    row of compat_tables/signatures.json recognised it."""
+
+    signature: str  # the row: "windows-dll-load-failed"
+    finding: str  # the finding id the row points at
+    line: str  # the pasted line that holds the message
+    groups: dict[str, str] = field(default_factory=dict)  # the row's named groups: {"dll": "...\\fbgemm.dll"}
+
+
+@dataclass(slots=True)
 class CollectEnvText:
     """What `python -m torch.utils.collect_env` printed, kept verbatim (doctor/inputs/collect_env.py)."""
 
@@ -315,6 +326,11 @@ class CollectEnvText:
     cudnn_candidates: list[str] = field(default_factory=list)  # system cuDNN files, not torch's
     pip: list[str] = field(default_factory=list)  # the [pip] lines
     conda: list[str] = field(default_factory=list)  # the [conda] lines
+    # The errors the lines around the text hold (a traceback pasted before or after it), best first.
+    pasted_errors: list[PastedError] | None = stated()
+    # The error line of a traceback pasted with the text that shows `import torch` failing (a frame in
+    # torch/__init__.py, or torch's own folder, torch/lib, in the error), recognised or not.
+    pasted_import_error: str | None = stated()
 
 
 # --- Windows ----------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def machine_lines(snap: dict) -> list[tuple[str, str]]:
         snap.get(k) or {} for k in ("host", "nvidia", "interpreter", "install", "runtime")
     )
     rows = []
-    osline = f"{host.get('os', '?')}-{host.get('machine', '?')}"
+    osline = f"{host.get('os') or '?'}-{host.get('machine') or '?'}"  # "windows-?": the paste names no CPU
     wsl_version = ((snap.get("environment") or {}).get("wsl") or {}).get("version")
     wsl = ("WSL1" if wsl_version == 1 else "WSL2") if host.get("wsl") else None
     extras = [x for x in (host.get("libc"), wsl, host.get("container")) if x]

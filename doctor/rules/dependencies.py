@@ -115,6 +115,17 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
         return skipped(Msg("the torch that imports is on PYTHONPATH, not in this environment: "
                            "pythonpath-torch-shadows says so"))
     result = unmet_requirements(snap)
+    row = None
+    if result is None and _from_collect_env(snap) is not None and "+" not in snap.install.torch.version:
+        # a collect_env text has no Requires-Dist: what the PyPI wheel declares comes from the table (a build
+        # with a local tag comes from another index, whose wheels declare other things: left unjudged)
+        row = facts.table.declared_requirements(snap.install.torch.version, snap.host.platform)
+        if row is None:
+            return unknown(Msg("what torch {version} declares for {platform} is not in the compatibility "
+                               "table, and a collect_env text does not hold it: `pip check` in that "
+                               "environment tells",
+                               version=snap.install.torch.version, platform=snap.host.platform))
+        result = unmet_in_paste(snap, row)
     if result is None:
         py = snap.environment.python
         why = py.error if py is not None and py.error else None
@@ -134,7 +145,7 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
                 "incompatibility\"). Another package pinned {name} to its own version (TensorFlow pins its "
                 "own cuDNN): packages that need different cuDNN versions cannot share one environment.",
                 name=item["name"]),
-            {"unmet": cudnn},
+            _evidence({"unmet": cudnn}, row),
             Fix(Msg("Keep the two in separate virtual environments, or install the version torch needs "
                     "(which breaks the other package's pin):"),
                 actions=[Action(INSTALL, tuple(_pin(u) for u in cudnn), declared=True)]),
@@ -147,7 +158,9 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
         elsewhere = _on_library_path(snap, missing_native) if len(missing_native) == len(needed) else []
         severity = ERROR if needed and not elsewhere else WARNING
         listing = "; ".join(_describe(u) for u in others)
-        detail = Msg("{listing}. pip check reports the same.", listing=listing)
+        detail = (Msg("{listing}. pip check reports the same.", listing=listing) if row is None else
+                  Msg("{listing}: the collect_env package list against what the PyPI wheel ({wheel}) "
+                      "declares.", listing=listing, wheel=row.wheel))
         if severity == WARNING and elsewhere:
             detail += Msg(" Their libraries are on the library path ({dirs}): torch may load those instead.",
                           dirs=", ".join(elsewhere))
@@ -161,7 +174,7 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
             Msg("{count} of the requirements torch declares are not installed as declared", count=len(others))
             if len(others) != 1 else Msg("a requirement torch declares is not installed as declared"),
             detail,
-            {"unmet": others, "undecided": undecided},
+            _evidence({"unmet": others, "undecided": undecided}, row),
             Fix(Msg("Install what is declared:"),
                 actions=[Action(INSTALL, tuple(_pin(u) for u in others), declared=True)]),
         ))
@@ -169,6 +182,91 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
     if not findings and undecided:
         return unknown(Msg("some requirements could not be judged: {lines}", lines="; ".join(undecided)))
     return findings
+
+
+def _evidence(evidence: dict, row) -> dict:
+    if row is not None:
+        evidence.update({"declared_by": row.wheel, "table.source": row.source})
+    return evidence
+
+
+# What torch/utils/collect_env.py lists of `pip list` (a name holding one of these), from torch 2.6 on; torch
+# 2.5 and older list none of the CUDA wheels, so a paste without any nvidia-* line says nothing of them.
+COLLECT_ENV_LISTS = ("torch", "numpy", "triton", "optree", "cuda-cudart", "cuda-cupti", "cuda-libraries",
+                     "cuda-opencl", "cuda-nvrtc", "cuda-runtime", "cublas", "cudnn", "cufft", "curand",
+                     "cusolver", "cusparse", "nccl", "nvjitlink", "nvtx")
+
+
+def unmet_in_paste(snap: S.Snapshot, row) -> tuple[list[dict], list[str]]:
+    """(the unmet requirements, the lines not judged) of a collect_env package list against what the table
+    records the PyPI wheel declares (``row``). A requirement the list does not show counts as missing only
+    where the list proves collect_env would have shown it: a CUDA wheel when the list shows nvidia-* wheels at
+    all (collect_env of torch 2.6 and later)."""
+    from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion, Version
+
+    have = _from_collect_env(snap) or {}
+    lists_cuda_wheels = any(name.startswith("nvidia-") for name in have)
+    env = _paste_markers(snap)
+    unmet, undecided, unseen = [], [], []
+    for line in row.requires:
+        req = Requirement(line)  # checked when the table was read
+        try:
+            if req.marker is not None and _unreported(str(req.marker), env):
+                raise UndefinedEnvironmentName(line)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+        except (UndefinedComparison, UndefinedEnvironmentName):
+            undecided.append(f"torch: {line}")
+            continue
+        name = normalize_name(req.name)
+        if name in TRIO:
+            continue
+        found = have.get(name)
+        if found is None:
+            if not _native(name):
+                continue  # a pure-Python package: collect_env never lists those
+            if not (lists_cuda_wheels and any(p in name for p in COLLECT_ENV_LISTS)):
+                unseen.append(f"{req.name}{req.specifier}")  # a CUDA wheel this list would not show
+                continue
+            ok = False
+        else:
+            try:
+                ok = not str(req.specifier) or req.specifier.contains(Version(found[0]), prereleases=True)
+            except InvalidVersion:
+                undecided.append(f"torch: {line} ({name} {found[0]})")
+                continue
+        if not ok:
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            unmet.append({"of": "torch", "requirement": f"{req.name}{extras}{req.specifier}", "name": name,
+                          "installed": found[0] if found else None, "native": _native(name)})
+    if unseen:
+        why = ("it shows no nvidia-* wheel, and collect_env before torch 2.6 lists none"
+               if not lists_cuda_wheels else "collect_env does not list them")
+        undecided.append(f"the CUDA wheels torch {row.torch} declares ({', '.join(unseen)}) are not in the "
+                         f"package list: {why}; `pip list` in that environment shows whether they are "
+                         "installed")
+    return unmet, undecided
+
+
+def _paste_markers(snap: S.Snapshot) -> dict:
+    """The PEP 508 variables a collect_env text states: the OS and CPU, and the Python version when given."""
+    host, py = snap.host, snap.interpreter.version
+    env = {"extra": ""}
+    if host.os == "linux":
+        env.update(platform_system="Linux", sys_platform="linux", os_name="posix")
+    elif host.os == "windows":
+        env.update(platform_system="Windows", sys_platform="win32", os_name="nt")
+    elif host.os == "darwin":
+        env.update(platform_system="Darwin", sys_platform="darwin", os_name="posix")
+    if host.machine:
+        env["platform_machine"] = {"arm64": "arm64", "x86_64": "x86_64"}.get(host.machine, host.machine)
+    if py and py.count(".") >= 1:
+        env["python_version"] = ".".join(py.split(".")[:2])
+        if py.count(".") == 2:
+            env["python_full_version"] = py
+    return env
 
 
 # nvidia wheel name (without "nvidia-" and "-cuXX") -> the library family the environment probe reads

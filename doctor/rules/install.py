@@ -19,7 +19,17 @@ from doctor.model import snapshot as S
 from doctor.model.findings import ERROR, WARNING, Finding, Fix
 from doctor.model.i18n import Msg, join
 from doctor.model.versions import version_tuple
-from doctor.rules import UNINSPECTED, Rule, gpu_list, no_gpu, not_observed, skipped, unknown, without_torch
+from doctor.rules import (
+    UNINSPECTED,
+    Rule,
+    gpu_list,
+    no_gpu,
+    not_observed,
+    origin_name,
+    skipped,
+    unknown,
+    without_torch,
+)
 
 
 def _gpus_usable(snap: S.Snapshot) -> bool:
@@ -218,6 +228,8 @@ def check_python(facts: Assessment) -> list[Finding]:
     if snap.interpreter.bits == 32:
         return skipped(Msg("a 32-bit Python: python-32-bit says so"))
     build, machine = facts.build, facts.machine
+    if not snap.host.os or not snap.host.machine:
+        return _python_without_architecture(facts)
     supported = [r for r in table.releases if python_ok(r, machine) and r.variants_for(machine.platform)]
     if not supported:
         ranges = ", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])
@@ -272,6 +284,33 @@ def check_python(facts: Assessment) -> list[Finding]:
                 )
             ]
     return []
+
+
+def _python_without_architecture(facts: Assessment) -> list[Finding]:
+    """The Python judged when the OS or the CPU architecture is not known (a collect_env paste whose lines
+    name neither: "Microsoft Windows", "3.10.11 (64-bit runtime)"). Wheels are published per platform, so
+    "no wheels on windows-" would be a verdict on a platform that does not exist: an error only when no
+    platform of this OS has wheels for this Python, else unknown, naming the platforms that have them."""
+    snap, table, machine = facts.snap, facts.table, facts.machine
+    prefix = f"{snap.host.os}-" if snap.host.os else ""
+    having = sorted({p for r in table.releases if python_ok(r, machine)
+                     for p in r.variants if p.startswith(prefix)})
+    missing = Msg("the CPU architecture") if snap.host.os else Msg("the OS")
+    if having:
+        return unknown(Msg("this {origin} does not name {missing}; torch has wheels for Python {python} on "
+                           "{platforms}", origin=origin_name(snap), missing=missing,
+                           python=python_label(machine), platforms=", ".join(having)))
+    os_name = snap.host.os or Msg("any OS")
+    return [Finding(
+        "python-unsupported", ERROR,
+        Msg("no torch release has wheels for Python {python_label} on "
+            "{platform}", python_label=python_label(machine), platform=os_name),
+        Msg("pip will answer \"Could not find a version that satisfies the requirement torch (from "
+            "versions: none)\" whatever the CPU architecture. Recent releases support: {ranges}.",
+            ranges=", ".join(f"{r.minor}: {r.python_min}-{r.python_max}" for r in table.releases[-3:])),
+        {"python": snap.interpreter.version, "free_threaded": machine.free_threaded, "platform": os_name},
+        _supported_python_fix(snap, table.releases[-1]),
+    )]
 
 
 def _supported_python_fix(snap: S.Snapshot, release) -> Fix:

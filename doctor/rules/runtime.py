@@ -55,6 +55,12 @@ class _Seen:
 def check_runtime(facts: Assessment) -> list[Finding]:
     snapshot = facts.snap
     rt = snapshot.runtime
+    if rt.status == "skipped" and _not_imported_nor_listed(snapshot):
+        # "N/A" is `import torch` failing or torch not being there: the text cannot tell which
+        return unknown(Msg("collect_env printed \"PyTorch version: N/A\": torch did not import, or is not "
+                           "installed, and the text holds neither a package list nor the error. Run "
+                           "{command} and paste what it prints with the collect_env text",
+                           command=f'{_python(snapshot)} -c "import torch"'))
     if rt.status == "skipped":
         return skipped(rt.detail or Msg("the smoke test did not run"))
     found: dict[str, Finding] = {}
@@ -571,7 +577,7 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
             [SHOW_LD_PATH, UNSET_LD_PATH, retry],
         )
     elif snapshot.host.os == "windows" and (WINDOWS_DLL.search(message) or "PyTorch version: N/A" in message):
-        hint, fix = windows_dll_hint(snapshot, retry)
+        hint, fix = windows_dll_hint(snapshot, retry, _pasted_dll(snapshot))
     elif _words("smoke-import-library-missing").search(message):
         hint = Msg(" A shared library torch needs is missing: its CUDA dependency wheels are absent or "
             "broken.")
@@ -584,8 +590,24 @@ def _import_error(snapshot: S.Snapshot, step: S.SmokeStep | None) -> Finding | N
     pasted = snapshot.origin == "collect_env" and step is None
     return Finding("torch-import-error", ERROR, Msg("import torch fails"),
                    Msg("{clip}.{hint}" if pasted else "`import torch` raised "
-                       "{clip}.{hint}", clip=_clip(message),
+                       "{clip}.{hint}", clip=_clip(message).rstrip("."),
                        hint=hint), ev, fix)
+
+
+def _not_imported_nor_listed(snapshot: S.Snapshot) -> bool:
+    """A collect_env text that says "PyTorch version: N/A" and could not list packages."""
+    text = snapshot.environment.collect_env
+    return (snapshot.origin == "collect_env" and text is not None and not text.pip and not text.conda
+            and (text.fields.get("torch_version") or "").strip().lower() == "n/a")
+
+
+def _pasted_dll(snapshot: S.Snapshot) -> str | None:
+    """The DLL a traceback pasted with a collect_env text names ("Error loading ...\\fbgemm.dll")."""
+    text = snapshot.environment.collect_env
+    for error in (text.pasted_errors or []) if text is not None else []:
+        if error.groups.get("dll"):
+            return error.groups["dll"]
+    return None
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:

@@ -27,13 +27,19 @@ _WINDOWS_RELEASE_CAUSES = {
 
 
 _FIXED_IN = {"2.4.0": "2.4.1"}
+# A torch DLL whose failure to load is a release's own problem: which release, when the paste names the DLL
+# but not the torch version (a traceback pasted with a collect_env text that could not list packages).
+_DLL_RELEASE = {"fbgemm.dll": "2.4.0"}
 
 
-def windows_dll_hint(snapshot: S.Snapshot, retry: str) -> tuple[str, Fix]:
+def windows_dll_hint(snapshot: S.Snapshot, retry: str, dll: str | None = None) -> tuple[str, Fix]:
     """The likely causes of a Windows import failure: the release's own known DLL problem first, then a
-    missing or old Microsoft Visual C++ runtime, which every torch DLL (c10.dll first) links against."""
+    missing or old Microsoft Visual C++ runtime, which every torch DLL (c10.dll first) links against.
+    ``dll``: the DLL the error names ("...\\torch\\lib\\fbgemm.dll"), when known."""
     dist = snapshot.install.torch
     version = ((dist.version if dist else None) or snapshot.runtime.torch_version or "").split("+")[0]
+    if not version and dll:
+        version = _DLL_RELEASE.get(re.split(r"[\\/]", dll)[-1].lower(), "")
     known = _WINDOWS_RELEASE_CAUSES.get(version)
     hint = Msg(" On Windows the likely cause is a DLL torch's own DLLs load:")
     if known:

@@ -16,6 +16,7 @@ from doctor.table.rows import (
     CudaDriver,
     CudaToolkit,
     CudnnSupport,
+    DeclaredRequirements,
     DriverBranch,
     DriverSupport,
     ForwardCompat,
@@ -52,6 +53,7 @@ class CompatTable:
         driver_support: tuple[DriverSupport, ...] = (),
         forward_compat: tuple[ForwardCompat, ...] = (),
         numpy_abi: tuple[NumpyAbi, ...] = (),
+        requires_dist: tuple[DeclaredRequirements, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -64,6 +66,8 @@ class CompatTable:
         self.driver_branches = tuple(sorted(driver_branches, key=lambda b: b.branch))
         self.gpu_models = gpu_models
         self.numpy_abi = numpy_abi
+        self.requires_dist = requires_dist
+        self._requires = {(r.torch, r.platform): r for r in requires_dist}
 
         self._releases = {r.minor: r for r in self.releases}
         self._arch = {(a.torch_minor, a.variant, a.platform): a for a in arch_lists}
@@ -228,6 +232,13 @@ class CompatTable:
             if row.os in ("all", os_name) and spec_holds(row.torch, wanted):
                 return row
         return None
+
+    def declared_requirements(self, torch: str, platform: str) -> DeclaredRequirements | None:
+        """What the PyPI wheel of ``torch`` ("2.1.1") for ``platform`` declares, when the table records it;
+        None for a build with a local tag ("2.1.1+cu118", from another index) or a release not recorded."""
+        if "+" in torch:
+            return None
+        return self._requires.get((_public(torch), platform))
 
     def companion_cuda_check(self, package: str, version: str) -> CompanionCudaCheck | None:
         """How a companion package ("torchvision", "0.15.2+cu117") compares its CUDA with torch's at

@@ -21,6 +21,7 @@ from doctor.table.rows import (
     CudaDriver,
     CudaToolkit,
     CudnnSupport,
+    DeclaredRequirements,
     DriverBranch,
     DriverSupport,
     ForwardCompat,
@@ -199,6 +200,8 @@ class _Parser:
                                "driver_support last_branch", True)
         forward = self.section(data, "forward_compat", self.forward_row, lambda f: f.gpus, "forward_compat "
             "gpus", True)
+        requires = self.section(data, "requires_dist", self.requires_row, lambda r: (r.torch, r.platform),
+                                "requires_dist row", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -223,6 +226,7 @@ class _Parser:
             tuple(support),
             tuple(forward),
             tuple(numpy_abi),
+            tuple(requires),
         )
 
     def section(
@@ -417,6 +421,28 @@ class _Parser:
         if os_name not in ("all", "linux", "windows", "darwin"):
             raise self.fail(f"{where}.os", f"{os_name!r} is not one of all, linux, windows, darwin")
         return NumpyAbi(specs["torch"], os_name, specs["numpy"], *self.provenance(row, where))
+
+    def requires_row(self, row: dict, where: str) -> DeclaredRequirements:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        torch = self.string(row, "torch", where)
+        try:
+            Version(torch)
+        except InvalidVersion:
+            raise self.fail(f"{where}.torch", f"{torch!r} is not a version") from None
+        if "+" in torch:
+            raise self.fail(f"{where}.torch", f"{torch!r}: the PyPI build has no local tag")
+        platform = self.string(row, "platform", where)
+        if platform not in PLATFORMS:
+            raise self.fail(f"{where}.platform", f"{platform!r} is not one of {', '.join(PLATFORMS)}")
+        wheel = self.string(row, "wheel", where)
+        lines = self.get(row, "requires", where, (list,))
+        for i, line in enumerate(lines):
+            try:
+                Requirement(line)
+            except (InvalidRequirement, TypeError):
+                raise self.fail(f"{where}.requires[{i}]", f"{line!r} is not a requirement") from None
+        return DeclaredRequirements(torch, platform, wheel, tuple(lines), *self.provenance(row, where))
 
     def jetpack_row(self, row: dict, where: str) -> JetPackRow:
         l4t = self.string(row, "l4t", where, _L4T_RE, "a Jetson Linux release (major or major.minor)")

@@ -207,6 +207,19 @@ class NumpyAbi:
 
 
 @dataclass(frozen=True, slots=True)
+class DeclaredRequirements:
+    """The ``Requires-Dist`` lines of one PyPI torch wheel (its METADATA): what `pip install torch==X`
+    installs beside it on that platform, pins of the CUDA library wheels included."""
+
+    torch: str  # "2.1.1": the PyPI build, no local tag
+    platform: str  # "linux-x86_64"
+    wheel: str  # the wheel the lines were read from
+    requires: tuple[str, ...]  # as written, markers included
+    source: str
+    confidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class JetPackRow:
     l4t: str  # Jetson Linux release this row covers: "36.4" (that minor) or "35" (every 35.x)
     jetpack: str  # "6.1, 6.2, 6.2.1"
