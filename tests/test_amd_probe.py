@@ -232,6 +232,20 @@ def test_dev_kfd_present_but_not_ours(tmp_path):
     assert kfd.group and kfd.group in amd.detail
 
 
+def test_group_names_come_from_the_fake_roots_group_file(tmp_path):
+    root = make_root(tmp_path, pci=[PCI_RX6700], kfd={0: CPU_NODE, 1: GPU_NODE},
+                     dev=["/dev/kfd", "/dev/dri/renderD128"])
+    gid = os.stat(os.path.join(root, "dev/kfd")).st_gid
+    os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+    with open(os.path.join(root, "etc/group"), "w") as fh:
+        fh.write(f"# a comment\nvideo:x:{gid + 1}:\nrender:x:{gid}:user\n")
+    amd = probe_amd(runner=Runner({}), root=root, env={}, groups=[12345], access=lambda path, mode: False)
+    assert [d.group for d in amd.device_nodes] == ["render", "render"]
+    os.remove(os.path.join(root, "etc/group"))  # a gid the machine has no name for: its number
+    amd = probe_amd(runner=Runner({}), root=root, env={}, groups=[12345], access=lambda path, mode: False)
+    assert amd.device_nodes[0].group == str(gid)
+
+
 def test_a_gpu_without_a_kfd_driver(tmp_path):
     root = make_root(tmp_path, pci=[(RX6700, "0x1002", "0x030000", "0x73df", None)])
     amd = probe_amd(runner=Runner({}), root=root, env={})

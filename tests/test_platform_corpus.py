@@ -5,7 +5,8 @@ or composed from the facts a thread states) with the finding and fix the thread 
 ``needs_sysroot`` is re-diagnosed through the real CLI, ``python -m doctor check --from FILE --json``, and
 scored: right when the expected severity's finding is reported (or, for a healthy case, no error at all) and,
 when ``command_contains`` is set, some command of the plan or the findings contains it. Entries marked
-``needs_sysroot`` carry facts collect_env cannot hold; the end-to-end tests with a sysroot score those.
+``needs_sysroot`` carry facts collect_env cannot hold; tests/test_platform_corpus_machines.py scores those
+on fake machines, with the same ``score()`` and ``tally()``.
 """
 
 from __future__ import annotations
