@@ -201,3 +201,34 @@ def test_a_cuda_build_on_an_amd_gpu_of_unknown_processor(table):
     # a CPU build may be all there is for such a GPU: not judged
     cpu = amd_snapshot(torch_dist("2.4.1+cpu", None), gfx=None, device="0xffff", status=AMD_NO_DRIVER)
     assert "torch-wrong-vendor-build" not in ids(diagnose(cpu, table))
+
+
+def windows_amd(torch, device="0x744c"):
+    snap = make_snapshot(os="windows", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
+                         torch=torch, torchvision=None, torchaudio=None)
+    key = r"HKLM\SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}\0000"
+    snap.amd = Amd(status="unknown", gpus=[AmdGpu(index=0, pci_address=key, name=Fact("AMD Radeon", key),
+                                                    gfx=Fact.unknown("Windows has no KFD topology", key))],
+                   pci_devices=[AmdPciDevice(key, device, "0x030000")])
+    return snap
+
+
+def test_windows_amd_gpu_with_a_cpu_torch_names_amds_windows_builds(table):
+    diag = diagnose(windows_amd(torch_dist("2.7.1+cpu", None)), table)  # RX 7900 XTX: gfx1100
+    finding = next(f for f in diag.findings if f.id == "torch-wrong-vendor-build")
+    assert finding.severity == "error" and finding.evidence["rocm.windows.family"] == "gfx110X-all"
+    assert not finding.fix.commands  # no ROCm wheel on download.pytorch.org for Windows
+    assert not any("rocm" in c for c in diag.plan.commands)
+    # Strix Halo (gfx1151) likewise; an RX 6700 XT (gfx1031) has no Windows build: its CPU torch stays
+    cpu = torch_dist("2.7.1+cpu", None)
+    assert "torch-wrong-vendor-build" in ids(diagnose(windows_amd(cpu, "0x1586"), table))
+    assert "torch-wrong-vendor-build" not in ids(diagnose(windows_amd(cpu, "0x73df"), table))
+
+
+def test_windows_intel_arc_gets_the_xpu_wheel(table):
+    snap = make_snapshot(os="windows", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
+                         torch=torch_dist("2.11.0+cpu", None), torchvision=None, torchaudio=None)
+    snap.host.intel_gpus = ["0x56a0"]
+    diag = diagnose(snap, table)
+    assert "xpu-wheel-needed" in ids(diag)
+    assert any("whl/xpu" in c for c in diag.plan.commands)

@@ -199,6 +199,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
           "gfx.confidence": [p.confidence for p in procs]}
     what = Msg("a CUDA build") if build.kind == "cuda" else Msg("a CPU-only build")
     title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label, what=what)
+    if snap.host.os == "windows":
+        return _windows_rocm(acc, build, procs, gfxs, title, what, ev)
     if newest is None and build.kind == "cpu":
         return []  # no ROCm wheel for this GPU (an APU's Radeon 680M, say): a CPU torch is what there is
     if newest is None:
@@ -225,6 +227,32 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
     return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
                     Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
                         actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
+
+
+def _windows_rocm(acc, build, procs, gfxs, title, what, ev) -> list[Finding]:
+    """Windows: download.pytorch.org has no ROCm wheel for it; AMD's own builds (TheRock) hold some GPU
+    families. A CPU build where none holds the GPU is what there is."""
+    families = [acc.rocm_windows_for(g) for g in gfxs]
+    if not all(families):
+        if build.kind == "cpu":
+            return []
+        return [Finding("torch-wrong-vendor-build", ERROR, title,
+                        Msg("torch {label} cannot use {gpus}: {what} has no HIP code, and no ROCm build for "
+                            "Windows is known to hold {gfx}.", label=build.label, gpus=_gpu_text(procs),
+                            what=what, gfx=",".join(gfxs)),
+                        ev, Fix(Msg("Use the CPU build, or a ROCm build made for this GPU (WSL 2 or Linux)."),
+                                links=[THE_ROCK]))]
+    names = ", ".join(dict.fromkeys(f.family for f in families))
+    ev |= {"rocm.windows.family": names, "rocm.windows.source": families[0].source,
+           "rocm.windows.confidence": families[0].confidence}
+    return [Finding("torch-wrong-vendor-build", ERROR, title,
+                    Msg("torch {label} cannot use {gpus}: {what} has no HIP code. download.pytorch.org has "
+                        "no ROCm wheel for Windows; AMD's own ROCm builds of torch for Windows (TheRock, "
+                        "family {family}) hold {gfx} ({confidence}).", label=build.label,
+                        gpus=_gpu_text(procs), what=what, family=names, gfx=",".join(gfxs),
+                        confidence=families[0].confidence),
+                    ev, Fix(Msg("Install AMD's ROCm build of torch for the {family} family (TheRock's "
+                                "release page names its package index).", family=names), links=[THE_ROCK]))]
 
 
 def _cuda_on_unknown_amd(table, snap, build, procs, why: str) -> list[Finding]:
