@@ -192,7 +192,7 @@ def build(spec: dict, folder: Path) -> FakeMachine:
         if node.get("mode"):
             os.chmod(target, int(node["mode"], 8))
         if node.get("group") and os.geteuid() == 0:
-            os.chown(target, OWNER_STAND_IN if user is not None else 0, gids[node["group"]])
+            os.chown(target, OWNER_STAND_IN if user is not None else 0, _gid(gids, node["group"]))
     for path, text in (spec.get("files") or {}).items():
         write(sysroot, path, text)
     for path, to in (spec.get("symlinks") or {}).items():
@@ -211,9 +211,14 @@ def build(spec: dict, folder: Path) -> FakeMachine:
     target = spec.get("target") or {}
     if target.get("user_site"):
         env.update(user_site(python, folder / "venv", folder / "home", target["user_site"]))
-    groups = None if user is None else sorted(gids[name] for name in user.get("groups", []))
+    groups = None if user is None else sorted(_gid(gids, name) for name in user.get("groups", []))
     return FakeMachine(root=folder, sysroot=sysroot, bin_dir=bin_dir, python=python, env=env,
                        args=list(spec.get("args") or []), groups=groups, windows=spec.get("windows"))
+
+
+def _gid(gids: dict[str, int], group: str | int) -> int:
+    """A group named in ``groups``, or a bare number (a gid this machine has no name for)."""
+    return group if isinstance(group, int) else gids[group]
 
 
 def _target(target: dict, venv: Path) -> Path:

@@ -23,8 +23,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus_machine import Unbuildable, build, load_spec  # noqa: E402
 from test_platform_corpus import CORPUS, ENTRIES, _run, score, tally  # noqa: E402
 
-# The share of machine entries diagnosed right today, rounded down.
-MACHINE_FLOOR = 0.5
+# Per issue, the share of its machine entries diagnosed right today, rounded down (issue 28: 13 of 14
+# scored, the Windows ones unscored; 9 of 10 where the group-access machines cannot be built).
+MACHINE_FLOORS = {
+    28: 0.9,
+}
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +42,8 @@ MACHINES = [e for e in ENTRIES if e.get("needs_sysroot") and spec_path(e).is_fil
 def evaluate(entry: dict, folder: Path) -> tuple[bool | None, str]:
     """(right, what was seen) for any entry: a paste through ``check --from``, a machine through ``check``
     on it (built under ``folder``). ``right`` is None when the entry cannot be scored here (``seen``: why)."""
+    if entry.get("unscored"):
+        return None, entry["unscored"]
     if not entry.get("needs_sysroot"):
         return score(entry, _run(entry))
     path = spec_path(entry)
@@ -82,11 +87,11 @@ def test_machine_score_does_not_drop():
     counts = tally(results)
     print("unscored:\n" + "\n".join(unscored))
     print(f"{len(MACHINES)} machines in {time.monotonic() - started:.1f} s")
-    right, total = counts[("all", "all")]
-    assert total, "no machine was scored"
-    measured = right / total
-    floor = math.floor(measured * 100) / 100
-    assert floor >= MACHINE_FLOOR, f"machine score {measured:.3f} < {MACHINE_FLOOR}"
+    assert counts[("all", "all")][1], "no machine was scored"
+    for issue, floor in MACHINE_FLOORS.items():
+        right, total = counts[(f"issue {issue}", "all")]
+        measured = right / total
+        assert math.floor(measured * 100) / 100 >= floor, f"issue {issue}: {measured:.3f} < {floor}"
 
 
 if __name__ == "__main__":
