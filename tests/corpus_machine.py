@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corpus_machine_extras import EXTRA_TARGET_KEYS, check_windows, move_dists, user_site
 from fakeenv import add_dist_info, find_python, make_fake_env, site_packages
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia"))
@@ -31,9 +32,10 @@ from fake_smi import write_fake_nvidia_smi  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 OWNER_STAND_IN = 65534  # owner of a device file with a group: not the checking process (uid 0)
 SPEC_KEYS = {"origin", "assumed", "system", "pci", "kfd_nodes", "dev", "groups", "user", "files", "symlinks",
-             "libcuda", "env", "nvidia_smi", "target", "args", "unscored"}
+             "libcuda", "env", "nvidia_smi", "target", "args", "unscored", "windows"}
 TARGET_KEYS = {"python", "torch", "cuda", "hip", "torchvision", "tv_cuda", "torchaudio", "requires",
-               "installer", "import_behaviour", "build_version", "libtorch_cuda", "deps", "packages"}
+               "installer", "import_behaviour", "build_version", "libtorch_cuda", "deps", "packages",
+               *EXTRA_TARGET_KEYS}
 
 # Variables of the test machine that would leak into the fake one.
 HOST_VARIABLES = (
@@ -130,6 +132,7 @@ class FakeMachine:
     env: dict[str, str]
     args: list[str] = field(default_factory=list)
     groups: list[int] | None = None  # the checking process's groups when the spec names a user
+    windows: dict | None = None  # a Windows machine: its report is composed (corpus_machine_extras.py)
 
     def argv(self, *extra: str) -> list[str]:
         argv = [sys.executable, "-m", "doctor", "check", "--no-smoke", *self.args, *extra,
@@ -145,6 +148,8 @@ class FakeMachine:
 
     def check(self, *extra: str) -> tuple[int, dict]:
         """``check --json`` on this machine: (exit code, report)."""
+        if self.windows is not None:
+            return check_windows(self, self.windows)
         done = self.run(*extra, "--json")
         if not done.stdout.strip() or "Traceback" in done.stderr:
             raise AssertionError(f"no report (rc {done.returncode}): {done.stderr[-1500:]}")
@@ -165,7 +170,7 @@ def load_spec(path: Path) -> dict:
 def build(spec: dict, folder: Path) -> FakeMachine:
     """The fake machine ``spec`` describes, under ``folder`` (empty or absent). Raises Unbuildable."""
     system = spec.get("system", "linux")
-    if system != "linux":
+    if system != "linux" and not (system == "windows" and "windows" in spec):
         raise Unbuildable(f"a {system} machine: the CLI runs on this Linux host")
     folder = Path(folder)
     sysroot, bin_dir = folder / "sysroot", folder / "bin"
@@ -203,9 +208,12 @@ def build(spec: dict, folder: Path) -> FakeMachine:
                TORCHDOCTOR_NVML="0", TORCHDOCTOR_SYSROOT=str(sysroot), NO_COLOR="1", COLUMNS="250",
                LANG="C.UTF-8")
     env.update(spec.get("env") or {})
+    target = spec.get("target") or {}
+    if target.get("user_site"):
+        env.update(user_site(python, folder / "venv", folder / "home", target["user_site"]))
     groups = None if user is None else sorted(_gid(gids, name) for name in user.get("groups", []))
     return FakeMachine(root=folder, sysroot=sysroot, bin_dir=bin_dir, python=python, env=env,
-                       args=list(spec.get("args") or []), groups=groups)
+                       args=list(spec.get("args") or []), groups=groups, windows=spec.get("windows"))
 
 
 def _gid(gids: dict[str, int], group: str | int) -> int:
@@ -215,7 +223,7 @@ def _gid(gids: dict[str, int], group: str | int) -> int:
 
 def _target(target: dict, venv: Path) -> Path:
     """The fake target interpreter: a venv of the named Python version with the named packages."""
-    kwargs = {k: v for k, v in target.items() if k not in ("python", "packages")}
+    kwargs = {k: v for k, v in target.items() if k not in ("python", "packages", *EXTRA_TARGET_KEYS)}
     kwargs.setdefault("torch", None)
     kwargs.setdefault("cuda", None)
     version = target.get("python")
@@ -225,4 +233,6 @@ def _target(target: dict, venv: Path) -> Path:
     exe = make_fake_env(venv, python=python, **kwargs)
     for name, version in (target.get("packages") or {}).items():
         add_dist_info(site_packages(venv), name, version)
+    if target.get("moved"):
+        move_dists(venv, target["moved"])
     return exe
