@@ -9,8 +9,9 @@ tests/fixtures/corpus_platforms/README.md, "Additions for issue 29"):
   system site-packages, as a Python outside a venv does: only then is the user site on sys.path;
 - ``windows``: a Windows machine, which the CLI on this Linux host cannot inspect. Its report is composed
   (``windows_report``): this host's ``check --json`` of the same fake target, with the Windows facts put in,
-  the long-path setting read by the real Windows probe through a fake ``winreg``; ``check --from`` then
-  diagnoses that report.
+  the long-path setting read by the real Windows probe through a fake ``winreg``, and with
+  ``display_adapters`` the AMD and Intel GPUs read by the real probes from the registry's Display class keys;
+  ``check --from`` then diagnoses that report.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class _FakeWinreg:
     def OpenKey(self, root, path):  # noqa: N802 - winreg's names
         return contextlib.nullcontext(path)
 
+    def EnumKey(self, key, index):  # noqa: N802
+        below = sorted({k[len(key) + 1:].split("\\")[0] for k, _ in self.values if k.startswith(key + "\\")})
+        if index >= len(below):
+            raise OSError(259, "No more data is available")
+        return below[index]
+
     def QueryValueEx(self, key, name):  # noqa: N802
         if (key, name) not in self.values:
             raise FileNotFoundError(2, "The system cannot find the file specified")
@@ -99,9 +106,27 @@ def windows_report(linux_report: dict, windows: dict) -> dict:
     snap["interpreter"].update(path=windows["interpreter"], version=windows["python"])
     registry = {(FILESYSTEM_KEY, name): value for name, value in (windows.get("registry") or {}).items()}
     snap["environment"]["windows"] = as_plain(probe_windows(_FakeWinreg(registry)))
+    if "display_adapters" in windows:
+        _display_adapters(snap, windows["display_adapters"])
     for key in ("loader", "wsl"):  # Linux-only sections: the Windows probe does not read them
         snap["environment"][key] = None if key == "loader" else {"is_wsl": False, "evidence": []}
     return report
+
+
+def _display_adapters(snap: dict, adapters: dict) -> None:
+    """The AMD and Intel GPU facts as the real probes read them on Windows, from a fake registry holding the
+    Display class's adapter keys (``{"0000": {"MatchingDeviceId": "PCI\\VEN_1002&DEV_744C", "DriverDesc":
+    ...}}``)."""
+    from doctor.model.snapshot import as_plain
+    from doctor.probes.amd import probe_amd
+    from doctor.probes.windows_adapters import DISPLAY_CLASS_KEY, read_display_adapters
+
+    values = {(f"{DISPLAY_CLASS_KEY}\\{sub}", name): value
+              for sub, fields in adapters.items() for name, value in fields.items()}
+    winreg = _FakeWinreg(values)
+    snap["amd"] = as_plain(probe_amd(env={}, system="win32", winreg=winreg))
+    intel = [a.device for a in read_display_adapters(winreg) or [] if a.vendor == "0x8086"]
+    snap["host"]["intel_gpus"] = intel or None
 
 
 def check_windows(machine, windows: dict) -> tuple[int, dict]:
