@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus_machine import kfd_topology, pci_device
 from fakeenv import make_fake_env
 
 pytestmark = pytest.mark.slow
@@ -37,19 +38,12 @@ class Machine:
         self.python = str(make_fake_env(root / "venv", torch=torch, cuda=cuda, hip=hip))
         self.sysroot = root / "sysroot"
         vendor, device, target_version = gpu
-        pci = self.sysroot / "sys/bus/pci/devices/0000:03:00.0"
-        pci.mkdir(parents=True)
-        (pci / "vendor").write_text(vendor + "\n")
-        (pci / "class").write_text("0x030000\n")
-        (pci / "device").write_text(device + "\n")
+        pci_device(self.sysroot, "0000:03:00.0", vendor, "0x030000", device)
         if target_version:
-            nodes = self.sysroot / "sys/class/kfd/kfd/topology/nodes"
-            (nodes / "0").mkdir(parents=True)
-            (nodes / "0/properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")
-            (nodes / "1").mkdir()
-            (nodes / "1/properties").write_text(
-                f"cpu_cores_count 0\nsimd_count 80\ngfx_target_version {target_version}\nvendor_id 4098\n"
-                f"device_id {int(device, 16)}\nlocation_id 768\ndomain 0\ndrm_render_minor 128\n")
+            kfd_topology(self.sysroot, [{"cpu_cores_count": 0, "simd_count": 80,
+                                         "gfx_target_version": target_version, "vendor_id": 4098,
+                                         "device_id": int(device, 16), "location_id": 768, "domain": 0,
+                                         "drm_render_minor": 128}])
         if devices:
             (self.sysroot / "dev/dri").mkdir(parents=True)
             (self.sysroot / "dev/kfd").write_text("")

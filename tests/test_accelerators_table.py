@@ -23,7 +23,7 @@ def table():
 
 
 def test_every_row_is_sourced(table):
-    rows = [*table.rocm, *table.overrides, *table.amd_pci, *table.intel, *table.macos]
+    rows = [*table.rocm, *table.overrides, *table.amd_pci, *table.intel, *table.macos, *table.floors]
     assert rows
     for row in rows:
         assert row.source.strip() and row.confidence in ("verified", "inferred", "unverified")
@@ -56,6 +56,18 @@ def test_no_wheel_covers_rdna2_siblings(table):
         assert table.rocm_builds_for(gfx) == []
     newest = table.rocm_builds_for("gfx1100")[0]
     assert newest.covers("gfx1100")
+
+
+def test_rocm_floors_agree_with_the_wheels(table):
+    # no wheel made with an older ROCm than a processor's floor holds it
+    floor = table.rocm_floor("gfx950")
+    assert floor.rocm == "7.0" and floor.excludes("6.4") and floor.excludes("6.4.43482")
+    assert not floor.excludes("7.0") and floor.excludes("rocm") is None
+    assert table.rocm_floor("gfx1100") is None
+    for row in table.rocm:
+        for gfx in row.gfx:
+            below = table.rocm_floor(gfx)
+            assert below is None or not below.excludes(row.variant.removeprefix("rocm")), (row, gfx)
 
 
 def test_overrides(table):
@@ -119,6 +131,8 @@ def _broken(tmp_path, edit):
         (lambda d: d["rocm_targets"].append(d["rocm_targets"][0]), "duplicate ROCm build"),
         (lambda d: d["hsa_overrides"][0].update(override="10.16.0"), "names no processor"),
         (lambda d: d["hsa_overrides"][0].update(reported="maybe"), "hsa_overrides[0].reported"),
+        (lambda d: d["rocm_floors"][0].update(rocm="7"), "rocm_floors[0].rocm"),
+        (lambda d: d["rocm_floors"].append(d["rocm_floors"][0]), "duplicate processor"),
         (lambda d: d["amd_pci"][0].update(device_id="0x744C"), "amd_pci[0].device_id"),
         (lambda d: d["intel_pci"][1]["device_ids"].append("0x56a0"), "duplicate Intel device id"),
         (lambda d: d["macos"][0].update(platform="darwin"), "macos[0].platform"),

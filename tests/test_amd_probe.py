@@ -232,6 +232,20 @@ def test_dev_kfd_present_but_not_ours(tmp_path):
     assert kfd.group and kfd.group in amd.detail
 
 
+def test_group_names_come_from_the_fake_roots_group_file(tmp_path):
+    root = make_root(tmp_path, pci=[PCI_RX6700], kfd={0: CPU_NODE, 1: GPU_NODE},
+                     dev=["/dev/kfd", "/dev/dri/renderD128"])
+    gid = os.stat(os.path.join(root, "dev/kfd")).st_gid
+    os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+    with open(os.path.join(root, "etc/group"), "w") as fh:
+        fh.write(f"# a comment\nvideo:x:{gid + 1}:\nrender:x:{gid}:user\n")
+    amd = probe_amd(runner=Runner({}), root=root, env={}, groups=[12345], access=lambda path, mode: False)
+    assert [d.group for d in amd.device_nodes] == ["render", "render"]
+    os.remove(os.path.join(root, "etc/group"))  # a gid the machine has no name for: its number
+    amd = probe_amd(runner=Runner({}), root=root, env={}, groups=[12345], access=lambda path, mode: False)
+    assert amd.device_nodes[0].group == str(gid)
+
+
 def test_a_gpu_without_a_kfd_driver(tmp_path):
     root = make_root(tmp_path, pci=[(RX6700, "0x1002", "0x030000", "0x73df", None)])
     amd = probe_amd(runner=Runner({}), root=root, env={})
@@ -277,7 +291,7 @@ def test_a_bad_override_keeps_why_and_the_variables(tmp_path):
 
 def test_not_linux():
     amd = probe_amd(runner=Runner({}), env={}, system="darwin")
-    assert amd.status == AMD_UNKNOWN and amd.detail == "AMD GPUs are probed on Linux only"
+    assert amd.status == AMD_UNKNOWN and amd.detail == "AMD GPUs are probed on Linux and Windows only"
 
 
 # --- collect_env text ------------------------------------------------------------------------------
@@ -332,3 +346,63 @@ def test_a_report_with_the_amd_section_reads_back_and_an_older_one_without_it_to
     data["snapshot"]["amd"] = {"status": "ok", "gpus": [{"gfx": {"value": ["gfx1031"]}}]}
     with pytest.raises(Exception, match="amd.gpus\\[0\\].gfx.value"):
         read_report(json.dumps(data))
+
+
+class FakeWinreg:
+    """The part of ``winreg`` the display-adapter probe uses, over {subkey: {value name: value}} under the
+    Display class key."""
+
+    HKEY_LOCAL_MACHINE = "HKLM"
+
+    def __init__(self, adapters: dict):
+        from doctor.probes.windows_adapters import DISPLAY_CLASS_KEY
+
+        self.base = DISPLAY_CLASS_KEY
+        self.adapters = adapters
+
+    def OpenKey(self, root, path):  # noqa: N802 - winreg's names
+        import contextlib
+
+        if path != self.base and path.rsplit("\\", 1)[-1] not in self.adapters:
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        return contextlib.nullcontext(path)
+
+    def EnumKey(self, key, index):  # noqa: N802
+        names = sorted(self.adapters)
+        if index >= len(names):
+            raise OSError(259, "No more data is available")
+        return names[index]
+
+    def QueryValueEx(self, key, name):  # noqa: N802
+        values = self.adapters.get(key.rsplit("\\", 1)[-1], {})
+        if name not in values:
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        return values[name], 1  # REG_SZ
+
+
+RX7900_WIN = {"MatchingDeviceId": "PCI\\VEN_1002&DEV_744C&REV_C8", "DriverDesc": "AMD Radeon RX 7900 XTX"}
+ARC_WIN = {"MatchingDeviceId": "pci\\ven_8086&dev_56a1", "DriverDesc": "Intel(R) Arc(TM) A750 Graphics"}
+
+
+def test_windows_display_adapters_from_the_registry():
+    from doctor.probes.windows_adapters import read_display_adapters
+
+    basic = {"MatchingDeviceId": "ROOT\\BasicRender", "DriverDesc": "Microsoft Basic Render"}
+    reg = FakeWinreg({"0000": RX7900_WIN, "0001": ARC_WIN, "Properties": {}, "0002": basic})
+    found = read_display_adapters(reg)
+    assert [(a.vendor, a.device, a.name) for a in found] == [
+        ("0x1002", "0x744c", "AMD Radeon RX 7900 XTX"),
+        ("0x8086", "0x56a1", "Intel(R) Arc(TM) A750 Graphics"),
+    ]
+    assert found[0].key.endswith("\\0000")
+    assert read_display_adapters(FakeWinreg({})) == []
+
+
+def test_windows_amd_gpus_come_from_the_display_adapters():
+    amd = probe_amd(runner=Runner({}), env={}, system="win32", winreg=FakeWinreg({"0000": RX7900_WIN}))
+    assert amd.status == AMD_UNKNOWN and "1 AMD display adapter" in amd.detail
+    assert amd.gpus[0].name.value == "AMD Radeon RX 7900 XTX" and not amd.gpus[0].gfx.known
+    assert amd.pci_devices[0].device_id == "0x744c"
+    assert amd.pci_devices[0].address == amd.gpus[0].pci_address  # the table's PCI row gives the processor
+    none = probe_amd(runner=Runner({}), env={}, system="win32", winreg=FakeWinreg({"0001": ARC_WIN}))
+    assert none.status == AMD_NO_GPU and not none.gpus

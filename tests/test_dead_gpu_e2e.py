@@ -16,57 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus_machine import HOST_VARIABLES as _HOST_VARIABLES
+from corpus_machine import WSL1_VERSION, WSL2_VERSION, libcuda, link, pci_gpu, write
+from fake_smi import write_fake_nvidia_smi
 from fakeenv import make_fake_env
-
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "nvidia"))
-from fake_smi import write_fake_nvidia_smi  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 H100 = {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "mem_mib": 81559}
 RTX4090 = {"name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_mib": 24564}
-# Variables of the test machine that would leak into the fake one.
-_HOST_VARIABLES = (
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "LD_LIBRARY_PATH",
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
-    "KUBERNETES_SERVICE_HOST",
-    "WSL_DISTRO_NAME",
-    "SLURM_JOB_ID",
-    "APPTAINER_CONTAINER",
-    "SINGULARITY_CONTAINER",
-    "container",
-    "CUDA_HOME",
-    "CUDA_PATH",
-)
-
-
-def write(root: Path, path: str, text: str = "") -> Path:
-    target = root / path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    return target
-
-
-def link(root: Path, path: str, to: str) -> None:
-    target = root / path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.symlink_to(to)
-
-
-def pci_gpu(root: Path, address: str = "0000:01:00.0") -> None:
-    write(root, f"/sys/bus/pci/devices/{address}/vendor", "0x10de\n")
-    write(root, f"/sys/bus/pci/devices/{address}/class", "0x030200\n")
-
-
-def libcuda(root: Path, folder: str, version: str) -> None:
-    """``libcuda.so.<version>`` and its ``libcuda.so.1`` link in ``folder``, as the driver and cuda-compat lay
-    them."""
-    write(root, f"{folder}/libcuda.so.{version}", "\x7fELF fake")
-    link(root, f"{folder}/libcuda.so.1", f"libcuda.so.{version}")
 
 
 @pytest.fixture
@@ -203,12 +161,6 @@ def test_compute_capability_given_is_quiet(machine):
 
 
 # --- 3. WSL 1 ---------------------------------------------------------------------------------------
-
-WSL1_VERSION = ("Linux version 4.4.0-19041-Microsoft (Microsoft@Microsoft.com) (gcc version 5.4.0 (GCC) ) "
-                "#1237-Microsoft Sat Sep 11 14:32:00 PST 2021\n")
-WSL2_VERSION = ("Linux version 5.15.167.4-microsoft-standard-WSL2 (root@f9c826d3017f) (gcc (GCC) 11.2.0, "
-                "GNU ld (GNU Binutils) 2.37) #1 SMP Tue Nov 5 00:21:55 UTC 2024\n")
-
 
 def test_wsl1_has_no_gpu(machine):
     root, bin_dir, python = machine

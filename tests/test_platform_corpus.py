@@ -5,7 +5,8 @@ or composed from the facts a thread states) with the finding and fix the thread 
 ``needs_sysroot`` is re-diagnosed through the real CLI, ``python -m doctor check --from FILE --json``, and
 scored: right when the expected severity's finding is reported (or, for a healthy case, no error at all) and,
 when ``command_contains`` is set, some command of the plan or the findings contains it. Entries marked
-``needs_sysroot`` carry facts collect_env cannot hold; the end-to-end tests with a sysroot score those.
+``needs_sysroot`` carry facts collect_env cannot hold; tests/test_platform_corpus_machines.py scores those
+on fake machines, with the same ``score()`` and ``tally()``.
 """
 
 from __future__ import annotations
@@ -90,20 +91,25 @@ def test_index_is_well_formed():
         assert entry["why"].strip() and "\n" not in entry["why"]
 
 
-def test_corpus_score_does_not_drop():
-    tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+def tally(results: list[tuple[dict, bool, str]]) -> dict[tuple[str, str], list[int]]:
+    """Print the score per issue and split (and the misses) of (entry, right, seen) results; return it."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     misses = []
-    for entry in SCORED:
-        right, seen = score(entry, _run(entry))
+    for entry, right, seen in results:
         for key in ((f"issue {entry['issue']}", "all"), (f"issue {entry['issue']}", entry["split"]),
                     ("all", entry["split"]), ("all", "all")):
-            tally[key][0] += right
-            tally[key][1] += 1
+            counts[key][0] += right
+            counts[key][1] += 1
         if not right:
             misses.append(f"  {entry['file']}: want {entry['expected']}, got {seen}")
-    for (group, split), (right, total) in sorted(tally.items()):
+    for (group, split), (right, total) in sorted(counts.items()):
         print(f"{group:9} {split:8} {right}/{total} = {right / total:.2f}")
     print("missed:\n" + "\n".join(misses))
-    right, total = tally[("all", "all")]
+    return counts
+
+
+def test_corpus_score_does_not_drop():
+    counts = tally([(entry, *score(entry, _run(entry))) for entry in SCORED])
+    right, total = counts[("all", "all")]
     measured = right / total
     assert math.floor(measured * 100) / 100 >= CURRENT_FLOOR, f"corpus score {measured:.3f} < {CURRENT_FLOOR}"

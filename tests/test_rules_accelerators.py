@@ -164,3 +164,71 @@ def test_an_apu_no_rocm_wheel_holds_keeps_the_cpu_wheel(table):
     assert diag.plan.target["variant"] == "cpu"
     cpu = amd_snapshot(torch_dist("2.7.1+cpu", None), gfx="gfx1035", device="0x1681")
     assert ids(diagnose(cpu, table)) == []
+
+
+def test_a_container_group_without_a_name_is_added_by_number(table):
+    # the host's render gid, which the image's /etc/group does not name (a toolbox, a CI container)
+    nodes = [DeviceNode("/dev/kfd", True, False, False, "991", False),
+             DeviceNode("/dev/dri/renderD128", True, False, False, "991", False)]
+    snap = amd_snapshot(torch_dist("2.7.1+rocm6.3", None, hip="6.3"), gfx="gfx1100", device="0x744c",
+                        status=AMD_NO_PERMISSION, nodes=nodes)
+    snap.host.container = "podman"
+    finding = next(f for f in diagnose(snap, table).findings if f.id == "amd-device-access")
+    assert finding.fix.commands == [
+        "docker run --device /dev/kfd --device /dev/dri --group-add 991 <image> ...  "
+        "# 991: the host's group id of /dev/kfd, /dev/dri/renderD128, unnamed in this container"]
+
+
+def test_a_build_with_no_row_and_too_old_a_rocm_for_the_processor(table):
+    # torch 2.7.1+rocm6.4 (AMD's wheel; no download.pytorch.org row) on an MI350X: gfx950 needs ROCm 7.0
+    snap = amd_snapshot(torch_dist("2.7.1+rocm6.4", None, hip="6.4.43482"), gfx="gfx950", device="0x75a0")
+    diag = diagnose(snap, table)
+    finding = next(f for f in diag.findings if f.id == "rocm-gfx-unsupported")
+    assert finding.severity == "error" and finding.evidence["rocm.floor"] == "7.0"
+    assert finding.evidence["build.rocm"] == "6.4"
+    assert diag.plan.target["variant"].startswith("rocm7")
+    # a processor the table names no floor for stays unknown with such a build
+    snap = amd_snapshot(torch_dist("2.7.1+rocm6.4", None, hip="6.4.43482"), gfx="gfx1100", device="0x744c")
+    assert "rocm-gfx-unsupported" not in ids(diagnose(snap, table))
+
+
+def test_a_cuda_build_on_an_amd_gpu_of_unknown_processor(table):
+    # no KFD topology and a device id the table has no row for: a CUDA build still runs on none of it
+    snap = amd_snapshot(torch_dist("2.4.1+cu121", "12.1"), gfx=None, device="0xffff", status=AMD_NO_DRIVER)
+    diag = diagnose(snap, table)
+    assert "torch-wrong-vendor-build" in ids(diag)
+    assert diag.plan.target["variant"].startswith("rocm")
+    # a CPU build may be all there is for such a GPU: not judged
+    cpu = amd_snapshot(torch_dist("2.4.1+cpu", None), gfx=None, device="0xffff", status=AMD_NO_DRIVER)
+    assert "torch-wrong-vendor-build" not in ids(diagnose(cpu, table))
+
+
+def windows_amd(torch, device="0x744c"):
+    snap = make_snapshot(os="windows", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
+                         torch=torch, torchvision=None, torchaudio=None)
+    key = r"HKLM\SYSTEM\CurrentControlSet\Control\Class\{4d36e968-e325-11ce-bfc1-08002be10318}\0000"
+    snap.amd = Amd(status="unknown", gpus=[AmdGpu(index=0, pci_address=key, name=Fact("AMD Radeon", key),
+                                                    gfx=Fact.unknown("Windows has no KFD topology", key))],
+                   pci_devices=[AmdPciDevice(key, device, "0x030000")])
+    return snap
+
+
+def test_windows_amd_gpu_with_a_cpu_torch_names_amds_windows_builds(table):
+    diag = diagnose(windows_amd(torch_dist("2.7.1+cpu", None)), table)  # RX 7900 XTX: gfx1100
+    finding = next(f for f in diag.findings if f.id == "torch-wrong-vendor-build")
+    assert finding.severity == "error" and finding.evidence["rocm.windows.family"] == "gfx110X-all"
+    assert not finding.fix.commands  # no ROCm wheel on download.pytorch.org for Windows
+    assert not any("rocm" in c for c in diag.plan.commands)
+    # Strix Halo (gfx1151) likewise; an RX 6700 XT (gfx1031) has no Windows build: its CPU torch stays
+    cpu = torch_dist("2.7.1+cpu", None)
+    assert "torch-wrong-vendor-build" in ids(diagnose(windows_amd(cpu, "0x1586"), table))
+    assert "torch-wrong-vendor-build" not in ids(diagnose(windows_amd(cpu, "0x73df"), table))
+
+
+def test_windows_intel_arc_gets_the_xpu_wheel(table):
+    snap = make_snapshot(os="windows", gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[],
+                         torch=torch_dist("2.11.0+cpu", None), torchvision=None, torchaudio=None)
+    snap.host.intel_gpus = ["0x56a0"]
+    diag = diagnose(snap, table)
+    assert "xpu-wheel-needed" in ids(diag)
+    assert any("whl/xpu" in c for c in diag.plan.commands)

@@ -200,6 +200,13 @@ def amd_runnable(snap: Snapshot) -> tuple[str, ...]:
     return tuple(dict.fromkeys(runnable_as(acc, p.gfx) for p in amd_processors(snap, acc) if p.gfx))
 
 
+def amd_processor_unknown(snap: Snapshot) -> bool:
+    """An AMD GPU is here and no processor of any is known (a PCI device id the table has no row for, and no
+    KFD topology): the wheel choice cannot pick a ROCm build by processor."""
+    procs = amd_processors(snap, accelerators(None))
+    return bool(procs) and not any(p.gfx for p in procs)
+
+
 # --- Intel ---------------------------------------------------------------------------------------------
 
 

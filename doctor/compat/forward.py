@@ -59,11 +59,21 @@ def first_libcuda(snap: Snapshot) -> DriverLibCopy | None:
     return next((c for c in loader.copies if c.soname == "libcuda.so.1"), None)
 
 
+def _mounted_compat(snap: Snapshot, copy: DriverLibCopy) -> bool:
+    """A cuda-compat libcuda put in a driver folder: the NVIDIA container toolkit mounts the image's compat
+    libraries over the host's (libnvidia-container 1.4.0 did so on every GPU, DeepVAC/TorchPod#43). It is
+    the version of a compat folder's libcuda on disk, and not the installed driver's."""
+    loader, have = snap.environment.loader, snap.nvidia.driver_version.value
+    if loader is None or not copy.version or not have or copy.version == have:
+        return False
+    return any(folder.version == copy.version for folder in loader.compat)
+
+
 def forward_compat_in_use(snap: Snapshot, table) -> ForwardCompatUse | None:
     """What the cuda-compat libcuda the loader picks first means here; None when the first is not one (or the
     loader was not read)."""
     copy = first_libcuda(snap)
-    if copy is None or not copy.compat:
+    if copy is None or not (copy.compat or _mounted_compat(snap, copy)):
         return None
     gpus = gpu_class(snap, table)
     row = table.forward_compat_for(gpus) if table is not None else None

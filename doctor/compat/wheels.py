@@ -45,6 +45,7 @@ class Machine:
     amd_gfx: tuple[str, ...] = ()  # what AMD GPUs run ROCm wheels as (doctor/compat/accelerators.py)
     intel_xpu: bool = False
     macos: str | None = None
+    amd_unknown: bool = False  # an AMD GPU whose processor is not known
 
 
 def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
@@ -69,6 +70,7 @@ def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
         free_threaded=bool(snap.interpreter.free_threaded),
         amd_gfx=other.amd_runnable(snap) if not present else (),
         intel_xpu=bool(other.intel_discrete_gpus(snap, other.accelerators(None))), macos=snap.host.macos,
+        amd_unknown=not present and other.amd_processor_unknown(snap),
     )
 
 
@@ -189,6 +191,8 @@ def wanted_variants(release, machine: Machine) -> list[str]:
         return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants,
                                      machine.installed_variant)
     installed = machine.installed_variant or ""
+    if machine.amd_unknown and installed.startswith("cu"):  # a CUDA build runs on no AMD GPU: the ROCm ones
+        installed = "rocm"
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):
             same_kind = [v for v in variants if v.startswith(prefix)]

@@ -83,6 +83,11 @@ def probe_host(
         from doctor.probes.intel import read_pci_intel_displays
 
         host.intel_gpus = read_pci_intel_displays(root) or None  # none: nothing to write
+    elif system == "windows":
+        from doctor.probes.windows_adapters import read_display_adapters
+
+        adapters = read_display_adapters() or []
+        host.intel_gpus = [a.device for a in adapters if a.vendor == "0x8086"] or None
     elif system == "darwin":
         from doctor.probes.apple import read_macos
 

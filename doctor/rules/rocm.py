@@ -72,14 +72,21 @@ def _named(procs, acc):
     return out
 
 
-def _permission_fix(container: str | None, groups: list[str]) -> Fix:
+def _permission_fix(container: str | None, groups: list[str], paths: list[str]) -> Fix:
     """In a container the groups come from the host: by number, since the image's group names may differ (a
-    render group that is 109 on the host and 992 in the image); elsewhere the user joins them."""
+    render group that is 109 on the host and 992 in the image); elsewhere the user joins them. A group the
+    container has no name for is the host's number already, and is added as it is."""
     if container:
-        adds = " ".join(f'--group-add "$(getent group {g} | cut -d: -f3)"' for g in groups)
+        adds = " ".join(f"--group-add {g}" if g.isdigit() else
+                        f'--group-add "$(getent group {g} | cut -d: -f3)"' for g in groups)
+        text = f"docker run {DEVICES} {adds} <image> ..."
+        numbers = [g for g in groups if g.isdigit()]
+        if numbers:
+            text += (f"  # {', '.join(numbers)}: the host's group id of {', '.join(paths)}, unnamed in this "
+                     "container")
         return Fix(Msg("Start the container with the host's group ids of the device files (run getent on the "
                        "host)."),
-                   actions=[Action(SHELL, text=f"docker run {DEVICES} {adds} <image> ...")],
+                   actions=[Action(SHELL, text=text)],
                    links=[ROCM_DOCS])
     return Fix(Msg("Add the user to the group that owns them, then log out and in again."),
                actions=[Action(SHELL, text="ls -l /dev/kfd /dev/dri/renderD*"),
@@ -141,7 +148,7 @@ def check_amd_devices(facts: Assessment) -> list[Finding]:
                 paths=", ".join(d.path for d in refused)),
             Msg("{detail} ROCm needs read and write access to /dev/kfd and the render node; members of their "
                 "group have it.", detail=_sentence(amd.detail)),
-            ev, _permission_fix(snap.host.container, groups),
+            ev, _permission_fix(snap.host.container, groups, [d.path for d in refused]),
         )]
     return []
 
@@ -182,6 +189,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
     gfxs = tuple(dict.fromkeys(p.gfx for p in procs if p.gfx))
     if not gfxs:
         why = procs[0].source if procs else "-"
+        if build.kind == "cuda":
+            return _cuda_on_unknown_amd(table, snap, build, procs, why)
         return unknown(Msg("the AMD GPU's processor is not known: {why}", why=why))
     acc = accelerators(table)
     wanted = tuple(dict.fromkeys(runnable_as(acc, g) for g in gfxs))
@@ -190,6 +199,8 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
           "gfx.confidence": [p.confidence for p in procs]}
     what = Msg("a CUDA build") if build.kind == "cuda" else Msg("a CPU-only build")
     title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label, what=what)
+    if snap.host.os == "windows":
+        return _windows_rocm(acc, build, procs, gfxs, title, what, ev)
     if newest is None and build.kind == "cpu":
         return []  # no ROCm wheel for this GPU (an APU's Radeon 680M, say): a CPU torch is what there is
     if newest is None:
@@ -218,6 +229,53 @@ def check_amd_build_kind(facts: Assessment) -> list[Finding]:
                         actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
 
 
+def _windows_rocm(acc, build, procs, gfxs, title, what, ev) -> list[Finding]:
+    """Windows: download.pytorch.org has no ROCm wheel for it; AMD's own builds (TheRock) hold some GPU
+    families. A CPU build where none holds the GPU is what there is."""
+    families = [acc.rocm_windows_for(g) for g in gfxs]
+    if not all(families):
+        if build.kind == "cpu":
+            return []
+        return [Finding("torch-wrong-vendor-build", ERROR, title,
+                        Msg("torch {label} cannot use {gpus}: {what} has no HIP code, and no ROCm build for "
+                            "Windows is known to hold {gfx}.", label=build.label, gpus=_gpu_text(procs),
+                            what=what, gfx=",".join(gfxs)),
+                        ev, Fix(Msg("Use the CPU build, or a ROCm build made for this GPU (WSL 2 or Linux)."),
+                                links=[THE_ROCK]))]
+    names = ", ".join(dict.fromkeys(f.family for f in families))
+    ev |= {"rocm.windows.family": names, "rocm.windows.source": families[0].source,
+           "rocm.windows.confidence": families[0].confidence}
+    return [Finding("torch-wrong-vendor-build", ERROR, title,
+                    Msg("torch {label} cannot use {gpus}: {what} has no HIP code. download.pytorch.org has "
+                        "no ROCm wheel for Windows; AMD's own ROCm builds of torch for Windows (TheRock, "
+                        "family {family}) hold {gfx} ({confidence}).", label=build.label,
+                        gpus=_gpu_text(procs), what=what, family=names, gfx=",".join(gfxs),
+                        confidence=families[0].confidence),
+                    ev, Fix(Msg("Install AMD's ROCm build of torch for the {family} family (TheRock's "
+                                "release page names its package index).", family=names), links=[THE_ROCK]))]
+
+
+def _cuda_on_unknown_amd(table, snap, build, procs, why: str) -> list[Finding]:
+    """A CUDA build where an AMD GPU is the only GPU runs on none of it, whatever the GPU's processor: the
+    ROCm build is the way, the newest one when the processor is not known (a CPU build, by contrast, may be
+    all there is for a GPU no ROCm wheel holds)."""
+    newest = _newest_rocm_for(table, snap, ())
+    ev = {"torch": build.label, "gpus": _gpu_text(procs), "gfx.source": [p.source for p in procs]}
+    title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label,
+                what=Msg("a CUDA build"))
+    detail = Msg("torch {label} cannot use {gpus}: a CUDA build has no HIP code. The GPU's processor is not "
+                 "known ({why}), so check that `rocminfo | grep gfx` names a processor the ROCm build holds.",
+                 label=build.label, gpus=_gpu_text(procs), why=why)
+    if newest is None:
+        return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
+                        Fix(Msg("Use a ROCm build of torch made for this GPU."), links=[THE_ROCK]))]
+    torch, variant, row = newest
+    ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source}
+    return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
+                    Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
+                        actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
+
+
 # --- a ROCm build against the GPU's processor --------------------------------------------------------------
 
 
@@ -234,6 +292,9 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     acc = accelerators(table)
     targets = rocm_build_targets(snap, acc, build.version, build.variant or build.local)
     if targets is None:
+        too_old = _below_rocm_floor(table, snap, build, procs, acc)
+        if too_old:
+            return too_old
         return unknown(Msg("which GPU processors torch {label} holds is not known: its libtorch_hip.so was "
                            "not read and the accelerator table has no row for it", label=build.label))
     findings: list[Finding] = []
@@ -307,6 +368,48 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                 ev, fix))
     if unknown_gpus and not findings:
         return unknown(Msg("the processor of {gpus} is not known", gpus=", ".join(unknown_gpus)))
+    return findings
+
+
+def _build_rocm(build) -> str | None:
+    """The ROCm release a build was made with: torch.version.hip's major.minor, else its variant's."""
+    for text in (build.hip, (build.variant or build.local or "").removeprefix("rocm")):
+        parts = (text or "").split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            return f"{parts[0]}.{parts[1]}"
+    return None
+
+
+def _below_rocm_floor(table, snap, build, procs, acc) -> list[Finding]:
+    """Where the table has no row for the build: the GPUs whose processor no build of this ROCm release can
+    hold (its compiler predates the processor), whatever else the build holds."""
+    rocm = _build_rocm(build)
+    findings = []
+    for proc in procs:
+        floor = acc.rocm_floor(proc.gfx) if proc.gfx and not proc.claimed else None
+        if floor is None or rocm is None or not floor.excludes(rocm):
+            continue
+        newest = _newest_rocm_for(table, snap, (proc.gfx,))
+        if newest:
+            torch, variant, _ = newest
+            fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).",
+                          torch=torch, variant=variant, gfx=proc.gfx),
+                      actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
+        else:
+            fix = Fix(Msg("Use a ROCm {rocm} or newer build of torch made for {gfx} (AMD TheRock, or built "
+                          "from source).", rocm=floor.rocm, gfx=proc.gfx), links=[THE_ROCK])
+        gpu = _gpu_text([proc])
+        findings.append(Finding(
+            "rocm-gfx-unsupported", ERROR,
+            Msg("torch {label} holds no code for {gpu}", label=build.label, gpu=gpu),
+            Msg("torch {label} was built with ROCm {rocm}; {gfx} needs ROCm {floor} or newer ({source}, "
+                "{confidence}): HIP fails with \"invalid device function\" or torch.cuda.is_available() is "
+                "False.", label=build.label, rocm=rocm, gfx=proc.gfx, floor=floor.rocm, source=floor.source,
+                confidence=floor.confidence),
+            {"torch": build.label, "build.rocm": rocm, "gpu": proc.index, "gfx": proc.gfx,
+             "gfx.source": proc.source, "rocm.floor": floor.rocm, "rocm.floor.source": floor.source,
+             "rocm.floor.confidence": floor.confidence},
+            fix))
     return findings
 
 

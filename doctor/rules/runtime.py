@@ -62,7 +62,8 @@ def check_runtime(facts: Assessment) -> list[Finding]:
                            "{command} and paste what it prints with the collect_env text",
                            command=f'{_python(snapshot)} -c "import torch"'))
     if rt.status == "skipped":
-        return skipped(rt.detail or Msg("the smoke test did not run"))
+        apart = _cuda_wheels_apart(facts)
+        return [apart] if apart else skipped(rt.detail or Msg("the smoke test did not run"))
     found: dict[str, Finding] = {}
 
     def add(finding: Finding | None, seen: _Seen | None = None) -> None:
@@ -608,6 +609,45 @@ def _pasted_dll(snapshot: S.Snapshot) -> str | None:
         if error.groups.get("dll"):
             return error.groups["dll"]
     return None
+
+
+def _cuda_wheels_apart(facts: Assessment) -> Finding | None:
+    """torch's libraries find its CUDA wheels' (nvidia/<library>/lib) by a RUNPATH relative to torch's own
+    folder ($ORIGIN/../../nvidia/...). Where pip puts torch (a platform wheel: platlib, lib64 on RHEL-family
+    distributions) and the nvidia-* wheels (pure: purelib, lib) in two site-packages, they are not found and
+    `import torch` fails, without the smoke test to show it (pytorch/pytorch#165812; #109221 on Amazon
+    Linux)."""
+    snap, build = facts.snap, facts.build
+    py, torch = snap.environment.python, snap.install.torch
+    if snap.host.os != "linux" or build is None or build.kind != "cuda" or py is None or torch is None:
+        return None
+    here = (torch.location or "").rstrip("/")
+    declared = {re.split(r"[\s;<>=!~\[(]", line, maxsplit=1)[0].lower().replace("_", "-")
+                for line in torch.requires}
+    folders: dict[str, set[str]] = {}
+    for row in py.installed or []:
+        name = row[0].lower().replace("_", "-") if row else ""
+        if len(row) > 2 and name.startswith("nvidia-") and name in declared:
+            folders.setdefault(name, set()).add(row[2].rstrip("/"))
+    apart = sorted(name for name, where in folders.items() if here and here not in where)
+    if not here or not apart:
+        return None
+    there = sorted({d for name in apart for d in folders[name]})
+    return Finding(
+        "torch-import-error", ERROR,
+        Msg("import torch fails: its CUDA libraries are installed in another site-packages ({there})",
+            there=", ".join(there)),
+        Msg("torch is in {here}, the CUDA wheels it loads ({apart}) are in {there}. torch's libraries look "
+            "for them next to torch itself (nvidia/<library>/lib in torch's folder), so `import torch` stops "
+            "with \"libcudnn.so.9: cannot open shared object file\" or the like. pip puts a platform "
+            "wheel (torch) in platlib and a pure one (the nvidia-* wheels) in purelib; on RHEL-family "
+            "distributions those are lib64 and lib.",
+            here=here, apart=", ".join(apart), there=", ".join(there)),
+        {"torch.location": here, "apart": {name: sorted(folders[name]) for name in apart}},
+        Fix(Msg("Make the CUDA wheels' folder visible where torch looks for it (or install torch and its "
+                "CUDA wheels into one folder):"),
+            [f"ln -s {shells.quote(there[0] + '/nvidia')} {shells.quote(here + '/nvidia')}"]),
+    )
 
 
 def _reinstall(snapshot: S.Snapshot) -> Action:

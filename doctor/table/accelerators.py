@@ -66,6 +66,37 @@ class HsaOverride:
 
 
 @dataclass(frozen=True)
+class RocmFloor:
+    """The oldest ROCm release whose compiler and libraries build a processor: a ROCm build of torch made with
+    an older ROCm cannot hold it, whatever torch release it is."""
+
+    gfx: str  # "gfx950"
+    rocm: str  # "7.0"
+    source: str
+    confidence: str
+
+    def excludes(self, rocm: str) -> bool | None:
+        """Whether a build made with ROCm ``rocm`` ("6.4", "6.4.43482") is too old to hold ``gfx``; None
+        when ``rocm`` is no version."""
+        older = _at_least(rocm, self.rocm)
+        return None if older is None else not older
+
+
+@dataclass(frozen=True)
+class RocmWindowsFamily:
+    """A GPU family AMD's own ROCm builds of torch for Windows (TheRock) hold; download.pytorch.org has no
+    ROCm wheel for Windows."""
+
+    family: str  # "gfx110X-all": TheRock's name, also its index's
+    gfx: tuple[str, ...]
+    source: str
+    confidence: str
+
+    def covers(self, gfx: str) -> bool:
+        return gfx in self.gfx
+
+
+@dataclass(frozen=True)
 class AmdPciRow:
     device_id: str  # "0x73df"
     gfx: str
@@ -140,7 +171,8 @@ class AcceleratorTable:
 
     def __init__(self, path: str, table_version: str, verified_on: str, rocm: tuple[RocmTargets, ...],
                  overrides: tuple[HsaOverride, ...], amd_pci: tuple[AmdPciRow, ...],
-                 intel: tuple[IntelGpuFamily, ...], macos: tuple[MacosFloor, ...]):
+                 intel: tuple[IntelGpuFamily, ...], macos: tuple[MacosFloor, ...],
+                 floors: tuple[RocmFloor, ...] = (), windows: tuple[RocmWindowsFamily, ...] = ()):
         self.path = path
         self.table_version = table_version
         self.verified_on = verified_on
@@ -149,6 +181,9 @@ class AcceleratorTable:
         self.amd_pci = amd_pci
         self.intel = intel
         self.macos = macos
+        self.floors = floors
+        self.windows = windows
+        self._floors = {f.gfx: f for f in floors}
         self._rocm = {(r.torch_minor, r.variant): r for r in rocm}
         self._overrides = {o.gfx: o for o in overrides}
         self._amd = {a.device_id: a for a in amd_pci}
@@ -169,6 +204,14 @@ class AcceleratorTable:
         """The ROCm builds that hold ``gfx``, newest torch first (then the newest ROCm)."""
         rows = [r for r in self.rocm if r.covers(gfx)]
         return sorted(rows, key=lambda r: (Version(r.torch_minor), _rocm_key(r.variant)), reverse=True)
+
+    def rocm_windows_for(self, gfx: str) -> RocmWindowsFamily | None:
+        """The family of AMD's Windows builds that holds ``gfx``; None when none does (as far as known)."""
+        return next((f for f in self.windows if f.covers(gfx)), None)
+
+    def rocm_floor(self, gfx: str) -> RocmFloor | None:
+        """The oldest ROCm that builds ``gfx``; None when the table names none."""
+        return self._floors.get(gfx)
 
     def hsa_override(self, gfx: str) -> HsaOverride | None:
         return self._overrides.get(gfx)
@@ -275,6 +318,10 @@ class _AcceleratorParser(_Parser):
         rocm = self.section(data, "rocm_targets", self.rocm_row, lambda r: (r.torch_minor, r.variant),
                             "ROCm build")
         overrides = self.section(data, "hsa_overrides", self.override_row, lambda o: o.gfx, "processor")
+        floors = self.section(data, "rocm_floors", self.floor_row, lambda f: f.gfx, "processor",
+                              optional=True)
+        windows = self.section(data, "rocm_windows", self.windows_row, lambda f: f.family, "family",
+                               optional=True)
         amd = self.section(data, "amd_pci", self.amd_row, lambda a: a.device_id, "AMD device id")
         intel = self.section(data, "intel_pci", self.intel_row, lambda f: f.family, "Intel family")
         seen: dict = {}
@@ -285,7 +332,8 @@ class _AcceleratorParser(_Parser):
                              "macOS row")
         return AcceleratorTable(path=self.path, table_version=table_version, verified_on=verified_on,
                                 rocm=tuple(rocm), overrides=tuple(overrides), amd_pci=tuple(amd),
-                                intel=tuple(intel), macos=tuple(macos))
+                                intel=tuple(intel), macos=tuple(macos), floors=tuple(floors),
+                                windows=tuple(windows))
 
     def gfx_list(self, row: dict, key: str, where: str) -> tuple[str, ...]:
         values = self.strings(row, key, where, _GFX_RE, "a processor like 'gfx1100'")
@@ -312,6 +360,18 @@ class _AcceleratorParser(_Parser):
             raise self.fail(f"{where}.override", "is missing for a sibling reported to work")
         source, confidence = self.provenance(row, where)
         return HsaOverride(gfx, override, reported, source, confidence)
+
+    def floor_row(self, row: dict, where: str) -> RocmFloor:
+        gfx = self.string(row, "gfx", where, _GFX_RE, "a processor like 'gfx950'")
+        rocm = self.string(row, "rocm", where, _MINOR_RE, "a ROCm version (major.minor)")
+        source, confidence = self.provenance(row, where)
+        return RocmFloor(gfx, rocm, source, confidence)
+
+    def windows_row(self, row: dict, where: str) -> RocmWindowsFamily:
+        family = self.string(row, "family", where)
+        gfx = self.gfx_list(row, "gfx", where)
+        source, confidence = self.provenance(row, where)
+        return RocmWindowsFamily(family, gfx, source, confidence)
 
     def amd_row(self, row: dict, where: str) -> AmdPciRow:
         device = self.string(row, "device_id", where, _PCI_ID_RE, "a PCI id like '0x73df' (lower case)")

@@ -30,12 +30,14 @@ from doctor.model.amd import (
     AMD_UNKNOWN,
     Amd,
     AmdGpu,
+    AmdPciDevice,
     DeviceNode,
     KfdNode,
 )
 from doctor.model.facts import Fact
 from doctor.probes.amd.parsers import ToolGpu, parse_override
 from doctor.probes.amd.sysfs import (
+    AMD_PCI_VENDOR,
     AMDGPU_VERSION,
     DRI,
     KFD_DEVICE,
@@ -48,6 +50,7 @@ from doctor.probes.amd.sysfs import (
     render_nodes,
 )
 from doctor.probes.amd.tools import TOOLS, ask_tool, find_tool
+from doctor.probes.windows_adapters import read_display_adapters
 from doctor.runner import run
 
 OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
@@ -55,17 +58,19 @@ VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def probe_amd(runner: Any = run, root: str = "/", env: Mapping[str, str] | None = None, timeout: float = 5.0,
-              *, access=os.access, groups=None, system: str | None = None) -> Amd:
+              *, access=os.access, groups=None, system: str | None = None, winreg=None) -> Amd:
     """Gather the AMD facts in the documented order (module docstring). Never raises.
 
     ``access`` (os.access) and ``groups`` (this process's group ids) are seams for tests, which run as
-    root."""
+    root; ``system`` (sys.platform) and ``winreg`` let them read a fake Windows registry."""
     env = os.environ if env is None else env
     variables = {name: env[name] for name in sorted(env) if name.startswith(OVERRIDE) or name in VARIABLES}
     override = _override(env)
+    if (system or sys.platform) == "win32":
+        return _windows(override, variables, winreg)
     if (system or sys.platform) not in ("linux", "linux2"):
-        return Amd(status=AMD_UNKNOWN, detail="AMD GPUs are probed on Linux only", override=override,
-                   variables=variables, driver_version=Fact.unknown("not Linux"))
+        return Amd(status=AMD_UNKNOWN, detail="AMD GPUs are probed on Linux and Windows only",
+                   override=override, variables=variables, driver_version=Fact.unknown("not Linux"))
     pci = read_pci_amd_devices(root)
     nodes = read_kfd_nodes(root)
     gpu_nodes = [node for node in nodes or () if node.gfx_target_version]
@@ -96,6 +101,25 @@ def probe_amd(runner: Any = run, root: str = "/", env: Mapping[str, str] | None 
     return Amd(status=status, detail=detail, gpus=gpus, pci_devices=pci or [], kfd_nodes=nodes or [],
                device_nodes=devices, driver_version=driver, override=override, variables=variables,
                attempts=attempts)
+
+
+def _windows(override: Fact, variables: dict, winreg) -> Amd:
+    """Windows has no KFD topology, /sys or /dev: the AMD display adapters the registry lists, each named by
+    its driver; the processor comes from the accelerator table's row for the PCI id."""
+    adapters = read_display_adapters(winreg)
+    if adapters is None:
+        return Amd(status=AMD_UNKNOWN, detail="the Windows registry's display adapters could not be read",
+                   override=override, variables=variables, driver_version=Fact.unknown("Windows"))
+    amd = [a for a in adapters if a.vendor == AMD_PCI_VENDOR]
+    pci = [AmdPciDevice(address=a.key, device_id=a.device, pci_class="0x030000") for a in amd]
+    gpus = [AmdGpu(index=i, pci_address=a.key,
+                   name=Fact(a.name, a.key) if a.name else Fact.unknown("unnamed", a.key),
+                   gfx=Fact.unknown("Windows has no KFD topology", a.key)) for i, a in enumerate(amd)]
+    detail = (f"{len(amd)} AMD display adapter(s) in the Windows registry" if amd
+              else "no AMD display adapter in the Windows registry")
+    return Amd(status=AMD_UNKNOWN if amd else AMD_NO_GPU, detail=detail, gpus=gpus, pci_devices=pci,
+               override=override, variables=variables, driver_version=Fact.unknown("Windows"),
+               attempts=["ROCm tools: not run (Windows)"])
 
 
 def _override(env: Mapping[str, str]) -> Fact:

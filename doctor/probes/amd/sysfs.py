@@ -107,12 +107,20 @@ def device_node(root: str, path: str, access=os.access, groups=None) -> DeviceNo
         exists=True,
         readable=access(real, os.R_OK),
         writable=access(real, os.W_OK),
-        group=_group_name(info.st_gid),
+        group=_group_name(info.st_gid, root),
         in_group=info.st_gid in groups if groups else None,
     )
 
 
-def _group_name(gid: int) -> str:
+def _group_name(gid: int, root: str = "/") -> str:
+    """The group's name, as this machine's group database gives it (under a fake root: its /etc/group);
+    the number when it has none (inside a container, a group only the host knows)."""
+    if root not in ("", "/"):
+        for line in (read_text(root, "/etc/group", limit=1 << 20) or "").splitlines():
+            fields = line.split(":")
+            if len(fields) >= 3 and fields[2].strip() == str(gid) and fields[0]:
+                return fields[0]
+        return str(gid)
     try:
         import grp
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from doctor.compat.wsl import wsl_version
 from doctor.model.snapshot import (
     NVIDIA_CONTAINER_LOST,
     NVIDIA_MISMATCH,
@@ -30,6 +31,8 @@ from doctor.model.snapshot import (
     Fact,
     Nvidia,
 )
+from doctor.probes.environment.files import exists
+from doctor.probes.environment.wsl import read_kernel_release
 from doctor.probes.host import read_wsl_marker
 from doctor.probes.nvidia.kernel import read_kernel_driver_version, read_pci_nvidia_devices
 from doctor.probes.nvidia.nvml import NvmlOutcome, query_nvml, query_nvml_isolated
@@ -73,6 +76,11 @@ def probe_nvidia(
     pci = read_pci_nvidia_devices(root) if system == "linux" else None
     result.pci_devices = pci or []
     wsl = read_wsl_marker(root) if system == "linux" else None
+    if wsl:
+        # WSL 1 has no GPU at all; the marker alone cannot tell it from WSL 2
+        release = read_kernel_release(root)
+        if wsl_version(release, exists(root, "/dev/dxg")) == 1:
+            wsl = f"WSL 1, kernel {release}"
 
     if nvml is False:  # TORCHDOCTOR_NVML=0: skip NVML (a hung driver, or a test seam)
         nv = NvmlOutcome(message="disabled (TORCHDOCTOR_NVML=0)")
@@ -175,7 +183,8 @@ def _decide(
     wsl: str | None,
     system: str,
 ) -> tuple[str, str]:
-    """The status when neither NVML nor nvidia-smi listed a GPU, most specific cause first."""
+    """The status when neither NVML nor nvidia-smi listed a GPU, most specific cause first. ``wsl``: the
+    WSL marker found, or "WSL 1, kernel <release>" under WSL 1."""
     nvml_status = _NVML_CODE_STATUS.get(nv.code) if nv.code is not None else None
     if nvml_status in _DEFINITIVE:
         # nvidia-smi's text is what users search for; it adds e.g. "NVML library version: 570.124".
@@ -210,6 +219,8 @@ def _decide(
             if smi.status == NVIDIA_NO_DRIVER
             else f"{reasons}; NVIDIA device(s) on PCI: {', '.join(pci)}",
         )
+    if wsl and wsl.startswith("WSL 1"):
+        return NVIDIA_NO_GPU, f"{wsl}: WSL 1 has no GPU; only WSL 2 passes the Windows driver's GPU through"
     if wsl:
         return NVIDIA_UNKNOWN, (
             f"WSL2 ({wsl}): the PCI bus is not visible, so a missing GPU cannot be told from a missing "

@@ -144,22 +144,38 @@ def check_containers(facts: Assessment) -> list[Finding]:
             )
         return findings
     caps = found.nvidia_driver_capabilities
-    if (gpu_nodes or driver_works) and caps is not None and build is not None and build.kind == "cuda":
-        wanted = {c.strip().lower() for c in caps.split(",")}
-        if not wanted & {"compute", "all"}:
+    if (gpu_nodes or driver_works) and build is not None and build.kind == "cuda":
+        wanted = {c.strip().lower() for c in caps.split(",")} if caps is not None else set()
+        # What the runtime did, whatever the variable says: nvidia-smi works (the 'utility' libraries are
+        # there) and no libcuda.so.1 is anywhere the loader looks. The variable can be unset (older runtimes
+        # and nerdctl before containerd/nerdctl#1024 then gave 'utility' alone) or name 'compute' in the
+        # image while the run asked for less (`--gpus capabilities=utility`, a compose `capabilities` list).
+        not_mounted = driver_works and libcuda == []
+        if not_mounted or (caps is not None and not wanted & {"compute", "all"}):
             findings.append(
                 Finding(
                     "nvidia-driver-capabilities-no-compute",
                     # CUDA cannot start without libcuda, and a CUDA torch is what needs it.
                     ERROR,
-                    Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute': CUDA cannot start",
-                        caps=caps),
+                    _capabilities_title(caps, wanted),
                     Msg("The NVIDIA container runtime mounts libcuda only for the 'compute' capability; with "
                         "'utility' "
-                    "alone nvidia-smi works but CUDA (and so torch) finds no driver."),
+                    "alone nvidia-smi works but CUDA (and so torch) finds no driver.")
+                    + (Msg(" Here nvidia-smi works and no libcuda.so.1 is on the library path.")
+                       if not_mounted else ""),
                     evidence | {"NVIDIA_DRIVER_CAPABILITIES": caps},
                     capabilities_remedy(kind),
                 )
             )
     return findings
 
+
+
+def _capabilities_title(caps: str | None, wanted: set[str]) -> Msg:
+    if caps is None:
+        return Msg("NVIDIA_DRIVER_CAPABILITIES is not set and libcuda.so.1 was not mounted: CUDA cannot "
+                   "start")
+    if wanted & {"compute", "all"}:
+        return Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} names 'compute', but the container was given no "
+                   "libcuda.so.1: CUDA cannot start", caps=caps)
+    return Msg("NVIDIA_DRIVER_CAPABILITIES={caps!r} does not include 'compute': CUDA cannot start", caps=caps)

@@ -374,7 +374,8 @@ def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
     interp, findings = snap.interpreter, []
     windows = snap.environment.windows
     long_paths_off = windows is not None and windows.long_paths_enabled is False
-    if _STORE_PYTHON.search(interp.path or "") or _STORE_PYTHON.search(interp.found_as or ""):
+    store = bool(_STORE_PYTHON.search(interp.path or "") or _STORE_PYTHON.search(interp.found_as or ""))
+    if store:
         version = ".".join(interp.version.split(".")[:2]) or "3.12"
         findings.append(Finding(
             "windows-store-python", WARNING,
@@ -391,8 +392,13 @@ def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
                 [f"py -{version}-64 -m venv .venv"], ["https://www.python.org/downloads/windows/"]),
         ))
     if long_paths_off:
+        # The Store's site-packages alone is ~140 characters: torch's deep files pass 260 there, so installing
+        # torch fails (pytorch/pytorch#23823, zeyad-mansour/lunar#6). Elsewhere it depends on the folder.
+        fails = store and snap.install.torch is None
         findings.append(Finding(
-            "windows-long-paths-disabled", WARNING,
+            "windows-long-paths-disabled", ERROR if fails else WARNING,
+            Msg("Windows long paths are disabled: installing torch into the Microsoft Store's Python fails "
+                "on its deep file paths") if fails else
             Msg("Windows long paths are disabled: installing torch can fail on its deep file paths"),
             Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so "
                 "paths "

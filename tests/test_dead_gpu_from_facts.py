@@ -1,0 +1,125 @@
+"""Dead GPUs decided from what the machine shows (issue 29's corpus), over constructed snapshots and fake
+roots:
+
+- a container whose nvidia-smi works but that has no libcuda.so.1 lacks the 'compute' capability, whatever
+  NVIDIA_DRIVER_CAPABILITIES says;
+- a cuda-compat libcuda mounted into a driver folder is recognised by its version;
+- WSL 1's driver state is "no GPU", said as WSL 1;
+- the Microsoft Store's Python without torch, with long paths off, cannot install torch;
+- a CUDA torch whose nvidia-* wheels sit in another site-packages does not import.
+"""
+
+from __future__ import annotations
+
+import pytest
+from factory import gpu, make_snapshot, torch_dist
+
+from doctor.compat.assessment import assess
+from doctor.compat.forward import forward_compat_in_use
+from doctor.model import snapshot as S
+from doctor.model.environment import CompatDir, Container, DriverLibCopy, Loader, PythonFacts, WindowsFacts
+from doctor.model.findings import ERROR, WARNING
+from doctor.rules.hazards import containers, installs
+from doctor.rules.runtime import check_runtime
+from doctor.table.load import load_table
+
+GEFORCE = gpu(name="NVIDIA GeForce RTX 3090", cc="8.6")
+
+
+def _ids(findings):
+    return {f.id: f.severity for f in findings}
+
+
+def _in_container(caps, libcuda_paths):
+    snap = make_snapshot()
+    snap.host.container = "docker"
+    snap.environment.container = Container(kind="docker", device_nodes=["/dev/nvidia0", "/dev/nvidiactl"],
+                                           gpu_device_nodes=1, nvidia_driver_capabilities=caps)
+    snap.environment.loader = Loader(copies=[DriverLibCopy("libcuda.so.1", p, "default", "570.124.04")
+                                             for p in libcuda_paths])
+    return snap
+
+
+@pytest.mark.parametrize("caps", [None, "compute,utility"])
+def test_working_nvidia_smi_without_libcuda_is_the_missing_compute_capability(caps):
+    snap = _in_container(caps, [])
+    found = [f for f in containers.check_containers(assess(snap, None))
+             if f.id == "nvidia-driver-capabilities-no-compute"]
+    assert len(found) == 1 and found[0].severity == ERROR
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in found[0].fix.commands[0]
+    assert ("is not set" in str(found[0].title)) is (caps is None)
+
+
+def test_unset_capabilities_with_libcuda_mounted_is_quiet():
+    snap = _in_container(None, ["/usr/lib/x86_64-linux-gnu/libcuda.so.1"])
+    found = _ids(containers.check_containers(assess(snap, None)))
+    assert "nvidia-driver-capabilities-no-compute" not in found
+
+
+def _compat_mounted(driver: str, mounted: str, compat: str = "530.30.02"):
+    snap = make_snapshot(gpus=[GEFORCE], driver=driver, max_cuda="12.0")
+    snap.environment.loader = Loader(
+        copies=[DriverLibCopy("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "default", mounted)],
+        compat=[CompatDir("/usr/local/cuda-12.1/compat", compat)],
+    )
+    return snap
+
+
+def test_compat_libcuda_mounted_into_the_driver_folder_is_recognised():
+    forward = forward_compat_in_use(_compat_mounted("525.125.06", "530.30.02"), load_table())
+    assert forward is not None and forward.gpus == "geforce" and forward.supported is False
+
+
+def test_the_drivers_own_libcuda_is_not_taken_for_compat():
+    # the host driver is the compat package's version: the libcuda in the driver folder is its own
+    assert forward_compat_in_use(_compat_mounted("530.30.02", "530.30.02"), load_table()) is None
+    # a libcuda of another version than any compat folder's: not a compat copy either
+    assert forward_compat_in_use(_compat_mounted("525.125.06", "535.54.03"), load_table()) is None
+
+
+def test_wsl1_driver_state_says_wsl1_and_no_gpu(tmp_path):
+    from doctor.probes.nvidia.probe import probe_nvidia
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/version").write_text("Linux version 4.4.0-19041-Microsoft (Microsoft@Microsoft.com)\n")
+    result = probe_nvidia(root=str(tmp_path), nvml=False, env={"PATH": ""}, system="linux")
+    assert result.status == S.NVIDIA_NO_GPU
+    assert result.detail.startswith("WSL 1, kernel 4.4.0-19041-Microsoft") and "WSL2" not in result.detail
+
+
+STORE = (r"C:\Users\u\AppData\Local\Microsoft\WindowsApps\PythonSoftwareFoundation.Python.3.8_qbz5n2kfra8p0"
+         r"\python.exe")
+
+
+@pytest.mark.parametrize(("path", "torch", "severity"), [
+    (STORE, None, ERROR),  # the Store's deep site-packages: torch's files pass 260 characters
+    (STORE, "default", WARNING),  # torch is installed there: it fitted
+    (r"C:\Python38\python.exe", None, WARNING),  # elsewhere it depends on the folder
+])  # fmt: skip
+def test_long_paths_off_is_an_error_for_the_store_python_without_torch(path, torch, severity):
+    snap = make_snapshot(os="windows", torch=torch, python="3.8.10")
+    snap.interpreter.path = path
+    snap.environment.windows = WindowsFacts(long_paths_enabled=False)
+    snap.environment.python = PythonFacts(dists=[])
+    found = [f for f in installs.check_interpreter_hygiene(assess(snap, None))
+             if f.id == "windows-long-paths-disabled"]
+    assert [f.severity for f in found] == [severity]
+
+
+LIB = "/venv/lib/python3.11/site-packages"
+LIB64 = "/venv/lib64/python3.11/site-packages"
+
+
+@pytest.mark.parametrize(("wheels_in", "apart"), [(LIB, True), (LIB64, False)])
+def test_cuda_wheels_in_another_site_packages_fail_the_import(wheels_in, apart):
+    requires = ['nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"', "filelock"]
+    snap = make_snapshot(torch=torch_dist("2.9.0+cu128", "12.8", requires=requires))
+    snap.install.torch.location = LIB64
+    snap.environment.python = PythonFacts(installed=[["torch", "2.9.0+cu128", LIB64],
+                                                     ["nvidia-cudnn-cu12", "9.10.2.21", wheels_in]])
+    snap.runtime.status = "skipped"
+    found = [f for f in check_runtime(assess(snap, None)) if f.id == "torch-import-error"]
+    assert bool(found) is apart
+    if apart:
+        assert found[0].severity == ERROR and LIB in str(found[0].title)
+        assert found[0].fix.commands == [f"ln -s {LIB}/nvidia {LIB64}/nvidia"]
