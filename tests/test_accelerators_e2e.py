@@ -192,6 +192,9 @@ def test_integrated_intel_graphics_is_no_reason_for_xpu(tmp_path):
     m = Machine(tmp_path, "2.7.1+cpu", ("0x8086", "0x7d55", None))  # Meteor Lake
     code, report = m.json()
     assert "xpu-wheel-needed" not in ids(report)
+    code, report = m.json("--require", "xpu")  # asked for: the CPU build and no listed GPU, both said
+    title = finding(report, "requirement-xpu")["title"]
+    assert code == 4 and "is not an xpu build" in title and "no discrete Intel GPU" in title
 
 
 # --- Apple --------------------------------------------------------------------------------------------------

@@ -255,9 +255,13 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
 def _xpu_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     build = torch_build(snapshot)
     dist = snapshot.install.torch
+    gpus = intel_discrete_gpus(snapshot, accelerators(None))
     if not (build and build.kind == "xpu") and not (dist and dist.xpu):
+        if not gpus:  # an xpu wheel alone would not help: say both
+            return False, Msg("no XPU device usable: {label} is not an xpu build, and no discrete Intel GPU "
+                              "that PyTorch's XPU builds list was found on the PCI bus", label=label)
         return False, Msg("no XPU device usable: {label} is not an xpu build", label=label)
-    if not intel_discrete_gpus(snapshot, accelerators(None)):
+    if not gpus:
         return False, Msg("no XPU device usable: no discrete Intel GPU was found on the PCI bus")
     return True, ""
 
