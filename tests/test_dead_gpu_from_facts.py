@@ -30,13 +30,18 @@ def _ids(findings):
     return {f.id: f.severity for f in findings}
 
 
-def _in_container(caps, libcuda_paths):
+NVML = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"  # what the 'utility' capability mounts
+
+
+def _in_container(caps, libcuda_paths, nvml=(NVML,)):
     snap = make_snapshot()
     snap.host.container = "docker"
     snap.environment.container = Container(kind="docker", device_nodes=["/dev/nvidia0", "/dev/nvidiactl"],
                                            gpu_device_nodes=1, nvidia_driver_capabilities=caps)
     snap.environment.loader = Loader(copies=[DriverLibCopy("libcuda.so.1", p, "default", "570.124.04")
-                                             for p in libcuda_paths])
+                                             for p in libcuda_paths]
+                                     + [DriverLibCopy("libnvidia-ml.so.1", p, "default", "570.124.04")
+                                        for p in nvml])
     return snap
 
 
@@ -48,6 +53,14 @@ def test_working_nvidia_smi_without_libcuda_is_the_missing_compute_capability(ca
     assert len(found) == 1 and found[0].severity == ERROR
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in found[0].fix.commands[0]
     assert ("is not set" in str(found[0].title)) is (caps is None)
+
+
+def test_no_driver_library_in_the_folders_searched_is_no_evidence():
+    """nvidia-smi works, so its libnvidia-ml.so.1 is somewhere; when the folders searched hold neither it nor
+    libcuda.so.1, they are not where this container's libraries are: nothing is concluded."""
+    snap = _in_container(None, [], nvml=())
+    found = _ids(containers.check_containers(assess(snap, None)))
+    assert "nvidia-driver-capabilities-no-compute" not in found
 
 
 def test_unset_capabilities_with_libcuda_mounted_is_quiet():

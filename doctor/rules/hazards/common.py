@@ -77,12 +77,13 @@ def unread(what: str, section: Any) -> Outcome:
     return unknown(Msg("{what} could not be read", what=what) + (Msg(": {why}", why=why) if why else ""))
 
 
-def libcuda_copies(snap: S.Snapshot) -> list[str] | None:
-    """The libcuda.so.1 files the dynamic loader can find, in its order; None when the loader was not read."""
+def libcuda_copies(snap: S.Snapshot, soname: str = "libcuda.so.1") -> list[str] | None:
+    """The ``soname`` files (libcuda.so.1, libnvidia-ml.so.1) the dynamic loader can find, in its order; None
+    when the loader was not read."""
     loader = snap.environment.loader
     if loader is None:
         return None
-    return [c.path for c in loader.copies if c.soname == "libcuda.so.1"]
+    return [c.path for c in loader.copies if c.soname == soname]
 
 
 def usable_gpus(snap: S.Snapshot) -> list[S.Gpu]:

@@ -150,7 +150,9 @@ def check_containers(facts: Assessment) -> list[Finding]:
         # there) and no libcuda.so.1 is anywhere the loader looks. The variable can be unset (older runtimes
         # and nerdctl before containerd/nerdctl#1024 then gave 'utility' alone) or name 'compute' in the
         # image while the run asked for less (`--gpus capabilities=utility`, a compose `capabilities` list).
-        not_mounted = driver_works and libcuda == []
+        # Only where the folders searched hold the runtime's 'utility' library (libnvidia-ml.so.1, what
+        # nvidia-smi loads): then a missing libcuda.so.1 is what was mounted, not a folder the probe missed.
+        not_mounted = driver_works and libcuda == [] and bool(libcuda_copies(snap, "libnvidia-ml.so.1"))
         if not_mounted or (caps is not None and not wanted & {"compute", "all"}):
             findings.append(
                 Finding(
