@@ -252,9 +252,11 @@ def test_require_xpu_from_the_facts(tmp_path):
 def test_require_mps_under_rosetta():
     _, report = from_text("real-rosetta-m2pro-pytorch146236.txt", "--require", "mps")
     assert "requirement-mps" in ids(report)  # the paste says torch ran on the CPU
+    from doctor.compat.accelerators import accelerators
+    from doctor.compat.builds import torch_build
     from doctor.inputs.collect_env import parse_collect_env
     from doctor.rules.requirements import _mps_from_facts
 
     snap = parse_collect_env((COLLECT_ENV / "real-rosetta-m2pro-pytorch146236.txt").read_text())
-    ok, why = _mps_from_facts(snap, "torch")
+    ok, why = _mps_from_facts(snap, "torch", torch_build(snap), accelerators(None))
     assert not ok and "Rosetta 2" in why
