@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -230,6 +231,24 @@ def test_macos_13_never_gets_a_wheel_it_cannot_install():
     assert "macos-too-old-for-torch" in ids(report)  # 2.10's MPS needs macOS 14 (pytorch/pytorch#163515)
 
 
+def test_a_tables_own_accelerator_facts_decide_the_wheel_choice(tmp_path):
+    """--table with an accelerators.json beside it: the wheel choice reads that file's macOS floors, never
+    the bundled ones (here a table that says torch 2.11 needs macOS 14 too: 2.10 is the newest for 13.7)."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    shutil.copy(REPO / "compat_tables" / "pytorch.json", tables / "pytorch.json")
+    acc = json.loads((REPO / "compat_tables" / "accelerators.json").read_text(encoding="utf-8"))
+    for row in acc["macos"]:
+        if row["torch_minor"] == "2.11" and row["platform"] == "darwin-arm64":
+            row["min_macos"] = "14.0"
+    (tables / "accelerators.json").write_text(json.dumps(acc), encoding="utf-8")
+    _, report = from_text("real-macos13-arm64-pytorch164943.txt", "--torch", ">=2.12",
+                          "--table", str(tables / "pytorch.json"))
+    detail = finding(report, "torch-version-unavailable")["detail"]
+    assert "torch 2.10" in detail and "is the newest release that installs here" in detail
+    assert "2.11.0 is the newest" not in detail
+
+
 # --- --require from the facts (no import probe) -------------------------------------------------------------
 
 
@@ -252,9 +271,11 @@ def test_require_xpu_from_the_facts(tmp_path):
 def test_require_mps_under_rosetta():
     _, report = from_text("real-rosetta-m2pro-pytorch146236.txt", "--require", "mps")
     assert "requirement-mps" in ids(report)  # the paste says torch ran on the CPU
+    from doctor.compat.accelerators import accelerators
+    from doctor.compat.builds import torch_build
     from doctor.inputs.collect_env import parse_collect_env
     from doctor.rules.requirements import _mps_from_facts
 
     snap = parse_collect_env((COLLECT_ENV / "real-rosetta-m2pro-pytorch146236.txt").read_text())
-    ok, why = _mps_from_facts(snap, "torch")
+    ok, why = _mps_from_facts(snap, "torch", torch_build(snap), accelerators(None))
     assert not ok and "Rosetta 2" in why

@@ -239,7 +239,8 @@ def test_driver_change_is_decided_in_a_documented_order():
 def test_driver_advice_per_os(table, os_name, wsl, minimum, commands):
     snap = rtx5090_2121(os=os_name)
     snap.host.wsl = wsl
-    keep = choose(table, machine_from_snapshot(snap, torch_build(snap)), "2.12.1").needs_driver
+    machine = machine_from_snapshot(snap, torch_build(snap), table.accelerators)
+    keep = choose(table, machine, "2.12.1").needs_driver
     advice = driver_advice(table, snap, "13.0", keep.driver)
     assert advice.minimum == minimum and len(advice.commands) == commands
     if wsl:

@@ -6,6 +6,7 @@ import pytest
 from factory import gpu, make_snapshot, torch_dist
 
 from doctor.app.config import load_pyproject_requirements
+from doctor.compat.assessment import assess
 from doctor.errors import DoctorError
 from doctor.model.requirements import (
     REQUIREMENT_IDS,
@@ -15,7 +16,15 @@ from doctor.model.requirements import (
     validate_requirements,
 )
 from doctor.model.snapshot import RuntimeDevice, TorchRuntime
-from doctor.rules.requirements import check_requirements
+from doctor.rules.requirements import check_requirements as check_facts
+from doctor.table.load import load_table
+
+TABLE = load_table()
+
+
+def check_requirements(snapshot, req: Requirements):
+    """The requirements rule on a snapshot, with the facts a run derives from it and the bundled table."""
+    return check_facts(assess(snapshot, TABLE), req)
 
 
 def ids(snapshot, **req) -> list[str]:

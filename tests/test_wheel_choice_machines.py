@@ -36,7 +36,7 @@ def machines(table):
         snap, _ = read_report(json.dumps(report), f"r{i}.json")
         enrich(snap, table)
         build = torch_build(snap)
-        yield wheels.machine_from_snapshot(snap, build), build.version if build else None
+        yield wheels.machine_from_snapshot(snap, build, table.accelerators), build.version if build else None
 
 
 ASKED = [None, "==2.9.0", ">=2.12", "<2.6"]
@@ -71,6 +71,7 @@ def test_best_in_release_keeps_the_installed_variant_first_when_it_fits(table):
     for variant in ("cu126", "cu128", "cu130", "cpu", None):
         m = replace(machine, installed_variant=variant)
         best = wheels.best_in_release(table, release, patch, m)
-        fits = [wheels.fit(table, release, patch, v, m) for v in wheels.wanted_variants(release, m)]
+        fits = [wheels.fit(table, release, patch, v, m)
+                for v in wheels.wanted_variants(release, m, table.accelerators)]
         ranked = wheels.rank_fits([f for f in fits if f.runs], variant)
         assert best == (ranked[0] if ranked else None)

@@ -24,13 +24,14 @@ UNKNOWN = "unknown"  # the GPU's processor or the build's targets are not known
 
 
 def accelerators(table) -> AcceleratorTable:
-    """The accelerator table loaded beside a compat table (``load_table``), else beside the bundled one."""
+    """The accelerator facts that travel with a compat table (``load_table`` reads the accelerators.json
+    beside it); a table built without them (a test's) reads the bundled file."""
     found = getattr(table, "accelerators", None)
     if isinstance(found, AcceleratorTable):
         return found
-    from doctor.table.load import load_table
+    from doctor.table.accelerators import load_accelerators
 
-    return load_table().accelerators
+    return load_accelerators(None)
 
 
 @dataclass(frozen=True)
@@ -171,39 +172,37 @@ def runnable_as(acc: AcceleratorTable, gfx: str) -> str:
     return gfx
 
 
-def vendor_variants(release, platform: str, amd_gfx: tuple[str, ...], variants: list[str],
-                    installed: str | None = None) -> list[str]:
+def vendor_variants(acc: AcceleratorTable, release, platform: str, amd_gfx: tuple[str, ...],
+                    variants: list[str], installed: str | None = None) -> list[str]:
     """The variants worth considering for another vendor's GPU: the ROCm ones that hold every AMD GPU's
     processor (newest ROCm first), else the xpu wheel for a discrete Intel GPU. Where no ROCm wheel of any
     release holds the GPU, the CPU wheel (a laptop's Radeon 680M; its CPU torch is fine), unless a ROCm build
     is installed: no wheel replaces that one, and the findings say what would."""
     if not amd_gfx:
         return [v for v in variants if v == "xpu"]
-    acc = accelerators(None)
     if all(acc.rocm_builds_for(g) for g in amd_gfx) or (installed or "").startswith("rocm"):
         return rocm_variants_covering(release, platform, amd_gfx, acc)
     return [v for v in variants if v == "cpu"]
 
 
-def os_problem(machine, patch, nearest=None) -> str | None:
+def os_problem(acc: AcceleratorTable, machine, patch, nearest=None) -> str | None:
     """Why ``patch``'s wheels do not install on this machine's macOS (with the newest release that does), or
     None."""
-    why = macos_problem(accelerators(None), patch.torch, machine.platform, getattr(machine, "macos", None))
+    why = macos_problem(acc, patch.torch, machine.platform, getattr(machine, "macos", None))
     if why and nearest is not None:
         why += f"; torch {nearest.wheel.torch} is the newest release that installs here"
     return why
 
 
-def amd_runnable(snap: Snapshot) -> tuple[str, ...]:
+def amd_runnable(snap: Snapshot, acc: AcceleratorTable) -> tuple[str, ...]:
     """The processors this machine's AMD GPUs run ROCm wheels as, for the wheel choice."""
-    acc = accelerators(None)
     return tuple(dict.fromkeys(runnable_as(acc, p.gfx) for p in amd_processors(snap, acc) if p.gfx))
 
 
-def amd_processor_unknown(snap: Snapshot) -> bool:
+def amd_processor_unknown(snap: Snapshot, acc: AcceleratorTable) -> bool:
     """An AMD GPU is here and no processor of any is known (a PCI device id the table has no row for, and no
     KFD topology): the wheel choice cannot pick a ROCm build by processor."""
-    procs = amd_processors(snap, accelerators(None))
+    procs = amd_processors(snap, acc)
     return bool(procs) and not any(p.gfx for p in procs)
 
 

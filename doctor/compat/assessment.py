@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from doctor.compat.accelerators import accelerators
 from doctor.compat.builds import Build, torch_build
 from doctor.compat.coverage import ArchSource, arch_source
 from doctor.compat.distributions import Origin, torch_origin
@@ -40,7 +41,7 @@ class Assessment:
 def assess(snap: Snapshot, table) -> Assessment:
     build = torch_build(snap)
     origin = torch_origin(snap)
-    machine = machine_from_snapshot(snap, build)
+    machine = machine_from_snapshot(snap, build, accelerators(table))
     wanted = wanted_torch(snap)
     coverage = choice = unpinned = None
     forward = forward_compat_in_use(snap, table) if table is not None else None

@@ -20,6 +20,7 @@ from doctor.compat.coverage import arch_row, table_cudnn_floor
 from doctor.model.i18n import Msg
 from doctor.model.snapshot import Snapshot
 from doctor.model.versions import major_minor, parse_cc, split_local, variant_to_cuda, version_tuple
+from doctor.table.accelerators import AcceleratorTable
 
 # Driver verdicts for a CUDA variant
 NATIVE = "native"  # the driver's maximum CUDA is at least the variant's
@@ -48,8 +49,9 @@ class Machine:
     amd_unknown: bool = False  # an AMD GPU whose processor is not known
 
 
-def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
-    """``build``: the installed torch's (None: not installed), whose variant is kept when it still fits."""
+def machine_from_snapshot(snap: Snapshot, build: Build | None, acc: AcceleratorTable) -> Machine:
+    """``build``: the installed torch's (None: not installed), whose variant is kept when it still fits;
+    ``acc``: the accelerator facts of the table in use (which AMD processors and Intel GPUs run what)."""
     gpus = snap.nvidia.gpus
     ccs = tuple(cc for cc in (parse_cc(g.compute_capability.value) for g in gpus) if cc)
     present = bool(gpus) or bool(snap.nvidia.pci_devices) or snap.nvidia.status not in ("no-gpu", "unknown")
@@ -68,9 +70,9 @@ def machine_from_snapshot(snap: Snapshot, build: Build | None) -> Machine:
         driver_max_cuda=snap.nvidia.cuda_driver_version.value,
         installed_variant=build.variant if build is not None else None,
         free_threaded=bool(snap.interpreter.free_threaded),
-        amd_gfx=other.amd_runnable(snap) if not present else (),
-        intel_xpu=bool(other.intel_discrete_gpus(snap, other.accelerators(None))), macos=snap.host.macos,
-        amd_unknown=not present and other.amd_processor_unknown(snap),
+        amd_gfx=other.amd_runnable(snap, acc) if not present else (),
+        intel_xpu=bool(other.intel_discrete_gpus(snap, acc)), macos=snap.host.macos,
+        amd_unknown=not present and other.amd_processor_unknown(snap, acc),
     )
 
 
@@ -179,7 +181,7 @@ def _gpu_verdicts(table, torch_version: str, variant: str, platform: str, ccs: t
     return not bad, True, bad, row
 
 
-def wanted_variants(release, machine: Machine) -> list[str]:
+def wanted_variants(release, machine: Machine, acc: AcceleratorTable) -> list[str]:
     """The variants worth considering on this machine: CUDA ones with an NVIDIA GPU. Without one, the
     kind of accelerator build already installed (a ROCm or XPU build is for a GPU NVIDIA's probes cannot
     see; a CUDA build may be in a container started without its GPU), else CPU. Variants the table marks
@@ -188,7 +190,7 @@ def wanted_variants(release, machine: Machine) -> list[str]:
     if machine.nvidia_present:
         return [v for v in variants if v.startswith("cu")]
     if machine.amd_gfx or machine.intel_xpu:  # ROCm wheels holding every AMD GPU's processor; the xpu wheel
-        return other.vendor_variants(release, machine.platform, machine.amd_gfx, variants,
+        return other.vendor_variants(acc, release, machine.platform, machine.amd_gfx, variants,
                                      machine.installed_variant)
     installed = machine.installed_variant or ""
     if machine.amd_unknown and installed.startswith("cu"):  # a CUDA build runs on no AMD GPU: the ROCm ones
@@ -244,7 +246,8 @@ def best_in_release(
 
 
 def _good_fits(table, release, patch, machine: Machine, ccs, need_driver: bool) -> tuple[Fit, ...]:
-    fits = [fit(table, release, patch, v, machine, ccs) for v in wanted_variants(release, machine)]
+    fits = [fit(table, release, patch, v, machine, ccs)
+            for v in wanted_variants(release, machine, other.accelerators(table))]
     # Without an NVIDIA GPU there is no driver to judge a CUDA build by: the installed kind is kept.
     no_driver_to_judge = not machine.nvidia_present
     return tuple(f for f in fits if f.gpus_ok and (f.runs or not need_driver or no_driver_to_judge))
@@ -392,11 +395,11 @@ def in_spec(spec, version: str) -> bool:
         return False
 
 
-def usable_patch(release, machine: Machine, spec=None):
+def usable_patch(release, machine: Machine, acc: AcceleratorTable, spec=None):
     """The newest patch of ``release`` the specifier allows with a wheel for this Python (and this macOS)."""
     for patch in reversed(release.patches):
         if in_spec(spec, patch.torch) and python_ok(release, machine, patch) and \
-                not other.os_problem(machine, patch):
+                not other.os_problem(acc, machine, patch):
             return patch
     return None
 
@@ -455,7 +458,8 @@ def _keep_installed(table, release, patch, machine: Machine, ccs, later: Fit) ->
     reinstall). Only a variant worth considering here counts: a CPU build on a machine with an NVIDIA GPU is
     never "kept"."""
     variant = machine.installed_variant
-    if variant and variant in wanted_variants(release, machine) and variant != later.wheel.variant:
+    if variant and variant in wanted_variants(release, machine, other.accelerators(table)) and \
+            variant != later.wheel.variant:
         own = fit(table, release, patch, variant, machine, ccs)
         if own.gpus_ok and own.driver.level != UNKNOWN:
             return own
@@ -555,7 +559,8 @@ def _usable(table, platform: str, python: str | None, free_threaded: bool, wante
     machine = Machine(platform, "", python, (), 0, False, None, None, None, free_threaded, macos=macos)
     spec = public_spec(wanted)
     return tuple(
-        (r, p) for r in table.releases if r.variants_for(platform) and (p := usable_patch(r, machine, spec))
+        (r, p) for r in table.releases
+        if r.variants_for(platform) and (p := usable_patch(r, machine, other.accelerators(table), spec))
     )
 
 
@@ -568,7 +573,8 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
     asked = sorted(((r, p) for r in table.releases for p in r.patches if in_spec(spec, p.torch)),
                    key=lambda rp: version_tuple(rp[1].torch) or (0,), reverse=True)
     here = [(r, p) for r, p in asked if r in on_platform]
-    every = [(r, p) for r in on_platform if (p := usable_patch(r, machine)) is not None]
+    acc = other.accelerators(table)
+    every = [(r, p) for r in on_platform if (p := usable_patch(r, machine, acc)) is not None]
     fitting = [(r, f) for r, p in every if (f := best_in_release(table, r, p, machine, ccs))]
     if not asked:
         return Choice(None, None, None, f"no torch release matches torch{label} (the table knows "
@@ -580,9 +586,9 @@ def _choose_wanted(table, machine: Machine, spec, ccs) -> Choice:
         return Choice(None, None, None, f"torch {first} publishes no wheel for {machine.platform}",
                       code=NO_PLATFORM, unavailable=NO_PLATFORM, nearest=_nearest(fitting, first),
                       asked=first)
-    if not (on_os := [(r, p) for r, p in here if not other.os_problem(machine, p)]):
+    if not (on_os := [(r, p) for r, p in here if not other.os_problem(acc, machine, p)]):
         near = _nearest(fitting, first)
-        return Choice(None, None, None, other.os_problem(machine, here[0][1], near), code=NO_OS,
+        return Choice(None, None, None, other.os_problem(acc, machine, here[0][1], near), code=NO_OS,
                       unavailable=NO_OS, nearest=near, asked=first)
     here = on_os
     usable = [(r, p) for r, p in here if python_ok(r, machine, p)]

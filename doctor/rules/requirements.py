@@ -20,7 +20,8 @@ from doctor.compat.accelerators import (
     judge_rocm,
     rocm_build_targets,
 )
-from doctor.compat.builds import torch_build
+from doctor.compat.assessment import Assessment
+from doctor.compat.builds import Build
 from doctor.model.amd import AMD_OK
 from doctor.model.findings import ERROR, Finding
 from doctor.model.i18n import Msg, join
@@ -28,18 +29,22 @@ from doctor.model.requirements import CUDA_RE, IDS, RULE, Requirements, parse_me
 from doctor.model.snapshot import NVIDIA_OK, Snapshot
 from doctor.model.versions import parse_cc
 from doctor.rules import Rule
+from doctor.table.accelerators import AcceleratorTable
 
 
 def requirements_rule(req: Requirements) -> Rule:
     """The rule that checks ``req``: added to a run's rules when requirements are stated."""
     return Rule(RULE, Msg("the machine meets the stated requirements"),
-                lambda facts: check_requirements(facts.snap, req), tuple(IDS.values()))
+                lambda facts: check_requirements(facts, req), tuple(IDS.values()))
 
 
-def check_requirements(snapshot: Snapshot, req: Requirements) -> list[Finding]:
+def check_requirements(facts: Assessment, req: Requirements) -> list[Finding]:
+    """The requirements against the facts: the snapshot, the installed build and, for the backends judged
+    without the smoke test, the accelerator facts of the table in use."""
+    snapshot, build, acc = facts.snap, facts.build, accelerators(facts.table)
     findings: list[Finding] = []
     for backend in dict.fromkeys(req.require):
-        ok, reason, evidence = _backend_usable(snapshot, backend)
+        ok, reason, evidence = _backend_usable(snapshot, backend, build, acc)
         if not ok:
             findings.append(_finding(IDS[backend], Msg("--require {backend}: "
                 "{reason}", backend=backend, reason=reason), evidence))
@@ -162,7 +167,8 @@ def _nvidia_usable(snapshot: Snapshot) -> tuple[bool, str]:
     return False, Msg("the NVIDIA driver is not usable: {status}{detail}", status=nv.status, detail=detail)
 
 
-def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
+def _backend_usable(snapshot: Snapshot, backend: str, build: Build | None,
+                    acc: AcceleratorTable) -> tuple[bool, str, dict]:
     rt, dist = snapshot.runtime, snapshot.install.torch
     evidence = {
         "runtime.status": rt.status,
@@ -190,7 +196,7 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
             evidence,
         )
     if backend == "gpu":
-        results = [_backend_usable(snapshot, b) for b in ("cuda", "rocm", "xpu", "mps")]
+        results = [_backend_usable(snapshot, b, build, acc) for b in ("cuda", "rocm", "xpu", "mps")]
         if any(ok for ok, _, _ in results):
             return True, "", evidence
         reason = results[0][1].split(": ", 1)[-1]
@@ -207,19 +213,19 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
                 "{label}", label=label), evidence
         if dist and not dist.hip:
             return False, Msg("no ROCm device usable: {label} is not a ROCm build", label=label), evidence
-        return (*_rocm_from_facts(snapshot, label), evidence)
+        return (*_rocm_from_facts(snapshot, label, build, acc), evidence)
     if backend == "xpu":
         if _runtime_ran(snapshot) and rt.backend:
             ok = rt.backend == "xpu"
             return ok, "" if ok else Msg("no XPU device usable: torch reports backend {backend}",
                                          backend=rt.backend), evidence
-        return (*_xpu_from_facts(snapshot, label), evidence)
+        return (*_xpu_from_facts(snapshot, label, build, acc), evidence)
     if backend == "mps":
         if _runtime_ran(snapshot) and rt.backend:
             ok = rt.backend == "mps"
             return ok, "" if ok else Msg("no MPS device usable: torch reports backend "
                 "{backend}", backend=rt.backend), evidence
-        return (*_mps_from_facts(snapshot, label), evidence)
+        return (*_mps_from_facts(snapshot, label, build, acc), evidence)
     raise ValueError(backend)
 
 
@@ -227,7 +233,8 @@ def _backend_usable(snapshot: Snapshot, backend: str) -> tuple[bool, str, dict]:
 # (doctor/compat/accelerators.py).
 
 
-def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+def _rocm_from_facts(snapshot: Snapshot, label: str, build: Build | None,
+                     acc: AcceleratorTable) -> tuple[bool, str]:
     amd = snapshot.amd
     if amd is None:
         return False, Msg("no ROCm device confirmed: the torch import probe did not run and no AMD GPU facts "
@@ -236,8 +243,6 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
         return False, Msg("no ROCm device usable: no AMD GPU was found")
     if amd.status != AMD_OK:
         return False, Msg("no ROCm device usable: {detail}", detail=amd.detail or amd.status)
-    acc = accelerators(None)
-    build = torch_build(snapshot)
     targets = rocm_build_targets(snapshot, acc, build.version if build else None,
                                  (build.variant or build.local) if build else None)
     for proc in amd_processors(snapshot, acc):
@@ -252,10 +257,10 @@ def _rocm_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     return True, ""
 
 
-def _xpu_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
-    build = torch_build(snapshot)
+def _xpu_from_facts(snapshot: Snapshot, label: str, build: Build | None,
+                    acc: AcceleratorTable) -> tuple[bool, str]:
     dist = snapshot.install.torch
-    gpus = intel_discrete_gpus(snapshot, accelerators(None))
+    gpus = intel_discrete_gpus(snapshot, acc)
     if not (build and build.kind == "xpu") and not (dist and dist.xpu):
         if not gpus:  # an xpu wheel alone would not help: say both
             return False, Msg("no XPU device usable: {label} is not an xpu build, and no discrete Intel GPU "
@@ -266,7 +271,8 @@ def _xpu_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
     return True, ""
 
 
-def _mps_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
+def _mps_from_facts(snapshot: Snapshot, label: str, build: Build | None,
+                    acc: AcceleratorTable) -> tuple[bool, str]:
     host = snapshot.host
     machine = snapshot.interpreter.machine or host.machine
     if host.os != "darwin" or not (machine == "arm64" or is_rosetta(snapshot)):
@@ -274,8 +280,7 @@ def _mps_from_facts(snapshot: Snapshot, label: str) -> tuple[bool, str]:
                           platform=host.platform)
     if is_rosetta(snapshot):
         return False, Msg("no MPS device usable: this Python is x86_64, running under Rosetta 2")
-    build = torch_build(snapshot)
-    floor = accelerators(None).macos_floor(build.version, host.platform) if build else None
+    floor = acc.macos_floor(build.version, host.platform) if build else None
     if floor is not None and host.macos and floor.mps_on(host.macos) is False:
         return False, Msg("no MPS device usable: {label} needs macOS {need} for MPS, this is macOS {macos}",
                           label=label, need=floor.mps_min_macos, macos=host.macos)

@@ -9,7 +9,6 @@ the field, never a traceback. Pure: stdlib + packaging, no subprocess, no enviro
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from doctor.errors import TableError
@@ -30,19 +29,15 @@ def default_table_path() -> Path:
 
 
 def load_table(path: str | Path | None = None) -> CompatTable:
-    """Load and validate a table (None = the bundled one). Cached per file path and modification time."""
+    """Load and validate a table (None = the bundled one), with the accelerator facts beside it. Read afresh
+    on every call: a run loads it once and hands it on (doctor/app/run.py)."""
     resolved = Path(path).expanduser() if path is not None else default_table_path()
     try:
         resolved = resolved.resolve()
-        stat = resolved.stat()
+        resolved.stat()  # a missing file: this one line, before anything else is tried
     except OSError as exc:
         raise TableError(f"compat table {resolved}: cannot read: {exc.strerror or exc}") from None
-    return _load_cached(str(resolved), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime_ns: int, size: int) -> CompatTable:
-    del mtime_ns, size  # cache keys only: an edited file is read again
+    path = str(resolved)
     data = read_json(path, MAX_TABLE_BYTES, "compat table")
     try:
         table = _Parser(path).table(data)
