@@ -103,7 +103,24 @@ def test_pci_ids(table):
     assert (arc.family, arc.discrete, arc.xpu) == ("DG2", True, "validated")
     assert table.intel_gpu("0xe20b").family == "BMG"
     assert table.intel_gpu("0x0bd5").family == "PVC"
-    assert table.intel_gpu("0x7d55") is None  # Meteor Lake integrated: not a reason to suggest XPU
+    mtl = table.intel_gpu("0x7d55")  # Meteor Lake-H, Intel Arc Graphics: on PyTorch's XPU page, integrated
+    assert (mtl.family, mtl.discrete, mtl.xpu) == ("MTL-H Arc", False, "validated")
+    assert table.intel_gpu("0x7dd5").xpu == "not-listed"  # the same chip named plain Intel Graphics
+    assert table.intel_gpu("0x64a0").xpu == "validated"  # Lunar Lake, Arc 140V
+    assert table.intel_gpu("0x7d51").xpu == "validated"  # Arrow Lake-H, Arc 140T
+    assert table.intel_gpu("0x4680") is None  # Alder Lake-S GT1: no row
+
+
+def test_integrated_intel_rows(table):
+    """Every integrated row is a Core Ultra family the kernel's pciids.h names, with the Arc Graphics ids
+    (validated: PyTorch's XPU page lists them) apart from the plain Intel Graphics ones (not-listed)."""
+    integrated = [f for f in table.intel if not f.discrete]
+    assert {f.family for f in integrated} == {"MTL-H Arc", "MTL", "ARL-H Arc", "ARL", "LNL Arc", "LNL",
+                                              "PTL Arc", "PTL"}
+    for family in integrated:
+        assert "pciids.h" in family.source and "pci.ids" in family.source
+        assert (family.xpu == "validated") == family.family.endswith(" Arc"), family.family
+        assert ("get_start_xpu" in family.source) or family.xpu == "not-listed"
 
 
 def test_macos_floors(table):

@@ -232,3 +232,42 @@ def test_windows_intel_arc_gets_the_xpu_wheel(table):
     diag = diagnose(snap, table)
     assert "xpu-wheel-needed" in ids(diag)
     assert any("whl/xpu" in c for c in diag.plan.commands)
+
+
+def _intel_laptop(torch, device):
+    snap = make_snapshot(gpus=[], driver=None, max_cuda=None, nvidia_status="no-gpu", pci=[], torch=torch,
+                         torchvision=None, torchaudio=None)
+    snap.host.intel_gpus = [device]
+    return snap
+
+
+def test_core_ultra_arc_graphics_runs_xpu_but_is_no_reason_for_it(table):
+    from doctor.compat.accelerators import intel_xpu_gpus
+    from doctor.compat.builds import torch_build
+    from doctor.compat.wheels import machine_from_snapshot
+
+    acc = accelerators(table)
+    laptop = _intel_laptop(torch_dist("2.7.1+cpu", None), "0x7d55")  # Meteor Lake-H, Intel Arc Graphics
+    assert [g.family for g in intel_xpu_gpus(laptop, acc, integrated=True)] == ["MTL-H Arc"]
+    assert intel_xpu_gpus(laptop, acc, integrated=False) == []
+    # the wheel choice keeps the CPU wheel
+    assert not machine_from_snapshot(laptop, torch_build(laptop), acc).intel_xpu
+    diag = diagnose(laptop, table)
+    assert "xpu-wheel-needed" not in ids(diag)
+    assert not any("whl/xpu" in c for c in diag.plan.commands)
+    # plain Intel Graphics of the same chip, and Alder Lake: not on PyTorch's XPU page
+    for device in ("0x7dd5", "0x4680"):
+        assert intel_xpu_gpus(_intel_laptop(None, device), acc, integrated=True) == []
+
+
+def test_xpu_from_facts_counts_a_listed_integrated_gpu(table):
+    from doctor.compat.builds import torch_build
+    from doctor.rules.requirements import _xpu_from_facts
+
+    acc = accelerators(table)
+    xpu = _intel_laptop(torch_dist("2.7.1+xpu", None), "0x64a0")  # Lunar Lake, Arc 140V
+    assert _xpu_from_facts(xpu, "torch 2.7.1+xpu", torch_build(xpu), acc) == (True, "")
+    gt1 = _intel_laptop(torch_dist("2.7.1+xpu", None), "0x4680")  # Alder Lake-S GT1
+    ok, why = _xpu_from_facts(gt1, "torch 2.7.1+xpu", torch_build(gt1), acc)
+    assert not ok
+    assert why == "no XPU device usable: no Intel GPU that PyTorch's XPU builds list was found on the PCI bus"

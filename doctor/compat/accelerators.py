@@ -1,8 +1,9 @@
 """Judgements about accelerators other than NVIDIA's, as pure functions of snapshot facts and the accelerator
 table (``compat_tables/accelerators.json``, ``doctor/table/accelerators.py``): which processor each AMD GPU
 is, which processors a ROCm build holds, whether a GPU runs it (natively, through HSA_OVERRIDE_GFX_VERSION,
-or not at all), which ROCm variants of a release cover the GPUs, which Intel GPUs are reasons for the xpu
-wheel, and the macOS a release's wheels need. The rules and the plan both ask here, so they agree.
+or not at all), which ROCm variants of a release cover the GPUs, which Intel GPUs the xpu wheels run on
+(and which of them are reasons to suggest that wheel), and the macOS a release's wheels need. The rules and
+the plan both ask here, so they agree.
 """
 
 from __future__ import annotations
@@ -217,19 +218,26 @@ class IntelGpu:
     validated: bool  # on PyTorch's XPU hardware list
     source: str
     confidence: str
+    discrete: bool = True
 
 
-def intel_discrete_gpus(snap: Snapshot, acc: AcceleratorTable) -> list[IntelGpu]:
-    """The discrete Intel GPUs the PCI bus shows that PyTorch's xpu wheels may run on (integrated graphics
-    are not a reason to suggest them; DG1 is discrete but not among them)."""
+def intel_xpu_gpus(snap: Snapshot, acc: AcceleratorTable, *, integrated: bool) -> list[IntelGpu]:
+    """The Intel GPUs the PCI bus shows that PyTorch's xpu wheels may run on: the discrete ones (DG1 is
+    discrete but not among them) and, with ``integrated``, the integrated ones PyTorch's XPU page lists (Core
+    Ultra with Arc Graphics). Those answer "can an xpu build run here", never "should a CPU torch be
+    replaced": a laptop on the CPU wheel is not broken."""
     out = []
     for device in getattr(snap.host, "intel_gpus", None) or []:
         row = acc.intel_gpu(device)
-        if row is None or not row.discrete or (row.xpu != "validated" and row.family == "DG1"):
+        if row is None:
             continue
-        out.append(
-            IntelGpu(device, row.family, row.product, row.xpu == "validated", row.source, row.confidence)
-        )
+        if row.discrete:
+            if row.xpu != "validated" and row.family == "DG1":
+                continue
+        elif not (integrated and row.xpu == "validated"):
+            continue
+        out.append(IntelGpu(device, row.family, row.product, row.xpu == "validated", row.source,
+                            row.confidence, row.discrete))
     return out
 
 

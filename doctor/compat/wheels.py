@@ -71,7 +71,9 @@ def machine_from_snapshot(snap: Snapshot, build: Build | None, acc: AcceleratorT
         installed_variant=build.variant if build is not None else None,
         free_threaded=bool(snap.interpreter.free_threaded),
         amd_gfx=other.amd_runnable(snap, acc) if not present else (),
-        intel_xpu=bool(other.intel_discrete_gpus(snap, acc)), macos=snap.host.macos,
+        # discrete only: a laptop's integrated Arc Graphics is no reason to leave the CPU wheel (an installed
+        # xpu build keeps its kind: wanted_variants)
+        intel_xpu=bool(other.intel_xpu_gpus(snap, acc, integrated=False)), macos=snap.host.macos,
         amd_unknown=not present and other.amd_processor_unknown(snap, acc),
     )
 

@@ -15,7 +15,7 @@ from doctor.compat.accelerators import (
     UNKNOWN,
     accelerators,
     amd_processors,
-    intel_discrete_gpus,
+    intel_xpu_gpus,
     is_rosetta,
     judge_rocm,
     rocm_build_targets,
@@ -260,14 +260,16 @@ def _rocm_from_facts(snapshot: Snapshot, label: str, build: Build | None,
 def _xpu_from_facts(snapshot: Snapshot, label: str, build: Build | None,
                     acc: AcceleratorTable) -> tuple[bool, str]:
     dist = snapshot.install.torch
-    gpus = intel_discrete_gpus(snapshot, acc)
+    # a Core Ultra's Arc Graphics that PyTorch's XPU page lists runs the xpu builds too
+    gpus = intel_xpu_gpus(snapshot, acc, integrated=True)
     if not (build and build.kind == "xpu") and not (dist and dist.xpu):
         if not gpus:  # an xpu wheel alone would not help: say both
-            return False, Msg("no XPU device usable: {label} is not an xpu build, and no discrete Intel GPU "
-                              "that PyTorch's XPU builds list was found on the PCI bus", label=label)
+            return False, Msg("no XPU device usable: {label} is not an xpu build, and no Intel GPU that "
+                              "PyTorch's XPU builds list was found on the PCI bus", label=label)
         return False, Msg("no XPU device usable: {label} is not an xpu build", label=label)
     if not gpus:
-        return False, Msg("no XPU device usable: no discrete Intel GPU was found on the PCI bus")
+        return False, Msg("no XPU device usable: no Intel GPU that PyTorch's XPU builds list was found on "
+                          "the PCI bus")
     return True, ""
 
 

@@ -1,11 +1,12 @@
 """Intel GPUs: a discrete Arc or Data Center GPU with a torch that cannot use it (a CPU or CUDA build) wants
-the xpu build, from https://download.pytorch.org/whl/xpu. Integrated graphics are no reason to suggest it. The
+the xpu build, from https://download.pytorch.org/whl/xpu. Integrated graphics are no reason to suggest it, not
+even a Core Ultra's Arc Graphics that PyTorch's XPU page lists: a laptop on the CPU wheel is not broken. The
 device ids come from the PCI bus (host.intel_gpus) and the accelerator table (doctor/compat/accelerators.py).
 """
 
 from __future__ import annotations
 
-from doctor.compat.accelerators import accelerators, intel_discrete_gpus
+from doctor.compat.accelerators import accelerators, intel_xpu_gpus
 from doctor.compat.assessment import Assessment
 from doctor.model.findings import ERROR, INSTALL, WARNING, Action, Finding, Fix
 from doctor.model.i18n import Msg
@@ -27,7 +28,7 @@ def newest_xpu(table, snap) -> str | None:
 def check_intel_build(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
     build = facts.build
-    gpus = intel_discrete_gpus(snap, accelerators(table))
+    gpus = intel_xpu_gpus(snap, accelerators(table), integrated=False)
     if not gpus:
         return skipped(Msg("no discrete Intel GPU"))
     if snap.nvidia.gpus or snap.nvidia.pci_devices or (snap.amd is not None and snap.amd.gpus):
