@@ -27,6 +27,8 @@ PYTORCH = "https://download.pytorch.org/whl"
 RX7900XTX = ("0x1002", "0x744c", 110000)  # Navi 31, gfx1100
 RX6700XT = ("0x1002", "0x73df", 100301)  # Navi 22, gfx1031
 ARC_A770 = ("0x8086", "0x56a0", None)  # DG2-G10
+MTL_ARC = ("0x8086", "0x7d55", None)  # Meteor Lake-H, Intel Arc Graphics (integrated)
+ADL_GT1 = ("0x8086", "0x4680", None)  # Alder Lake-S GT1, UHD Graphics 770 (integrated)
 
 
 class Machine:
@@ -190,12 +192,34 @@ def test_an_arc_a770_with_a_cpu_wheel_gets_the_xpu_wheel(tmp_path):
 
 
 def test_integrated_intel_graphics_is_no_reason_for_xpu(tmp_path):
-    m = Machine(tmp_path, "2.7.1+cpu", ("0x8086", "0x7d55", None))  # Meteor Lake
+    m = Machine(tmp_path, "2.7.1+cpu", MTL_ARC)  # a Core Ultra laptop on the CPU wheel is not broken
     code, report = m.json()
-    assert "xpu-wheel-needed" not in ids(report)
-    code, report = m.json("--require", "xpu")  # asked for: the CPU build and no listed GPU, both said
+    assert code == 0 and "xpu-wheel-needed" not in ids(report)
+    assert not any("xpu" in c for c in commands(report))
+    code, report = m.json("--require", "xpu")  # asked for: the build is what is missing, not the GPU
     title = finding(report, "requirement-xpu")["title"]
-    assert code == 4 and "is not an xpu build" in title and "no discrete Intel GPU" in title
+    assert code == 4 and title.endswith("is not an xpu build")
+
+
+def test_core_ultra_arc_graphics_meets_require_xpu(tmp_path):
+    """PyTorch's XPU page lists Meteor Lake-H's Arc Graphics: an xpu torch there meets --require xpu judged
+    from the facts (it said "no discrete Intel GPU was found" and exited 4)."""
+    m = Machine(tmp_path, "2.7.1+xpu", MTL_ARC)
+    code, report = m.json("--require", "xpu")
+    assert code == 0 and "requirement-xpu" not in ids(report)
+    assert "xpu-wheel-needed" not in ids(report)
+
+
+def test_alder_lake_graphics_does_not_meet_require_xpu(tmp_path):
+    m = Machine(tmp_path, "2.7.1+xpu", ADL_GT1)  # UHD Graphics 770: not on PyTorch's XPU page
+    code, report = m.json("--require", "xpu")
+    title = finding(report, "requirement-xpu")["title"]
+    assert code == 4
+    assert title == ("--require xpu: no XPU device usable: no Intel GPU that PyTorch's XPU builds list was "
+                     "found on the PCI bus")
+    code, report = Machine(tmp_path / "cpu", "2.7.1+cpu", ADL_GT1).json("--require", "xpu")
+    title = finding(report, "requirement-xpu")["title"]
+    assert code == 4 and "is not an xpu build, and no Intel GPU that PyTorch's XPU builds list" in title
 
 
 # --- Apple --------------------------------------------------------------------------------------------------
