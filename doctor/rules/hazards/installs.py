@@ -430,7 +430,8 @@ def path_fit(facts: Assessment) -> PathFit | None:
     """The deepest file of the torch to install under the target's site-packages; None when the folder or the
     torch is not known."""
     folder, torch = _site_packages(facts.snap), _torch_to_install(facts)
-    if not folder or not torch:
+    # Only a full Windows path (a drive or a UNC share) is the count Windows makes
+    if not folder or not ntpath.splitdrive(folder)[0] or not torch:
         return None
     row = facts.table.windows_longest_path(torch) if facts.table is not None else None
     return PathFit(torch, folder, row)
