@@ -200,3 +200,20 @@ def test_without_torch_the_plans_choice_is_judged_in_the_interpreters_own_site_p
 def test_no_site_packages_known_keeps_the_old_warning():
     found = _long_paths_off(None, "", prefix=r"C:\Python310", sys_path=[r"C:\elsewhere"])
     assert found.severity == WARNING and "site_packages" not in found.evidence
+
+
+def test_the_store_pythons_count_is_made_in_its_user_site():
+    # pip cannot write under WindowsApps: it installs into the user site, LocalCache\local-packages\...
+    user = (r"C:\Users\u\AppData\Local\Packages\PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0\LocalCache"
+            r"\local-packages\Python312\site-packages")
+    snap = make_snapshot(os="windows", torch=None, python="3.12.7")
+    snap.interpreter.path = STORE
+    prefix = r"C:\Program Files\WindowsApps\PythonSoftwareFoundation.Python.3.12_3.12.2032.0_x64"
+    snap.interpreter.prefix = prefix
+    snap.environment.windows = WindowsFacts(long_paths_enabled=False)
+    snap.environment.python = PythonFacts(dists=[], sys_path=[prefix + r"\Lib\site-packages"])
+    snap.environment.python.user_site.path = user
+    found = [f for f in installs.check_interpreter_hygiene(assess(snap, load_table()))
+             if f.id == "windows-long-paths-disabled"]
+    assert [f.severity for f in found] == [ERROR]  # the Store's error stands whatever the count says
+    assert found[0].evidence["site_packages"] == user

@@ -401,14 +401,19 @@ class PathFit:
         return len(self.folder) + 1 + self.length if self.length is not None else None
 
 
-def _site_packages(snap: Snapshot) -> str | None:
+def _site_packages(snap: Snapshot, store: bool) -> str | None:
     """The folder an install of torch writes into: the installed torch's (a reinstall), else the interpreter's
-    own <prefix>\\Lib\\site-packages where sys.path holds it; None when neither is known."""
+    own <prefix>\\Lib\\site-packages where sys.path holds it (the Store's Python: its user site, since pip
+    cannot write under WindowsApps); None when not known."""
     torch = snap.install.torch
     if torch is not None and torch.location:
         return torch.location.rstrip("\\/")
     prefix, py = snap.interpreter.prefix, snap.environment.python
-    if not prefix or py is None:
+    if py is None:
+        return None
+    if store:
+        return (py.user_site.path or "").rstrip("\\/") or None
+    if not prefix:
         return None
     own = ntpath.normcase(ntpath.join(prefix, "Lib", "site-packages"))
     return next((e.rstrip("\\/") for e in py.sys_path if ntpath.normcase(e.rstrip("\\/")) == own), None)
@@ -426,10 +431,10 @@ def _torch_to_install(facts: Assessment) -> str | None:
     return installed.version if installed is not None and installed.version else None
 
 
-def path_fit(facts: Assessment) -> PathFit | None:
+def path_fit(facts: Assessment, store: bool = False) -> PathFit | None:
     """The deepest file of the torch to install under the target's site-packages; None when the folder or the
     torch is not known."""
-    folder, torch = _site_packages(facts.snap), _torch_to_install(facts)
+    folder, torch = _site_packages(facts.snap, store), _torch_to_install(facts)
     # Only a full Windows path (a drive or a UNC share) is the count Windows makes
     if not folder or not ntpath.splitdrive(folder)[0] or not torch:
         return None
@@ -472,7 +477,7 @@ def _long_paths_finding(facts: Assessment, store: bool, evidence: dict) -> Findi
               "environment folder pip stops with \"[Errno 2] No such file or directory\" and its hint "
               "\"This error might have occurred since this system does not have Windows Long Path support "
               "enabled\".")
-    fit = path_fit(facts)
+    fit = path_fit(facts, store)
     if fit is not None:
         evidence = evidence | {"site_packages": fit.folder, "torch": fit.torch,
                                "longest_member": fit.member or None, "longest_member_length": fit.length,
