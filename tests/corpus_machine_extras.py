@@ -96,7 +96,9 @@ class _FakeWinreg:
 def windows_report(linux_report: dict, windows: dict) -> dict:
     """``linux_report`` (``check --json`` of the fake target on this host) as the Windows machine ``windows``
     describes: ``interpreter`` (the python.exe path), ``python`` (its version), ``registry`` ({value name:
-    value} under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem; a value left out is absent)."""
+    value} under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem; a value left out is absent) and
+    optionally ``prefix`` (its sys.prefix: sys.path then holds <prefix>\\Lib\\site-packages, where pip
+    installs)."""
     from doctor.model.snapshot import as_plain
     from doctor.probes.environment.windows import FILESYSTEM_KEY, probe_windows
 
@@ -104,6 +106,12 @@ def windows_report(linux_report: dict, windows: dict) -> dict:
     snap = report["snapshot"]
     snap["host"].update(os="windows", machine="x86_64", libc="")
     snap["interpreter"].update(path=windows["interpreter"], version=windows["python"])
+    if "prefix" in windows:  # sys.prefix, and the sys.path CPython builds from it on Windows
+        prefix, (major, minor) = windows["prefix"], windows["python"].split(".")[:2]
+        snap["interpreter"]["prefix"] = prefix
+        snap["environment"]["python"]["sys_path"] = [
+            f"{prefix}\\python{major}{minor}.zip", f"{prefix}\\DLLs", f"{prefix}\\Lib", prefix,
+            f"{prefix}\\Lib\\site-packages"]
     registry = {(FILESYSTEM_KEY, name): value for name, value in (windows.get("registry") or {}).items()}
     snap["environment"]["windows"] = as_plain(probe_windows(_FakeWinreg(registry)))
     if "display_adapters" in windows:

@@ -11,6 +11,8 @@ roots:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from factory import gpu, make_snapshot, torch_dist
 
@@ -136,3 +138,82 @@ def test_cuda_wheels_in_another_site_packages_fail_the_import(wheels_in, apart):
     if apart:
         assert found[0].severity == ERROR and LIB in str(found[0].title)
         assert found[0].fix.commands == [f"ln -s {LIB}/nvidia {LIB64}/nvidia"]
+
+
+# test-infra#8094's runner: its conda environment under RUNNER_TEMP (77 characters to site-packages)
+RUNNER_SITE = r"C:\actions-runner\_work\_temp\conda_environment_25961163736\Lib\site-packages"
+
+
+def _long_paths_off(torch_version, folder, choice=None, prefix=None, sys_path=()):
+    snap = make_snapshot(os="windows", torch=torch_dist(torch_version, "12.6") if torch_version else None,
+                         python="3.10.11")
+    snap.interpreter.path = r"C:\x\python.exe"
+    snap.interpreter.prefix = prefix or ""
+    if snap.install.torch is not None:
+        snap.install.torch.location = folder
+    snap.environment.windows = WindowsFacts(long_paths_enabled=False)
+    snap.environment.python = PythonFacts(dists=[], sys_path=list(sys_path))
+    facts = replace(assess(snap, load_table()), choice=choice)
+    found = [f for f in installs.check_interpreter_hygiene(facts) if f.id == "windows-long-paths-disabled"]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_torch_2_13s_deepest_file_passes_260_in_a_ci_runners_conda_environment():
+    # 77 + 1 + len("torch-2.13.0+cu126.dist-info/licenses/.../duktape-1.5.2/LICENSE.txt") = 77 + 1 + 173
+    row = load_table().windows_longest_path("2.13.0")
+    assert (row.length, row.wheel) == (167, "torch-2.13.0-cp312-cp312-win_amd64.whl")
+    found = _long_paths_off("2.13.0+cu126", RUNNER_SITE + "\\" + "x" * 9)
+    assert found.severity == ERROR
+    assert found.evidence["longest_member_length"] == 173
+    assert "87 characters, plus 1 for the separator, plus 173" in str(found.detail)
+    assert "WinError 206" in str(found.detail) and "duktape-1.5.2\\LICENSE.txt" in str(found.detail)
+
+
+@pytest.mark.parametrize(("torch_version", "words"), [
+    ("2.13.0+cu126", "makes 251 characters (77 + 1 + 173), below 260"),
+    ("2.13.0.dev20260522+cu130", "is not known"),  # a nightly: no row
+])  # fmt: skip
+def test_below_260_or_unknown_stays_a_warning(torch_version, words):
+    found = _long_paths_off(torch_version, RUNNER_SITE)
+    assert found.severity == WARNING
+    assert words in str(found.detail)
+
+
+def test_without_torch_the_plans_choice_is_judged_in_the_interpreters_own_site_packages():
+    prefix = "C:\\" + "p" * 100
+    site = prefix + r"\Lib\site-packages"
+    table = load_table()
+    snap = make_snapshot(os="windows", torch=None, python="3.12.7")
+    facts = assess(snap, table)
+    target = facts.choice.target.wheel if facts.choice and facts.choice.target else None
+    assert target is not None
+    found = _long_paths_off(None, "", choice=facts.choice, prefix=prefix, sys_path=[prefix, site])
+    assert found.evidence["site_packages"] == site
+    name = target.torch if target.variant == "cpu" else f"{target.torch}+{target.variant}"
+    assert found.evidence["torch"] == name
+    row = table.windows_longest_path(name)
+    total = len(site) + 1 + row.length_for(name)
+    assert found.severity == (ERROR if total >= 260 else WARNING)
+
+
+def test_no_site_packages_known_keeps_the_old_warning():
+    found = _long_paths_off(None, "", prefix=r"C:\Python310", sys_path=[r"C:\elsewhere"])
+    assert found.severity == WARNING and "site_packages" not in found.evidence
+
+
+def test_the_store_pythons_count_is_made_in_its_user_site():
+    # pip cannot write under WindowsApps: it installs into the user site, LocalCache\local-packages\...
+    user = (r"C:\Users\u\AppData\Local\Packages\PythonSoftwareFoundation.Python.3.12_qbz5n2kfra8p0\LocalCache"
+            r"\local-packages\Python312\site-packages")
+    snap = make_snapshot(os="windows", torch=None, python="3.12.7")
+    snap.interpreter.path = STORE
+    prefix = r"C:\Program Files\WindowsApps\PythonSoftwareFoundation.Python.3.12_3.12.2032.0_x64"
+    snap.interpreter.prefix = prefix
+    snap.environment.windows = WindowsFacts(long_paths_enabled=False)
+    snap.environment.python = PythonFacts(dists=[], sys_path=[prefix + r"\Lib\site-packages"])
+    snap.environment.python.user_site.path = user
+    found = [f for f in installs.check_interpreter_hygiene(assess(snap, load_table()))
+             if f.id == "windows-long-paths-disabled"]
+    assert [f.severity for f in found] == [ERROR]  # the Store's error stands whatever the count says
+    assert found[0].evidence["site_packages"] == user

@@ -835,3 +835,43 @@ def test_requires_dist_lookup(tmp_path):
     assert table.declared_requirements("2.7.1+cu118", "linux-x86_64") is None  # another index's build
     assert table.declared_requirements("2.7.1", "linux-aarch64") is None
     assert load_table(TINY).declared_requirements("2.7.1", "linux-x86_64") is None  # optional section
+
+
+_LONGEST_ROW = {"torch": "2.13.0", "wheel": "torch-2.13.0-cp312-cp312-win_amd64.whl", "sha256": "ab" * 32,
+                "member": "torch-2.13.0.dist-info/licenses/a/LICENSE.txt", "length": 45,
+                "source": "the wheel's central directory", "confidence": "verified"}
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("torch", "2.13.0+cu126", "windows_longest_paths[0].torch: '2.13.0+cu126': the PyPI build has no local"),
+    ("torch", "two", "windows_longest_paths[0].torch: 'two' is not a version"),
+    ("wheel", "torch-2.12.0-cp312-cp312-win_amd64.whl", "windows_longest_paths[0].wheel: "
+        "'torch-2.12.0-cp312-cp312-win_amd64.whl' is not a win_amd64 wheel of torch 2.13.0"),
+    ("sha256", "AB" * 32, "windows_longest_paths[0].sha256: "),
+    ("length", 44, "windows_longest_paths[0].length: 44 is not the length of member (45)"),
+    ("length", "45", "windows_longest_paths[0].length: expected an integer, got a string"),
+    ("member", "", "windows_longest_paths[0].member: is empty"),
+    ("confidence", "sure", "windows_longest_paths[0].confidence: 'sure' is not one of"),
+])  # fmt: skip
+def test_windows_longest_paths_rows_are_checked(tmp_path, key, value, expected):
+    data = json.loads(TINY.read_text())
+    data["windows_longest_paths"] = [dict(_LONGEST_ROW, **{key: value})]
+    with pytest.raises(TableError) as caught:
+        load_table(_write(tmp_path, data))
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_windows_longest_paths_lookup(tmp_path, table):
+    data = json.loads(TINY.read_text())
+    data["windows_longest_paths"] = [_LONGEST_ROW, dict(_LONGEST_ROW)]
+    with pytest.raises(TableError, match=r"windows_longest_paths\[1\]: duplicate windows_longest_paths torch"):
+        load_table(_write(tmp_path, data))
+    row = table.windows_longest_path("2.13.0+cu126")
+    assert row.torch == "2.13.0" and row.length == len(row.member) == 167
+    # the dist-info folder's name carries the build's version; other members do not
+    assert row.length_for("2.13.0+cu126") == 173 and row.member_for("2.13.0+cu126").startswith(
+        "torch-2.13.0+cu126.dist-info/licenses/")
+    assert table.windows_longest_path("2.13.0.dev20260522+cu130") is None  # a nightly: not read
+    older = table.windows_longest_path("2.5.1")
+    assert older.length_for("2.5.1+cu124") == older.length == 117  # under torch/include: no version in it
+    assert all(r.confidence == "verified" and r.wheel in r.source for r in table.windows_longest_paths)

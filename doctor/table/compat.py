@@ -25,6 +25,7 @@ from doctor.table.rows import (
     MajorFloor,
     NumpyAbi,
     Release,
+    WindowsLongestPath,
     _public,
     spec_holds,
 )
@@ -54,6 +55,7 @@ class CompatTable:
         forward_compat: tuple[ForwardCompat, ...] = (),
         numpy_abi: tuple[NumpyAbi, ...] = (),
         requires_dist: tuple[DeclaredRequirements, ...] = (),
+        windows_longest_paths: tuple[WindowsLongestPath, ...] = (),
     ):
         self.path = path
         self.schema_version = schema_version
@@ -68,6 +70,8 @@ class CompatTable:
         self.numpy_abi = numpy_abi
         self.requires_dist = requires_dist
         self._requires = {(r.torch, r.platform): r for r in requires_dist}
+        self.windows_longest_paths = windows_longest_paths
+        self._longest = {w.torch: w for w in windows_longest_paths}
 
         self._releases = {r.minor: r for r in self.releases}
         self._arch = {(a.torch_minor, a.variant, a.platform): a for a in arch_lists}
@@ -193,6 +197,11 @@ class CompatTable:
                 return None
             answers.add(row.min_compute_capability)
         return answers.pop() if len(answers) == 1 else None
+
+    def windows_longest_path(self, torch: str | None) -> WindowsLongestPath | None:
+        """The longest member path of the PyPI win_amd64 wheels of ``torch``'s release ("2.13.0+cu126" -> the
+        2.13.0 row); None for a release the table lacks (a nightly "2.13.0.dev20260522" among them)."""
+        return self._longest.get(_public(torch)) if torch else None
 
     def jetpack(self, l4t: str | None) -> JetPackRow | None:
         """The JetPack of a Jetson Linux (L4T) release: "36.4.3" -> the "36.4" row, else the "36" row; None

@@ -31,6 +31,7 @@ from doctor.table.rows import (
     NumpyAbi,
     Patch,
     Release,
+    WindowsLongestPath,
     _public,
     _sm_number,
 )
@@ -46,6 +47,7 @@ _SM_RE = re.compile(r"^sm_\d+[af]?$")
 _PTX_RE = re.compile(r"^compute_\d+[af]?$")
 _PLAIN_SM_RE = re.compile(r"^sm_\d+$")
 _FREE_THREADED_RE = re.compile(r"^\d+\.\d+t$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _CUDA_CHECKS = ("major.minor", "major")
 _SEGMENTS = ("data-center",)
 FORWARD_COMPAT_GPUS = ("data-center", "jetson", "rtx-server-ready", "geforce")
@@ -202,6 +204,8 @@ class _Parser:
             "gpus", True)
         requires = self.section(data, "requires_dist", self.requires_row, lambda r: (r.torch, r.platform),
                                 "requires_dist row", True)
+        longest = self.section(data, "windows_longest_paths", self.longest_path_row, lambda w: w.torch,
+                               "windows_longest_paths torch", True)
         for (where, _), release in zip(self.rows(data, "releases"), releases, strict=True):
             for variant in release.cudnn:
                 if variant not in {v for names in release.variants.values() for v in names}:
@@ -227,6 +231,7 @@ class _Parser:
             tuple(forward),
             tuple(numpy_abi),
             tuple(requires),
+            tuple(longest),
         )
 
     def section(
@@ -443,6 +448,26 @@ class _Parser:
             except (InvalidRequirement, TypeError):
                 raise self.fail(f"{where}.requires[{i}]", f"{line!r} is not a requirement") from None
         return DeclaredRequirements(torch, platform, wheel, tuple(lines), *self.provenance(row, where))
+
+    def longest_path_row(self, row: dict, where: str) -> WindowsLongestPath:
+        torch = self.string(row, "torch", where)
+        try:
+            Version(torch)
+        except InvalidVersion:
+            raise self.fail(f"{where}.torch", f"{torch!r} is not a version") from None
+        if "+" in torch:
+            raise self.fail(f"{where}.torch", f"{torch!r}: the PyPI build has no local tag")
+        wheel = self.string(row, "wheel", where)
+        if not (wheel.startswith(f"torch-{torch}-") and wheel.endswith("-win_amd64.whl")):
+            raise self.fail(f"{where}.wheel", f"{wheel!r} is not a win_amd64 wheel of torch {torch}")
+        sha256 = self.string(row, "sha256", where, _SHA256_RE, "a sha256 (64 lowercase hex digits)")
+        member = self.string(row, "member", where)
+        if not member.strip():
+            raise self.fail(f"{where}.member", "is empty")
+        length = self.get(row, "length", where, (int,))
+        if isinstance(length, bool) or length != len(member):
+            raise self.fail(f"{where}.length", f"{length!r} is not the length of member ({len(member)})")
+        return WindowsLongestPath(torch, wheel, sha256, member, length, *self.provenance(row, where))
 
     def jetpack_row(self, row: dict, where: str) -> JetPackRow:
         l4t = self.string(row, "l4t", where, _L4T_RE, "a Jetson Linux release (major or major.minor)")

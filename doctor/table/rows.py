@@ -229,6 +229,35 @@ class JetPackRow:
     confidence: str
 
 
+@dataclass(frozen=True, slots=True)
+class WindowsLongestPath:
+    """The longest member path of one torch release's win_amd64 wheels (PyPI's, read from the zip's central
+    directory): pip writes it under site-packages, so it decides whether an install passes Windows'
+    260-character limit when long paths are off."""
+
+    torch: str  # "2.13.0": the PyPI release (no local tag)
+    wheel: str  # the wheel read: "torch-2.13.0-cp312-cp312-win_amd64.whl"
+    sha256: str  # that wheel's, from the index
+    member: str  # the longest member path, as the zip names it ("/"-separated)
+    length: int  # len(member)
+    source: str
+    confidence: str
+
+    def length_for(self, version: str) -> int:
+        """The member's length in the build named ``version`` ("2.13.0+cu126"): a member under the dist-info
+        folder carries the version in that folder's name (torch-2.13.0+cu126.dist-info), the others do not."""
+        if self.member.startswith(f"torch-{self.torch}.dist-info/"):
+            return self.length - len(self.torch) + len(version)
+        return self.length
+
+    def member_for(self, version: str) -> str:
+        """The member's path in the build named ``version``."""
+        prefix = f"torch-{self.torch}.dist-info/"
+        if self.member.startswith(prefix):
+            return f"torch-{version}.dist-info/" + self.member[len(prefix):]
+        return self.member
+
+
 def spec_holds(spec: str, version: str) -> bool | None:
     """Whether the PEP 440 specifier set ``spec`` holds ``version`` (pre-releases included); None when
     ``version`` is not a version. Raises packaging's InvalidSpecifier for a bad ``spec``."""

@@ -3,8 +3,10 @@ be installed into (32-bit, PEP 668 system Pythons, conda's base environment)."""
 
 from __future__ import annotations
 
+import ntpath
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from doctor.compat.assessment import Assessment
@@ -24,11 +26,12 @@ from doctor.model.findings import (
     Finding,
     Fix,
 )
-from doctor.model.i18n import Msg
+from doctor.model.i18n import Msg, concat
 from doctor.model.snapshot import Snapshot, as_plain
 from doctor.model.versions import normalize_name, variant_of
 from doctor.rules import UNINSPECTED, not_observed, unknown
 from doctor.rules.hazards.common import TORCH_TRIO, export, mm, reinstall, same_dir, split_path, torch_cuda
+from doctor.table.rows import WindowsLongestPath
 
 # --- mixed and duplicate installs ---------------------------------------------------------------
 
@@ -312,7 +315,7 @@ def check_interpreter_hygiene(facts: Assessment) -> list[Finding]:
                 ),
             )
         )
-    findings += _windows_findings(snap, evidence)
+    findings += _windows_findings(facts, evidence)
     py = snap.environment.python or PythonFacts()
     if interp.externally_managed and interp.env_kind not in ("venv", "uv-venv", "conda"):
         text = (py.externally_managed_text or "").strip()
@@ -370,7 +373,77 @@ LONG_PATHS_COMMAND = (
 LONG_PATHS_DOC = "https://learn.microsoft.com/windows/win32/fileio/maximum-file-path-limitation"
 
 
-def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
+# Windows without long paths refuses a file path of MAX_PATH (260) characters or more, the terminating NUL
+# included: pip's write of it fails ([WinError 206], or [Errno 2] No such file or directory).
+MAX_PATH = 260
+
+
+@dataclass(frozen=True)
+class PathFit:
+    """How the deepest file of the torch an install writes fits under ``folder``: ``row`` None when the table
+    does not know that release's wheels."""
+
+    torch: str  # the build's version as its dist-info names it: "2.13.0+cu126"
+    folder: str  # the site-packages it goes into
+    row: WindowsLongestPath | None
+
+    @property
+    def member(self) -> str:
+        return self.row.member_for(self.torch).replace("/", "\\") if self.row else ""
+
+    @property
+    def length(self) -> int | None:
+        return self.row.length_for(self.torch) if self.row else None
+
+    @property
+    def total(self) -> int | None:
+        # the folder, the separator, the member
+        return len(self.folder) + 1 + self.length if self.length is not None else None
+
+
+def _site_packages(snap: Snapshot, store: bool) -> str | None:
+    """The folder an install of torch writes into: the installed torch's (a reinstall), else the interpreter's
+    own <prefix>\\Lib\\site-packages where sys.path holds it (the Store's Python: its user site, since pip
+    cannot write under WindowsApps); None when not known."""
+    torch = snap.install.torch
+    if torch is not None and torch.location:
+        return torch.location.rstrip("\\/")
+    prefix, py = snap.interpreter.prefix, snap.environment.python
+    if py is None:
+        return None
+    if store:
+        return (py.user_site.path or "").rstrip("\\/") or None
+    if not prefix:
+        return None
+    own = ntpath.normcase(ntpath.join(prefix, "Lib", "site-packages"))
+    return next((e.rstrip("\\/") for e in py.sys_path if ntpath.normcase(e.rstrip("\\/")) == own), None)
+
+
+def _torch_to_install(facts: Assessment) -> str | None:
+    """The torch an install writes, named as its dist-info is: the plan's target when it changes torch (a PyPI
+    CPU wheel has no local tag, so the shortest name is taken: a lower bound), else the installed one."""
+    installed = facts.snap.install.torch
+    target = facts.choice.target if facts.choice is not None else None
+    if target is not None and (installed is None or variant_of(installed.version) != target.wheel.variant
+                               or installed.version.split("+")[0] != target.wheel.torch):
+        wheel = target.wheel
+        return wheel.torch if wheel.variant == "cpu" else f"{wheel.torch}+{wheel.variant}"
+    return installed.version if installed is not None and installed.version else None
+
+
+def path_fit(facts: Assessment, store: bool = False) -> PathFit | None:
+    """The deepest file of the torch to install under the target's site-packages; None when the folder or the
+    torch is not known."""
+    folder, torch = _site_packages(facts.snap, store), _torch_to_install(facts)
+    # Only a full Windows path (a drive or a UNC share) is the count Windows makes
+    if not folder or not ntpath.splitdrive(folder)[0] or not torch:
+        return None
+    row = facts.table.windows_longest_path(torch) if facts.table is not None else None
+    return PathFit(torch, folder, row)
+
+
+def _windows_findings(facts: Assessment, evidence: dict) -> list[Finding]:
+    snap = facts.snap
     interp, findings = snap.interpreter, []
     windows = snap.environment.windows
     long_paths_off = windows is not None and windows.long_paths_enabled is False
@@ -392,24 +465,56 @@ def _windows_findings(snap: Snapshot, evidence: dict) -> list[Finding]:
                 [f"py -{version}-64 -m venv .venv"], ["https://www.python.org/downloads/windows/"]),
         ))
     if long_paths_off:
-        # The Store's site-packages alone is ~140 characters: torch's deep files pass 260 there, so installing
-        # torch fails (pytorch/pytorch#23823, zeyad-mansour/lunar#6). Elsewhere it depends on the folder.
-        fails = store and snap.install.torch is None
-        findings.append(Finding(
-            "windows-long-paths-disabled", ERROR if fails else WARNING,
-            Msg("Windows long paths are disabled: installing torch into the Microsoft Store's Python fails "
-                "on its deep file paths") if fails else
-            Msg("Windows long paths are disabled: installing torch can fail on its deep file paths"),
-            Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so "
-                "paths "
-                "longer than 260 characters fail. torch's wheels hold deep paths; under a long environment "
-                "folder pip "
-                "stops with \"[Errno 2] No such file or directory\" and its hint \"This error might have "
-                "occurred "
-                "since this system does not have Windows Long Path support enabled\"."),
-            evidence | {"long_paths_enabled": False},
-            Fix(Msg("Enable long paths (administrator PowerShell), or keep the environment in a short folder "
-                "such as "
-                    "C:\\venvs\\torch."), [LONG_PATHS_COMMAND], [LONG_PATHS_DOC]),
-        ))
+        findings.append(_long_paths_finding(facts, store, evidence | {"long_paths_enabled": False}))
     return findings
+
+
+def _long_paths_finding(facts: Assessment, store: bool, evidence: dict) -> Finding:
+    fix = Fix(Msg("Enable long paths (administrator PowerShell), or keep the environment in a short folder "
+                  "such as C:\\venvs\\torch."), [LONG_PATHS_COMMAND], [LONG_PATHS_DOC])
+    why = Msg("LongPathsEnabled is not 1 under HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, so "
+              "paths longer than 260 characters fail. torch's wheels hold deep paths; under a long "
+              "environment folder pip stops with \"[Errno 2] No such file or directory\" and its hint "
+              "\"This error might have occurred since this system does not have Windows Long Path support "
+              "enabled\".")
+    fit = path_fit(facts, store)
+    if fit is not None:
+        evidence = evidence | {"site_packages": fit.folder, "torch": fit.torch,
+                               "longest_member": fit.member or None, "longest_member_length": fit.length,
+                               "longest_member_source": fit.row.wheel if fit.row else None}
+    if fit is not None and fit.total is not None and fit.total >= MAX_PATH:
+        # The length comes from PyPI's wheel of that release (a CUDA build's own is not read; its dist-info
+        # name carries the local tag, counted): the deepest file is at least that long.
+        return Finding(
+            "windows-long-paths-disabled", ERROR,
+            Msg("Windows long paths are disabled: installing torch {torch} into {folder} fails on its "
+                "deepest file ({total} characters)", torch=fit.torch, folder=fit.folder, total=fit.total),
+            Msg("LongPathsEnabled is not 1, so Windows refuses paths of 260 characters or more. The folder "
+                "is {folder_len} characters, plus 1 for the separator, plus {member_len} for torch {torch}'s "
+                "deepest file {member} (read from {wheel}): {total}, at or above 260. pip will fail with "
+                "WinError 206 / [Errno 2] No such file or directory: '{folder}\\{member}'.",
+                folder_len=len(fit.folder), member_len=fit.length, torch=fit.torch, member=fit.member,
+                wheel=fit.row.wheel, total=fit.total, folder=fit.folder),
+            evidence, fix)
+    if store and facts.snap.install.torch is None:
+        # The Store's site-packages alone is ~140 characters: torch's deep files pass 260 there, so installing
+        # torch fails (pytorch/pytorch#23823, zeyad-mansour/lunar#6).
+        return Finding(
+            "windows-long-paths-disabled", ERROR,
+            Msg("Windows long paths are disabled: installing torch into the Microsoft Store's Python fails "
+                "on its deep file paths"), why, evidence, fix)
+    if fit is None:
+        more = ""
+    elif fit.total is None:
+        more = Msg(" How long torch {torch}'s deepest file is is not known (the table has no row for that "
+                   "release), so whether it passes 260 characters in {folder} is not known.",
+                   torch=fit.torch, folder=fit.folder)
+    else:
+        more = Msg(" Here torch {torch}'s deepest file makes {total} characters ({folder_len} + 1 + "
+                   "{member_len}), below 260; a longer folder, or a build with more files, can still pass "
+                   "it.",
+                   torch=fit.torch, total=fit.total, folder_len=len(fit.folder), member_len=fit.length)
+    return Finding(
+        "windows-long-paths-disabled", WARNING,
+        Msg("Windows long paths are disabled: installing torch can fail on its deep file paths"),
+        concat(why, more), evidence, fix)
