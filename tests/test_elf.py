@@ -142,6 +142,26 @@ def test_a_name_table_that_is_too_big_or_past_the_end():
         assert why(bytes(broken)) == "bad ELF section name table"
 
 
+def test_unnamed_the_name_table_is_neither_read_nor_required():
+    # a reader that finds its section by type (DT_NEEDED: the dynamic section) needs no name table
+    data = build(GOOD)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    too_big = bytearray(data)
+    struct.pack_into("<Q", too_big, shoff + 4 * 64 + 32, 1 << 21)
+    expected = [(s.type, s.offset, s.size, s.link) for s in read_all(data)]
+    for broken in (data, build(GOOD, shstrndx=0), build(GOOD, shstrndx=5), bytes(too_big),
+                   build(GOOD, shstrndx=0xFFFF, link0=0)):
+        found = sections(reader(broken), len(broken), named=False)
+        assert [s.name for s in found] == [""] * 5
+        assert [(s.type, s.offset, s.size, s.link) for s in found][:4] == expected[:4]
+    # the table itself must still be whole
+    with pytest.raises(ElfError, match="runs past the end"):
+        sections(reader(data[:-1]), len(data) - 1, named=False)
+    spent = []
+    sections(lambda offset, size: spent.append(size) or data[offset : offset + size], len(data), named=False)
+    assert len(spent) == 2  # the header and the table
+
+
 def test_a_section_the_file_does_not_hold():
     data = build(GOOD)
     found = read_all(data)

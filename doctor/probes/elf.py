@@ -1,8 +1,9 @@
 """The section headers of an ELF library, with their names (stdlib only).
 
 The CUDA and HIP kernel readers (doctor/probes/kernels.py, hip_kernels.py) find their code by section
-name. Only little-endian ELF64 is read: every library torch ships for Linux is one. Nothing is trusted
-that the file does not back: the table, the name table and a section's data must lie inside the file.
+name; the DT_NEEDED reader (doctor/probes/binaries.py) finds the dynamic section by type. Only little-endian
+ELF64 is read: every library torch ships for Linux is one. Nothing is trusted that the file does not back:
+the table, the name table and a section's data must lie inside the file.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class Section(namedtuple("Section", "name type address offset size link")):
         return None
 
 
-def sections(read, file_size: int) -> list[Section]:
+def sections(read, file_size: int, named: bool = True) -> list[Section]:
     """Every section header of the ELF file of ``file_size`` bytes that ``read(offset, size)`` reads (it
-    returns fewer bytes past the end). Raises ElfError when there is no readable table."""
+    returns fewer bytes past the end). Raises ElfError when there is no readable table. ``named=False``: the
+    name table is not read and every name is "", so a missing or broken one is no error (for a reader that
+    finds its section by type: the loader never looks at section names)."""
     ident = bytes(read(0, 64))
     if ident[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
@@ -67,12 +70,15 @@ def sections(read, file_size: int) -> list[Section]:
         shstrndx = link0 if shstrndx == 0xFFFF else shstrndx
     if shnum > _MAX_SECTIONS or shoff + shnum * shentsize > file_size:
         raise ElfError("ELF section header table runs past the end of the file (truncated?)")
-    if shstrndx == 0 or shstrndx >= shnum:  # 0: no name table, so no section can be found by name
+    if named and (shstrndx == 0 or shstrndx >= shnum):  # 0: no name table, so no section can be found by name
         raise ElfError(f"bad ELF section name table index {shstrndx}")
     table = bytes(read(shoff, shnum * shentsize))
     if len(table) < shnum * shentsize:  # the file shrank since its size was taken
         raise ElfError("ELF section header table runs past the end of the file (truncated?)")
     headers = [_HEADER.unpack_from(table, i * shentsize) for i in range(shnum)]
+    if not named:
+        return [Section("", sh_type, address, offset, size, link)
+                for _, sh_type, _, address, offset, size, link, _ in headers]
     _, _, _, _, names_off, names_size, _, _ = headers[shstrndx]
     if names_size > _MAX_NAME_TABLE or names_off + names_size > file_size:
         raise ElfError("bad ELF section name table")
