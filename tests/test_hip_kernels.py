@@ -153,7 +153,13 @@ def test_files_that_are_not_libraries(tmp_path):
     (tmp_path / "cpu.so").write_bytes(elf64([(".text", b"\x90")]))
     assert read_hip_kernels(tmp_path / "cpu.so").status == "no-gpu-code"
     (tmp_path / "cut.so").write_bytes(elf64([(".hip_fatbin", bundle1())])[:100_000])
-    assert read_hip_kernels(tmp_path / "cut.so").status == "unknown"
+    assert read_hip_kernels(tmp_path / "cut.so").why == (
+        "ELF section header table runs past the end of the file (truncated?)")
+    # the section header reader of doctor/probes/elf.py, shared with the CUDA reader: its reasons
+    (tmp_path / "elf32.so").write_bytes(elf64([(".hip_fatbin", bundle1())], elf_class=1))
+    assert read_hip_kernels(tmp_path / "elf32.so").why == "32-bit ELF is not supported"
+    (tmp_path / "bss.so").write_bytes(elf64([(".hip_fatbin", bundle1())], nobits=(".hip_fatbin",)))
+    assert read_hip_kernels(tmp_path / "bss.so").why == "the .hip_fatbin section has no data in the file"
 
 
 @pytest.mark.skipif(not ROCSPARSE.is_file(), reason="Debian's librocsparse0 (1.3 GB) is not installed")

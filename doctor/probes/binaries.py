@@ -18,6 +18,7 @@ import threading
 import time
 
 from doctor.model.snapshot import BinaryKernels, Dist
+from doctor.probes import elf
 from doctor.probes.kernels import read_kernels
 
 ABSENT = "absent"
@@ -31,7 +32,8 @@ _CONDA_LIB_NAMES = ("libtorch_cuda.so", "libtorch_cuda_cu.so")
 # The CUDA libraries worth recording from DT_NEEDED (auditwheel may insert a hash:
 # "libcudart-1a2b3c4d.so.12").
 _CUDA_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|nvrtc|nvJitLink)\b[^/]*\.so(\.\d+)*$")
-_MAX_SECTIONS = 1 << 16
+_SHT_DYNAMIC = 6
+_DT_NULL, _DT_NEEDED = 0, 1
 _MAX_DYNAMIC = 1 << 20  # a .dynamic section is a few hundred entries of 16 bytes
 _MAX_NAME = 256
 
@@ -156,46 +158,38 @@ def read_cuda_needed(path) -> list[str]:
 
 
 def _needed(handle) -> list[str]:
+    """The DT_NEEDED names of the ELF file open in ``handle``: the dynamic section (the first of its type) and
+    the name table its sh_link points at (.dynstr). [] when the section headers are unreadable, there is no
+    dynamic section, or the file ends inside the table or one of its names (a partial answer is no answer)."""
     import struct
 
     def read(offset: int, size: int) -> bytes:
         handle.seek(offset)
         return handle.read(size)
 
-    ident = read(0, 64)
-    if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+    file_size = handle.seek(0, os.SEEK_END)
+    try:
+        found = elf.sections(read, file_size, named=False)
+    except elf.ElfError:
         return []
-    (shoff,) = struct.unpack_from("<Q", ident, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", ident, 0x3A)
-    if shoff == 0 or shentsize < 64:
+    dynamic = next((section for section in found if section.type == _SHT_DYNAMIC), None)
+    if dynamic is None or dynamic.link >= len(found) or dynamic.size > _MAX_DYNAMIC:
         return []
-    if shnum == 0:  # more than 0xff00 sections: the count is in section 0's sh_size
-        first = read(shoff, 64)
-        if len(first) < 64:
-            return []
-        shnum = struct.unpack_from("<IIQQQQII", first)[5]
-    if not 0 < shnum <= _MAX_SECTIONS:
-        return []
-    table = read(shoff, shnum * shentsize)
-    if len(table) < shnum * shentsize:
-        return []
-    headers = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
-    dynamic = next((h for h in headers if h[1] == 6), None)  # SHT_DYNAMIC
-    if dynamic is None:
-        return []
-    _, _, _, _, dyn_offset, dyn_size, link, _ = dynamic
-    if link >= shnum or dyn_size > _MAX_DYNAMIC:
-        return []
-    strings_offset, strings_size = headers[link][4], headers[link][5]
-    raw = read(dyn_offset, dyn_size)
+    strings = found[dynamic.link]
+    raw = read(dynamic.offset, dynamic.size)
     names = []
     for at in range(0, len(raw) - 15, 16):
         tag, value = struct.unpack_from("<qQ", raw, at)
-        if tag == 0:  # DT_NULL ends the table
+        if tag == _DT_NULL:  # ends the table
             break
-        if tag == 1 and value < strings_size:  # DT_NEEDED
-            name = read(strings_offset + value, _MAX_NAME).split(b"\0", 1)[0]
-            names.append(name.decode("utf-8", "replace"))
+        if tag == _DT_NEEDED and value < strings.size:
+            name = read(strings.offset + value, _MAX_NAME)
+            if b"\0" not in name and len(name) < _MAX_NAME:  # the file ends inside it
+                return []
+            names.append(name.split(b"\0", 1)[0].decode("utf-8", "replace"))
+    else:
+        if len(raw) < dynamic.size:  # the file ends inside the table, before its DT_NULL
+            return []
     return names
 
 

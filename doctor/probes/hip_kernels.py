@@ -36,6 +36,7 @@ from collections import Counter, namedtuple
 
 from doctor.model.amd import HipKernels
 from doctor.model.files import kind_of
+from doctor.probes import elf
 
 SECTION = b".hip_fatbin"
 MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -298,9 +299,6 @@ def _unread_why(scan: HipScan) -> str | None:
 # --- the file reader ------------------------------------------------------------------------------
 
 
-_Section = namedtuple("_Section", "offset size")
-
-
 def read_hip_kernels(path, timeout: float | None = None) -> HipKernels:
     """The GPU targets in the ELF library at ``path``. Never raises; stops after ``timeout`` seconds.
 
@@ -327,7 +325,7 @@ def read_hip_kernels(path, timeout: float | None = None) -> HipKernels:
         def read_file(offset: int, size: int) -> bytes:
             return _pread(fd, size, offset) if offset >= 0 and size > 0 else b""
 
-        section = _find_section(read_file, info.st_size, SECTION)
+        section = elf.first_named(elf.sections(read_file, info.st_size), SECTION.decode(), info.st_size)
         if section is None or section.size == 0:
             return HipKernels(status="no-gpu-code", why=f"no GPU code ({SECTION.decode()} absent or empty)",
                               path=path, seconds=round(time.perf_counter() - began, 6))
@@ -338,7 +336,7 @@ def read_hip_kernels(path, timeout: float | None = None) -> HipKernels:
 
         deadline = began + timeout if timeout is not None else None
         return kernels_from_scan(_scan(read_section, section.size, deadline), path, began)
-    except _Unknown as exc:
+    except (_Unknown, elf.ElfError) as exc:
         return _unknown(path, began, str(exc))
     except OSError as exc:
         return _unknown(path, began, f"read failed: {exc.strerror or exc}")
@@ -357,39 +355,3 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 
 def _unknown(path: str, began: float, why: str) -> HipKernels:
     return HipKernels(status="unknown", why=why, path=path, seconds=round(time.perf_counter() - began, 6))
-
-
-def _find_section(read, file_size: int, wanted: bytes) -> _Section | None:
-    """The section named ``wanted`` of a little-endian ELF64 file; None when it has none."""
-    ident = read(0, 64)
-    if ident[:4] != b"\x7fELF":
-        raise _Unknown("not an ELF file")
-    if len(ident) < 64 or ident[4] != 2 or ident[5] != 1:
-        raise _Unknown("not a little-endian 64-bit ELF file")
-    (shoff,) = struct.unpack_from("<Q", ident, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-    if shoff == 0 or shentsize < 64:
-        raise _Unknown("no section header table (stripped?)")
-    if shnum == 0 or shstrndx == 0xFFFF:  # past 0xff00 sections: the real values are in section 0
-        first = read(shoff, 64)
-        if len(first) < 64:
-            raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
-        _, _, _, _, _, size0, link0, _ = struct.unpack_from("<IIQQQQII", first)
-        shnum, shstrndx = shnum or size0, link0 if shstrndx == 0xFFFF else shstrndx
-    if shnum > 1 << 16 or shoff + shnum * shentsize > file_size or not 0 < shstrndx < shnum:
-        raise _Unknown("bad ELF section header table (truncated?)")
-    table = read(shoff, shnum * shentsize)
-    headers = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
-    names_off, names_size = headers[shstrndx][4:6]
-    if names_size > 1 << 20 or names_off + names_size > file_size:
-        raise _Unknown("bad ELF section name table")
-    names = read(names_off, names_size)
-    for name_at, sh_type, _flags, _addr, offset, size, _link, _info in headers:
-        end = names.find(b"\0", name_at)
-        if 0 <= name_at < end and names[name_at:end] == wanted:
-            if sh_type == 8:  # SHT_NOBITS
-                raise _Unknown(f"the {wanted.decode()} section has no data in the file")
-            if offset + size > file_size:
-                raise _Unknown(f"the {wanted.decode()} section runs past the end of the file (truncated?)")
-            return _Section(offset, size)
-    return None

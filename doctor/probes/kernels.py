@@ -56,6 +56,8 @@ import struct
 import time
 from collections import Counter, namedtuple
 
+from doctor.probes import elf
+
 STATUS_OK = "ok"
 STATUS_NO_GPU_CODE = "no-gpu-code"  # a real finding: a CPU-only library
 STATUS_UNKNOWN = "unknown"
@@ -70,8 +72,6 @@ _FLAG_FAMILY = 0x200000  # sm_100f
 _WRAPPER = struct.Struct("<IIQQ")  # magic, version, container address, (unused)
 _WRAPPER_MAGIC = 0x466243B1
 _MAX_WRAPPER_BYTES = 1 << 20  # 43690 containers; torch has 475. Larger: walk instead of trusting it
-_MAX_NAME_TABLE = 1 << 20  # a section name table is a few hundred bytes
-_MAX_SECTIONS = 1 << 16
 
 _TARGET_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
@@ -385,60 +385,18 @@ def _locate(reader, file_size: int) -> tuple[str, _Section | None, _Section | No
 
 
 def _locate_elf(reader, file_size: int) -> tuple[_Section | None, _Section | None]:
-    ident = bytes(reader.read(0, 64))
-    if len(ident) < 64:
-        raise _Unknown("truncated ELF header")
-    if ident[4] == 1:
-        raise _Unknown("32-bit ELF is not supported")
-    if ident[4] != 2:
-        raise _Unknown(f"bad ELF class {ident[4]}")
-    if ident[5] == 2:
-        raise _Unknown("big-endian ELF is not supported")
-    if ident[5] != 1:
-        raise _Unknown(f"bad ELF data encoding {ident[5]}")
-    (shoff,) = struct.unpack_from("<Q", ident, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-    if shoff == 0:
-        raise _Unknown("no section header table (stripped?)")
-    if shentsize < 64:
-        raise _Unknown(f"bad ELF section header size {shentsize}")
-    first = _elf_first_section_header(reader, shoff)
-    if shnum == 0:
-        shnum = first[5]  # more than 0xff00 sections: the count is in section 0's sh_size
-    if shstrndx == 0xFFFF:
-        shstrndx = first[6]  # and the name table's index in its sh_link
-    if shnum > _MAX_SECTIONS or shoff + shnum * shentsize > file_size:
-        raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
-    if shstrndx == 0 or shstrndx >= shnum:  # 0: no name table, so no section can be found by name
-        raise _Unknown(f"bad ELF section name table index {shstrndx}")
-    table = bytes(reader.read(shoff, shnum * shentsize))
-    if len(table) < shnum * shentsize:
-        raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
-    headers = [struct.unpack_from("<IIQQQQII", table, i * shentsize) for i in range(shnum)]
-    _, _, _, _, names_off, names_size, _, _ = headers[shstrndx]
-    if names_size > _MAX_NAME_TABLE or names_off + names_size > file_size:
-        raise _Unknown("bad ELF section name table")
-    names = bytes(reader.read(names_off, names_size))
-    fatbin = segment = None
-    for name_at, sh_type, _flags, addr, offset, size, _link, _info in headers:
-        name_end = names.find(b"\0", name_at)
-        name = names[name_at:name_end] if 0 <= name_at < name_end else b""
-        if name == b".nv_fatbin" and fatbin is None:
-            if sh_type == 8:  # SHT_NOBITS
-                raise _Unknown("the .nv_fatbin section has no data in the file")
-            if offset + size > file_size:
-                raise _Unknown("the .nv_fatbin section runs past the end of the file (truncated?)")
-            fatbin = _Section(offset, size, addr)
-        elif name == b".nvFatBinSegment" and sh_type != 8 and offset + size <= file_size:
-            segment = _Section(offset, size, addr)
-    return fatbin, segment
-
-
-def _elf_first_section_header(reader, shoff: int):
-    raw = bytes(reader.read(shoff, 64))
-    if len(raw) < 64:
-        raise _Unknown("ELF section header table runs past the end of the file (truncated?)")
-    return struct.unpack_from("<IIQQQQII", raw)
+    try:
+        found = elf.sections(reader.read, file_size)
+        fatbin = elf.first_named(found, ".nv_fatbin", file_size)
+    except elf.ElfError as exc:
+        raise _Unknown(str(exc)) from None
+    # The wrapper records only help: one the file does not hold is passed over (the last good one is used).
+    segment = None
+    for section in found:
+        if section.name == ".nvFatBinSegment" and section.problem(file_size) is None:
+            segment = section
+    return (None if fatbin is None else _Section(fatbin.offset, fatbin.size, fatbin.address),
+            None if segment is None else _Section(segment.offset, segment.size, segment.address))
 
 
 def _locate_pe(reader, file_size: int) -> tuple[_Section | None, _Section | None]:
