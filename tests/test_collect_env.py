@@ -270,6 +270,16 @@ def test_macos_layout():
     )
 
 
+def test_collect_env_after_a_long_log_is_still_found():
+    """A pip log or a traceback of any length pasted before the collect_env text does not hide it."""
+    text = (FIXTURES / "composed-2.5.1-conda-4xA100.txt").read_text(encoding="utf-8")
+    log = "".join(f"  Downloading nvidia_cudnn_cu12-9.1.0.70-py3-none-manylinux2014_x86_64.whl ({i} kB)\n"
+                  for i in range(5000))
+    assert len(log) > 200_000 and looks_like_collect_env(log + text)
+    alone, after_log = parse_collect_env(text), parse_collect_env(log + text)
+    assert after_log.install.torch.version == alone.install.torch.version
+
+
 @pytest.mark.parametrize("text", ["", "hello world", "OS: Ubuntu\nGCC version: 12\n", '{"a": 1}'])
 def test_not_collect_env_raises_report_error(text):
     assert not looks_like_collect_env(text)

@@ -85,8 +85,17 @@ _GPU_RE = re.compile(r"^GPU (\d+):\s*(.+?)\s*(?:\(UUID: [^)]*\))?\s*$")
 _NOT_A_VALUE = {"", "n/a", "could not collect", "none", "no cuda", "no relevant packages"}
 
 
+# The labels collect_env prints first: where its own lines begin in a long paste.
+_FIRST_LABELS = ("Collecting environment information", "PyTorch version:", "Is debug build:",
+                 "CUDA used to build PyTorch:")
+
+
 def looks_like_collect_env(text: str) -> bool:
-    fields = _read_fields(text[:200_000])[0]
+    """Whether ``text`` holds collect_env's output: its labels within 200,000 characters of where its first
+    label is, so that a long log pasted before it (a pip log, a traceback) does not hide it."""
+    found = [at for at in (text.find(label) for label in _FIRST_LABELS) if at >= 0]
+    start = max(0, text.rfind("\n", 0, min(found)) + 1) if found else 0
+    fields = _read_fields(text[start:start + 200_000])[0]
     distinctive = _DISTINCTIVE & set(fields)
     return ("torch_version" in distinctive and len(distinctive) >= 2) or len(distinctive) >= 3
 
