@@ -14,6 +14,7 @@ from factory import gpu, make_snapshot, torch_dist, written
 from standins import messages as M
 
 from doctor.compat.assessment import assess
+from doctor.model.environment import DriverLibCopy, Loader
 from doctor.model.snapshot import RuntimeDevice, SmokeStep, TorchRuntime
 from doctor.rules import all_rules
 from doctor.rules.runtime import RULES, check_runtime
@@ -73,6 +74,7 @@ def test_skipped_and_healthy_runs_have_no_findings():
         ("alloc", "RuntimeError: " + M.HIP_INVALID_DEVICE_FUNCTION, "gpu-arch-unsupported"),
         ("init", "RuntimeError: " + M.DRIVER_TOO_OLD, "driver-too-old"),
         ("init", "RuntimeError: " + M.NO_DRIVER, "nvidia-driver-missing"),
+        ("init", "RuntimeError: " + M.DRIVER_MISMATCH_803, "driver-library-mismatch"),
         ("init", "AssertionError: " + M.NOT_COMPILED, "torch-cpu-build"),
         ("init", "AcceleratorError: " + M.BUSY, "gpu-busy-or-exclusive"),
         ("conv", "RuntimeError: " + M.CUDNN_NOT_INITIALIZED, "cudnn-error"),
@@ -87,6 +89,26 @@ def test_each_real_message_maps_to_its_id(step, message, expected):
     assert f.id == expected and f.severity == "error"
     assert f.evidence["source"] == "smoke-test" and f.evidence["step"] == step
     assert f.title and "\n" not in f.title and f.detail and f.fix is not None and f.fix.summary
+
+
+def test_error_803_names_the_libcuda_the_loader_finds():
+    snap = snap_with(cuda_runtime(failed("init", "RuntimeError: " + M.DRIVER_MISMATCH_803)))
+    snap.environment.loader = Loader(copies=[
+        DriverLibCopy("libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "default", "550.54.15")])
+    [f] = check(snap)
+    assert f.id == "driver-library-mismatch" and "550.54.15" in f.detail and "570.124.04" in f.detail
+    assert f.fix.commands == ["cat /proc/driver/nvidia/version"]
+    compat = "/usr/local/cuda-12.2/compat/libcuda.so.1"
+    snap.environment.loader = Loader(copies=[DriverLibCopy("libcuda.so.1", compat, "LD_LIBRARY_PATH",
+                                                           "535.54.03", compat=True)])
+    [f] = check(snap)
+    assert "cuda-compat" in f.detail and "LD_LIBRARY_PATH" in f.fix.summary
+
+
+def test_error_803_beside_nvmls_own_mismatch_is_said_once():
+    snap = snap_with(cuda_runtime(failed("init", "RuntimeError: " + M.DRIVER_MISMATCH_803)),
+                     nvidia_status="driver-library-mismatch")
+    assert "driver-library-mismatch" not in {f.id for f in check(snap)}  # the driver rule's to say
 
 
 @pytest.mark.parametrize("found, cuda", [(12040, "12.4"), (11080, "11.8"), (13000, "13.0"), (12090, "12.9")])

@@ -290,6 +290,46 @@ def _no_driver(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding | 
     )
 
 
+def _driver_mismatch(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding | None:
+    """CUDA error 803: the libcuda.so.1 torch loaded is not the loaded kernel module's version."""
+    if snapshot.nvidia.status == S.NVIDIA_MISMATCH:
+        return None  # the driver rule says so already, from NVML's own words
+    ev = _base_evidence(snapshot, seen)
+    loader = snapshot.environment.loader
+    first = next((c for c in loader.copies if c.soname == "libcuda.so.1"), None) if loader else None
+    driver = snapshot.nvidia.driver_version.value
+    if first is not None:
+        ev["libcuda"] = {"path": first.path, "version": first.version, "found_by": first.found_by,
+                         "compat": first.compat}
+    if first is not None and first.compat:
+        # A cuda-compat libcuda first on the loader's path, of another branch than the driver.
+        why = Msg("the first libcuda.so.1 the loader finds is the cuda-compat package's ({path}, {version}), "
+                  "which this driver ({driver}) cannot use", path=first.path, version=first.version or "?",
+                  driver=driver or "?")
+        fix = Fix(Msg("Take the cuda-compat folder off the loader's path ({found_by}), or install a "
+                      "cuda-compat package made for this driver.", found_by=first.found_by),
+                  [f"ls -l {shells.quote(first.path)}"])
+    else:
+        why = (Msg("the first libcuda.so.1 the loader finds ({path}) is {version}, the driver is {driver}",
+                   path=first.path, version=first.version, driver=driver)
+               if first is not None and first.version and driver and first.version != driver
+               else Msg("typically after a driver upgrade without a reboot, or in a container whose image "
+                        "brings its own libcuda"))
+        fix = Fix(Msg("Reboot after a driver update (or reload the nvidia kernel modules); in a "
+                      "container, do not install a driver in the image: the NVIDIA Container Toolkit "
+                      "mounts the host's."),
+                  ["cat /proc/driver/nvidia/version"])
+    return Finding(
+        "driver-library-mismatch",
+        ERROR,
+        Msg("CUDA error 803: the CUDA driver library torch loaded does not match the loaded kernel driver"),
+        Msg("CUDA said \"{clip}\" at {where}: {why}.", clip=_clip(match.group(0)),
+            where=_where(seen.step) or Msg("start"), why=why),
+        ev,
+        fix,
+    )
+
+
 def _cpu_build(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
     return Finding(
         "torch-cpu-build",
@@ -407,10 +447,11 @@ def _oom(snapshot: S.Snapshot, seen: _Seen, match: re.Match) -> Finding:
 
 
 # The rows each cause is matched by, in the order they are tried: the first that matches a text explains it.
-# Three are explain's own rows (the same words), the others the smoke_test list's.
+# Four are explain's own rows (the same words), the others the smoke_test list's.
 _MATCHERS: list[tuple[str, Callable[[S.Snapshot, _Seen, re.Match], Finding | None]]] = [
     ("driver-too-old-found-version", _driver_old),
     ("no-nvidia-driver", _no_driver),
+    ("cuda-error-803-driver-mismatch", _driver_mismatch),
     ("torch-not-compiled-cuda", _cpu_build),
     ("smoke-busy", _busy),
     ("smoke-cudnn", _cudnn),
@@ -670,6 +711,7 @@ RULES = [
             "gpu-arch-unsupported",
             "driver-too-old",
             "nvidia-driver-missing",
+            "driver-library-mismatch",
             "torch-cpu-build",
             "gpu-busy-or-exclusive",
             "cudnn-error",

@@ -74,6 +74,14 @@ BUSY = (
     "For more detailed error information, run with CUDA_LOG_FILE=stderr\n"
 )
 
+# cudaErrorSystemDriverMismatch (803) from cudaGetDeviceCount, in c10/cuda/CUDAFunctions.cpp's words
+# (pytorch/pytorch@01a6a16d9bb6424c034f5623c46bfd08ec21613b) with the CUDA runtime's error string.
+DRIVER_MISMATCH_803 = (
+    "Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+    "NumCudaDevices() that might have already set an error? Error 803: system has unsupported display "
+    "driver / cuda driver combination"
+)
+
 # The widely reported cuDNN handle failure (torch's "cuDNN error: " prefix + cudnnGetErrorString).
 CUDNN_NOT_INITIALIZED = "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
 
