@@ -133,6 +133,15 @@ def test_builds_the_table_cannot_speak_for(table, torch, state):
     assert not _declared(diag) and _checks(diag)["declared-requirements"] == state
 
 
+def test_condas_pytorch_is_not_judged_against_the_pypi_wheel(table):
+    # conda's pytorch 2.1.1 shows in pip's list without a local tag, but its CUDA libraries are conda
+    # packages: a pip nvidia-* wheel beside it (another package's) does not make the others missing
+    text = _linux("nvidia-nccl-cu12==2.19.3", "torch==2.1.1") + (
+        "[conda] pytorch                   2.1.1           py3.10_cuda12.1_cudnn8.9.2_0    pytorch\n")
+    diag = diagnose(parse_collect_env(text), table)
+    assert not _declared(diag) and _checks(diag)["declared-requirements"] != "passed"
+
+
 def test_markers_are_evaluated_for_the_pasted_machine(table):
     # torch 2.7.0's aarch64 wheel declares its CUDA wheels for platform_machine == "x86_64" only
     text = _linux("nvidia-cudnn-cu12==9.1.0.70", "torch==2.7.0").replace("(x86_64)", "(aarch64)")

@@ -116,9 +116,12 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
                            "pythonpath-torch-shadows says so"))
     result = unmet_requirements(snap)
     row = None
-    if result is None and _from_collect_env(snap) is not None and "+" not in snap.install.torch.version:
+    torch = snap.install.torch
+    if result is None and _from_collect_env(snap) is not None and "+" not in (torch.version or "") \
+            and torch.installer != "conda":
         # a collect_env text has no Requires-Dist: what the PyPI wheel declares comes from the table (a build
-        # with a local tag comes from another index, whose wheels declare other things: left unjudged)
+        # with a local tag comes from another index, and conda's pytorch takes its CUDA libraries from conda
+        # packages, not nvidia-* wheels: both declare other things, left unjudged)
         row = facts.table.declared_requirements(snap.install.torch.version, snap.host.platform)
         if row is None:
             return unknown(Msg("what torch {version} declares for {platform} is not in the compatibility "
