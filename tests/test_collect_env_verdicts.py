@@ -156,3 +156,12 @@ def test_an_error_no_signature_knows_is_still_the_import_error_when_torch_is_in_
     assert snap.environment.collect_env.pasted_errors is None
     assert snap.environment.collect_env.pasted_import_error == line
     assert snap.runtime.status == "import-error" and snap.runtime.detail.endswith(line)
+
+
+def test_the_pasted_machine_is_spelled_as_markers_read_it_on_windows():
+    # PEP 508's platform_machine is platform.machine(): "AMD64" on 64-bit Windows, not the table's "x86_64"
+    from doctor.rules.dependencies import _paste_markers
+
+    text = _paste("OS: Microsoft Windows 11 Pro (x86_64)", "Python version: 3.12.5 (64-bit runtime)")
+    markers = _paste_markers(parse_collect_env(text))
+    assert markers["platform_machine"] == "AMD64" and markers["sys_platform"] == "win32"

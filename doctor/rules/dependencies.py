@@ -264,7 +264,9 @@ def _paste_markers(snap: S.Snapshot) -> dict:
     elif host.os == "darwin":
         env.update(platform_system="Darwin", sys_platform="darwin", os_name="posix")
     if host.machine:
-        env["platform_machine"] = {"arm64": "arm64", "x86_64": "x86_64"}.get(host.machine, host.machine)
+        # what platform.machine() says there: Windows spells it AMD64 / ARM64 (host.machine: the table's)
+        windows = {"x86_64": "AMD64", "arm64": "ARM64"} if host.os == "windows" else {}
+        env["platform_machine"] = windows.get(host.machine, host.machine)
     if py and py.count(".") >= 1:
         env["python_version"] = ".".join(py.split(".")[:2])
         if py.count(".") == 2:
