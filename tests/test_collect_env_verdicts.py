@@ -133,6 +133,15 @@ def test_builds_the_table_cannot_speak_for(table, torch, state):
     assert not _declared(diag) and _checks(diag)["declared-requirements"] == state
 
 
+def test_condas_pytorch_is_not_judged_against_the_pypi_wheel(table):
+    # conda's pytorch 2.1.1 shows in pip's list without a local tag, but its CUDA libraries are conda
+    # packages: a pip nvidia-* wheel beside it (another package's) does not make the others missing
+    text = _linux("nvidia-nccl-cu12==2.19.3", "torch==2.1.1") + (
+        "[conda] pytorch                   2.1.1           py3.10_cuda12.1_cudnn8.9.2_0    pytorch\n")
+    diag = diagnose(parse_collect_env(text), table)
+    assert not _declared(diag) and _checks(diag)["declared-requirements"] != "passed"
+
+
 def test_markers_are_evaluated_for_the_pasted_machine(table):
     # torch 2.7.0's aarch64 wheel declares its CUDA wheels for platform_machine == "x86_64" only
     text = _linux("nvidia-cudnn-cu12==9.1.0.70", "torch==2.7.0").replace("(x86_64)", "(aarch64)")
@@ -147,3 +156,12 @@ def test_an_error_no_signature_knows_is_still_the_import_error_when_torch_is_in_
     assert snap.environment.collect_env.pasted_errors is None
     assert snap.environment.collect_env.pasted_import_error == line
     assert snap.runtime.status == "import-error" and snap.runtime.detail.endswith(line)
+
+
+def test_the_pasted_machine_is_spelled_as_markers_read_it_on_windows():
+    # PEP 508's platform_machine is platform.machine(): "AMD64" on 64-bit Windows, not the table's "x86_64"
+    from doctor.rules.dependencies import _paste_markers
+
+    text = _paste("OS: Microsoft Windows 11 Pro (x86_64)", "Python version: 3.12.5 (64-bit runtime)")
+    markers = _paste_markers(parse_collect_env(text))
+    assert markers["platform_machine"] == "AMD64" and markers["sys_platform"] == "win32"

@@ -116,9 +116,12 @@ def check_declared_requirements(facts: Assessment) -> list[Finding]:
                            "pythonpath-torch-shadows says so"))
     result = unmet_requirements(snap)
     row = None
-    if result is None and _from_collect_env(snap) is not None and "+" not in snap.install.torch.version:
+    torch = snap.install.torch
+    if result is None and _from_collect_env(snap) is not None and "+" not in (torch.version or "") \
+            and torch.installer != "conda":
         # a collect_env text has no Requires-Dist: what the PyPI wheel declares comes from the table (a build
-        # with a local tag comes from another index, whose wheels declare other things: left unjudged)
+        # with a local tag comes from another index, and conda's pytorch takes its CUDA libraries from conda
+        # packages, not nvidia-* wheels: both declare other things, left unjudged)
         row = facts.table.declared_requirements(snap.install.torch.version, snap.host.platform)
         if row is None:
             return unknown(Msg("what torch {version} declares for {platform} is not in the compatibility "
@@ -261,7 +264,9 @@ def _paste_markers(snap: S.Snapshot) -> dict:
     elif host.os == "darwin":
         env.update(platform_system="Darwin", sys_platform="darwin", os_name="posix")
     if host.machine:
-        env["platform_machine"] = {"arm64": "arm64", "x86_64": "x86_64"}.get(host.machine, host.machine)
+        # what platform.machine() says there: Windows spells it AMD64 / ARM64 (host.machine: the table's)
+        windows = {"x86_64": "AMD64", "arm64": "ARM64"} if host.os == "windows" else {}
+        env["platform_machine"] = windows.get(host.machine, host.machine)
     if py and py.count(".") >= 1:
         env["python_version"] = ".".join(py.split(".")[:2])
         if py.count(".") == 2:

@@ -351,10 +351,7 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
                            var=OVERRIDE, value=row.override, sibling=row.sibling, reported=row.reported,
                            report=row.source)
             if newest:
-                torch, variant, _ = newest
-                fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).",
-                              torch=torch, variant=variant, gfx=proc.gfx),
-                          actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
+                fix = _install_holding(newest, proc.gfx)
             else:
                 fix = Fix(Msg("No ROCm wheel on download.pytorch.org holds {gfx}: use AMD's TheRock builds "
                               "for this GPU family, or build torch with PYTORCH_ROCM_ARCH={gfx}.",
@@ -369,6 +366,14 @@ def check_rocm_targets(facts: Assessment) -> list[Finding]:
     if unknown_gpus and not findings:
         return unknown(Msg("the processor of {gpus} is not known", gpus=", ".join(unknown_gpus)))
     return findings
+
+
+def _install_holding(newest, gfx: str) -> Fix:
+    """The plan's ROCm wheel (``_newest_rocm_for``'s answer) that holds ``gfx``."""
+    torch, variant, _ = newest
+    return Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).",
+                   torch=torch, variant=variant, gfx=gfx),
+               actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
 
 
 def _build_rocm(build) -> str | None:
@@ -391,10 +396,7 @@ def _below_rocm_floor(table, snap, build, procs, acc) -> list[Finding]:
             continue
         newest = _newest_rocm_for(table, snap, (proc.gfx,))
         if newest:
-            torch, variant, _ = newest
-            fix = Fix(Msg("Install torch {torch}+{variant}, which holds {gfx} (see the fix plan).",
-                          torch=torch, variant=variant, gfx=proc.gfx),
-                      actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)])
+            fix = _install_holding(newest, proc.gfx)
         else:
             fix = Fix(Msg("Use a ROCm {rocm} or newer build of torch made for {gfx} (AMD TheRock, or built "
                           "from source).", rocm=floor.rocm, gfx=proc.gfx), links=[THE_ROCK])

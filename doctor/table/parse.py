@@ -427,9 +427,8 @@ class _Parser:
             raise self.fail(f"{where}.os", f"{os_name!r} is not one of all, linux, windows, darwin")
         return NumpyAbi(specs["torch"], os_name, specs["numpy"], *self.provenance(row, where))
 
-    def requires_row(self, row: dict, where: str) -> DeclaredRequirements:
-        from packaging.requirements import InvalidRequirement, Requirement
-
+    def pypi_torch(self, row: dict, where: str) -> str:
+        """The row's ``torch``: a release as PyPI names it (a version without a local tag)."""
         torch = self.string(row, "torch", where)
         try:
             Version(torch)
@@ -437,6 +436,12 @@ class _Parser:
             raise self.fail(f"{where}.torch", f"{torch!r} is not a version") from None
         if "+" in torch:
             raise self.fail(f"{where}.torch", f"{torch!r}: the PyPI build has no local tag")
+        return torch
+
+    def requires_row(self, row: dict, where: str) -> DeclaredRequirements:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        torch = self.pypi_torch(row, where)
         platform = self.string(row, "platform", where)
         if platform not in PLATFORMS:
             raise self.fail(f"{where}.platform", f"{platform!r} is not one of {', '.join(PLATFORMS)}")
@@ -450,13 +455,7 @@ class _Parser:
         return DeclaredRequirements(torch, platform, wheel, tuple(lines), *self.provenance(row, where))
 
     def longest_path_row(self, row: dict, where: str) -> WindowsLongestPath:
-        torch = self.string(row, "torch", where)
-        try:
-            Version(torch)
-        except InvalidVersion:
-            raise self.fail(f"{where}.torch", f"{torch!r} is not a version") from None
-        if "+" in torch:
-            raise self.fail(f"{where}.torch", f"{torch!r}: the PyPI build has no local tag")
+        torch = self.pypi_torch(row, where)
         wheel = self.string(row, "wheel", where)
         if not (wheel.startswith(f"torch-{torch}-") and wheel.endswith("-win_amd64.whl")):
             raise self.fail(f"{where}.wheel", f"{wheel!r} is not a win_amd64 wheel of torch {torch}")

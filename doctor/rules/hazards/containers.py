@@ -172,7 +172,6 @@ def check_containers(facts: Assessment) -> list[Finding]:
     return findings
 
 
-
 def _capabilities_title(caps: str | None, wanted: set[str]) -> Msg:
     if caps is None:
         return Msg("NVIDIA_DRIVER_CAPABILITIES is not set and libcuda.so.1 was not mounted: CUDA cannot "
