@@ -12,6 +12,7 @@ roots:
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from factory import gpu, make_snapshot, torch_dist
@@ -144,8 +145,16 @@ def test_cuda_wheels_in_another_site_packages_fail_the_import(wheels_in, apart):
 RUNNER_SITE = r"C:\actions-runner\_work\_temp\conda_environment_25961163736\Lib\site-packages"
 
 
-def _long_paths_off(torch_version, folder, choice=None, prefix=None, sys_path=()):
-    snap = make_snapshot(os="windows", torch=torch_dist(torch_version, "12.6") if torch_version else None,
+def _installing(torch_version: str):
+    """A plan that installs ``torch_version`` ("2.13.0+cu126") in place of what is there."""
+    torch, _, variant = torch_version.partition("+")
+    wheel = SimpleNamespace(torch=torch, variant=variant or "cpu")
+    return SimpleNamespace(target=SimpleNamespace(wheel=wheel))
+
+
+def _long_paths_off(torch_version, folder, choice=None, prefix=None, sys_path=(), installed="2.6.0+cpu"):
+    """``torch_version``: the torch the plan installs over ``installed`` in ``folder``."""
+    snap = make_snapshot(os="windows", torch=torch_dist(installed, None) if torch_version else None,
                          python="3.10.11")
     snap.interpreter.path = r"C:\x\python.exe"
     snap.interpreter.prefix = prefix or ""
@@ -153,6 +162,7 @@ def _long_paths_off(torch_version, folder, choice=None, prefix=None, sys_path=()
         snap.install.torch.location = folder
     snap.environment.windows = WindowsFacts(long_paths_enabled=False)
     snap.environment.python = PythonFacts(dists=[], sys_path=list(sys_path))
+    choice = _installing(torch_version) if torch_version and choice is None else choice
     facts = replace(assess(snap, load_table()), choice=choice)
     found = [f for f in installs.check_interpreter_hygiene(facts) if f.id == "windows-long-paths-disabled"]
     assert len(found) == 1
@@ -168,6 +178,14 @@ def test_torch_2_13s_deepest_file_passes_260_in_a_ci_runners_conda_environment()
     assert found.evidence["longest_member_length"] == 173
     assert "87 characters, plus 1 for the separator, plus 173" in str(found.detail)
     assert "WinError 206" in str(found.detail) and "duktape-1.5.2\\LICENSE.txt" in str(found.detail)
+
+
+def test_a_torch_already_installed_and_kept_is_no_verdict():
+    """Written whole once: its deepest path proves nothing about an install that is not going to happen."""
+    keep = SimpleNamespace(target=None)
+    found = _long_paths_off("2.13.0+cu126", RUNNER_SITE + "\\" + "x" * 9, choice=keep,
+                            installed="2.13.0+cu126")
+    assert found.severity == WARNING and "longest_member_length" not in found.evidence
 
 
 @pytest.mark.parametrize(("torch_version", "words"), [
@@ -215,5 +233,8 @@ def test_the_store_pythons_count_is_made_in_its_user_site():
     snap.environment.python.user_site.path = user
     found = [f for f in installs.check_interpreter_hygiene(assess(snap, load_table()))
              if f.id == "windows-long-paths-disabled"]
-    assert [f.severity for f in found] == [ERROR]  # the Store's error stands whatever the count says
-    assert found[0].evidence["site_packages"] == user
+    # the count decides: the user site, 1, the plan's torch's deepest file
+    [finding] = found
+    assert finding.evidence["site_packages"] == user
+    total = len(user) + 1 + finding.evidence["longest_member_length"]
+    assert finding.severity == (ERROR if total >= 260 else WARNING)

@@ -202,7 +202,7 @@ def amd_runnable(snap: Snapshot, acc: AcceleratorTable) -> tuple[str, ...]:
 
 def amd_processor_unknown(snap: Snapshot, acc: AcceleratorTable) -> bool:
     """An AMD GPU is here and no processor of any is known (a PCI device id the table has no row for, and no
-    KFD topology): the wheel choice cannot pick a ROCm build by processor."""
+    KFD topology): the wheel choice cannot pick a build by processor."""
     procs = amd_processors(snap, acc)
     return bool(procs) and not any(p.gfx for p in procs)
 

@@ -195,8 +195,6 @@ def wanted_variants(release, machine: Machine, acc: AcceleratorTable) -> list[st
         return other.vendor_variants(acc, release, machine.platform, machine.amd_gfx, variants,
                                      machine.installed_variant)
     installed = machine.installed_variant or ""
-    if machine.amd_unknown and installed.startswith("cu"):  # a CUDA build runs on no AMD GPU: the ROCm ones
-        installed = "rocm"
     for prefix in ("rocm", "xpu", "cu"):
         if installed.startswith(prefix):
             same_kind = [v for v in variants if v.startswith(prefix)]
@@ -424,6 +422,7 @@ AS_ASKED_AFTER_DRIVER = "as-asked-after-driver"  # the version asked for runs on
 NO_RELEASE_FOR_PYTHON = "no-release-for-python"  # no release has wheels for this Python on this platform
 NEEDS_OTHER_PYTHON = "needs-other-python"  # the build this machine needs has no wheel for this Python
 NO_WHEEL_FOR_GPUS = "no-wheel-for-gpus"  # no published wheel has kernels for every GPU
+AMD_UNKNOWN = "amd-processor-unknown"  # a CUDA build beside an AMD GPU whose processor is not known
 
 
 @dataclass(slots=True)
@@ -480,6 +479,11 @@ def choose(
 ) -> Choice:
     """The wheel for this machine. ``wanted``: a PEP 440 specifier the user or the project asks for; it wins
     over the installed version when that one does not match it."""
+    if machine.amd_unknown and (machine.installed_variant or "").startswith("cu"):
+        # A CUDA build runs on no AMD GPU, and which ROCm wheel (if any) holds this one is not known.
+        return Choice(None, None, None, Msg("this machine's GPU is AMD's and its processor is not known: no "
+                                            "build can be chosen for it (the finding says how to find the "
+                                            "processor)"), code=AMD_UNKNOWN)
     spec = public_spec(wanted)
     base = split_local(installed_version)[0] if installed_version else None
     if spec is not None and (base is None or not in_spec(spec, base)):

@@ -256,24 +256,31 @@ def _windows_rocm(acc, build, procs, gfxs, title, what, ev) -> list[Finding]:
 
 
 def _cuda_on_unknown_amd(table, snap, build, procs, why: str) -> list[Finding]:
-    """A CUDA build where an AMD GPU is the only GPU runs on none of it, whatever the GPU's processor: the
-    ROCm build is the way, the newest one when the processor is not known (a CPU build, by contrast, may be
-    all there is for a GPU no ROCm wheel holds)."""
+    """A CUDA build where an AMD GPU is the only GPU runs on none of it, whatever the GPU's processor: that
+    is certain. Which build does run is not, while the processor is unknown: a ROCm wheel holds only its
+    list of processors (an APU's integrated Radeon is in none), so nothing is planned; the fix says how to
+    find the processor and which processors the newest ROCm wheel holds."""
     newest = _newest_rocm_for(table, snap, ())
     ev = {"torch": build.label, "gpus": _gpu_text(procs), "gfx.source": [p.source for p in procs]}
     title = Msg("torch {label} is {what}, but this machine's GPU is AMD's", label=build.label,
                 what=Msg("a CUDA build"))
     detail = Msg("torch {label} cannot use {gpus}: a CUDA build has no HIP code. The GPU's processor is not "
-                 "known ({why}), so check that `rocminfo | grep gfx` names a processor the ROCm build holds.",
+                 "known ({why}), so which build runs on it is not known either.",
                  label=build.label, gpus=_gpu_text(procs), why=why)
+    find = ["rocminfo | grep -m1 -o 'gfx[0-9a-f]*'"]
     if newest is None:
         return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
-                        Fix(Msg("Use a ROCm build of torch made for this GPU."), links=[THE_ROCK]))]
+                        Fix(Msg("Find the GPU's processor, then use a ROCm build of torch made for it "
+                                "(or the CPU build, where none is)."), find, links=[THE_ROCK]))]
     torch, variant, row = newest
-    ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets.source": row.source}
+    ev |= {"rocm.wheel": f"{torch}+{variant}", "rocm.targets": list(row.gfx),
+           "rocm.targets.source": row.source}
     return [Finding("torch-wrong-vendor-build", ERROR, title, detail, ev,
-                    Fix(Msg("Install the ROCm build of torch (see the fix plan)."),
-                        actions=[Action(INSTALL, (f"torch=={torch}+{variant}",), variant, plan=True)]))]
+                    Fix(Msg("Find the GPU's processor. torch {torch}+{variant} (index {index}) holds "
+                            "{targets}: install it if the processor is among them; otherwise the CPU build "
+                            "is the one that runs (an integrated Radeon, say).", torch=torch, variant=variant,
+                            index=f"https://download.pytorch.org/whl/{variant}",
+                            targets=", ".join(row.gfx)), find, links=[THE_ROCK]))]
 
 
 # --- a ROCm build against the GPU's processor --------------------------------------------------------------

@@ -685,9 +685,13 @@ def _cuda_wheels_apart(facts: Assessment) -> Finding | None:
             "distributions those are lib64 and lib.",
             here=here, apart=", ".join(apart), there=", ".join(there)),
         {"torch.location": here, "apart": {name: sorted(folders[name]) for name in apart}},
+        # A link works only where torch's folder has no nvidia/ of its own (some wheels beside torch, some
+        # apart): `ln -s` would make nvidia/nvidia there.
         Fix(Msg("Make the CUDA wheels' folder visible where torch looks for it (or install torch and its "
                 "CUDA wheels into one folder):"),
-            [f"ln -s {shells.quote(there[0] + '/nvidia')} {shells.quote(here + '/nvidia')}"]),
+            [f"ln -s {shells.quote(there[0] + '/nvidia')} {shells.quote(here + '/nvidia')}"])
+        if len(there) == 1 and len(apart) == len(folders) else
+        Fix(Msg("Install torch and its CUDA wheels into one site-packages folder (a new venv).")),
     )
 
 

@@ -38,11 +38,15 @@ def windows_dll_hint(snapshot: S.Snapshot, retry: str, dll: str | None = None) -
     ``dll``: the DLL the error names ("...\\torch\\lib\\fbgemm.dll"), when known."""
     dist = snapshot.install.torch
     version = ((dist.version if dist else None) or snapshot.runtime.torch_version or "").split("+")[0]
-    if not version and dll:
+    guessed = not version and bool(dll)  # the DLL's name points at a release; the paste does not say which
+    if guessed:
         version = _DLL_RELEASE.get(re.split(r"[\\/]", dll)[-1].lower(), "")
     known = _WINDOWS_RELEASE_CAUSES.get(version)
     hint = Msg(" On Windows the likely cause is a DLL torch's own DLLs load:")
-    if known:
+    if known and guessed:
+        hint += Msg(" if this torch is {version} (the text does not say which it is): {known} "
+                    "Otherwise:", version=version, known=known)
+    elif known:
         hint += Msg(" {known} Otherwise:", known=known)
     hint += Msg(" a missing or old Microsoft Visual C++ Redistributable (vcruntime140.dll, "
                 "vcruntime140_1.dll, msvcp140.dll), which shows as \"[WinError 126] The specified module "

@@ -420,15 +420,16 @@ def _site_packages(snap: Snapshot, store: bool) -> str | None:
 
 
 def _torch_to_install(facts: Assessment) -> str | None:
-    """The torch an install writes, named as its dist-info is: the plan's target when it changes torch (a PyPI
-    CPU wheel has no local tag, so the shortest name is taken: a lower bound), else the installed one."""
+    """The torch an install would write, named as its dist-info is: the plan's target when it changes torch
+    (a PyPI CPU wheel has no local tag, so the shortest name is taken: a lower bound). None when nothing is to
+    be installed: a torch already there and kept was written whole, so its paths are no verdict."""
     installed = facts.snap.install.torch
     target = facts.choice.target if facts.choice is not None else None
     if target is not None and (installed is None or variant_of(installed.version) != target.wheel.variant
                                or installed.version.split("+")[0] != target.wheel.torch):
         wheel = target.wheel
         return wheel.torch if wheel.variant == "cpu" else f"{wheel.torch}+{wheel.variant}"
-    return installed.version if installed is not None and installed.version else None
+    return None
 
 
 def path_fit(facts: Assessment, store: bool = False) -> PathFit | None:
@@ -496,9 +497,9 @@ def _long_paths_finding(facts: Assessment, store: bool, evidence: dict) -> Findi
                 folder_len=len(fit.folder), member_len=fit.length, torch=fit.torch, member=fit.member,
                 wheel=fit.row.wheel, total=fit.total, folder=fit.folder),
             evidence, fix)
-    if store and facts.snap.install.torch is None:
+    if store and facts.snap.install.torch is None and (fit is None or fit.total is None):
         # The Store's site-packages alone is ~140 characters: torch's deep files pass 260 there, so installing
-        # torch fails (pytorch/pytorch#23823, zeyad-mansour/lunar#6).
+        # torch fails (pytorch/pytorch#23823, zeyad-mansour/lunar#6). Where the count is known, it decides.
         return Finding(
             "windows-long-paths-disabled", ERROR,
             Msg("Windows long paths are disabled: installing torch into the Microsoft Store's Python fails "
