@@ -23,10 +23,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus_machine import Unbuildable, build, load_spec  # noqa: E402
 from test_platform_corpus import CORPUS, ENTRIES, _run, score, tally  # noqa: E402
 
-# Per issue, the share of its machine entries diagnosed right today, rounded down (issue 28: 17 of 18;
-# 13 of 14 where the group-access machines cannot be built, without root).
+# Per issue, the share of its machine entries diagnosed right today, rounded down (issue 28: 16 of 18; 12 of
+# 14 where the group-access machines cannot be built, without root). The two misses are the CUDA torch beside
+# an AMD GPU of unknown processor: their threads installed a ROCm wheel, which the fix names but no longer
+# installs on a guess (an APU's integrated Radeon is in no ROCm wheel).
 MACHINE_FLOORS = {
-    28: 0.9,
+    28: 0.85,
     29: 0.9,
 }
 
