@@ -127,17 +127,17 @@ LIB64 = "/venv/lib64/python3.11/site-packages"
 
 
 @pytest.mark.parametrize(("wheels_in", "apart"), [(LIB, True), (LIB64, False)])
-def test_cuda_wheels_in_another_site_packages_fail_the_import(wheels_in, apart):
+def test_cuda_wheels_in_another_site_packages_are_a_warning(wheels_in, apart):
     requires = ['nvidia-cudnn-cu12==9.10.2.21; platform_system == "Linux"', "filelock"]
     snap = make_snapshot(torch=torch_dist("2.9.0+cu128", "12.8", requires=requires))
     snap.install.torch.location = LIB64
     snap.environment.python = PythonFacts(installed=[["torch", "2.9.0+cu128", LIB64],
                                                      ["nvidia-cudnn-cu12", "9.10.2.21", wheels_in]])
     snap.runtime.status = "skipped"
-    found = [f for f in check_runtime(assess(snap, None)) if f.id == "torch-import-error"]
+    found = [f for f in check_runtime(assess(snap, None)) if f.id == "torch-cuda-wheels-apart"]
     assert bool(found) is apart
-    if apart:
-        assert found[0].severity == ERROR and LIB in str(found[0].title)
+    if apart:  # torch also looks on sys.path: the smoke test, not these facts, says whether it imports
+        assert found[0].severity == WARNING and LIB in str(found[0].title)
         assert found[0].fix.commands == [f"ln -s {LIB}/nvidia {LIB64}/nvidia"]
 
 

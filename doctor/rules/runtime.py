@@ -655,9 +655,10 @@ def _pasted_dll(snapshot: S.Snapshot) -> str | None:
 def _cuda_wheels_apart(facts: Assessment) -> Finding | None:
     """torch's libraries find its CUDA wheels' (nvidia/<library>/lib) by a RUNPATH relative to torch's own
     folder ($ORIGIN/../../nvidia/...). Where pip puts torch (a platform wheel: platlib, lib64 on RHEL-family
-    distributions) and the nvidia-* wheels (pure: purelib, lib) in two site-packages, they are not found and
-    `import torch` fails, without the smoke test to show it (pytorch/pytorch#165812; #109221 on Amazon
-    Linux)."""
+    distributions) and the nvidia-* wheels (pure: purelib, lib) in two site-packages, that lookup fails.
+    torch then preloads them from sys.path (_load_global_deps / _preload_cuda_deps in torch/__init__.py since
+    1.13.1: "As PyTorch is not purelib, but nvidia-*-cu12 is"), which pytorch/pytorch#165812 shows failing on
+    2.9.0 (and #109221 on Amazon Linux). Without the smoke test, that is a warning, not a verdict."""
     snap, build = facts.snap, facts.build
     py, torch = snap.environment.python, snap.install.torch
     if snap.host.os != "linux" or build is None or build.kind != "cuda" or py is None or torch is None:
@@ -675,14 +676,16 @@ def _cuda_wheels_apart(facts: Assessment) -> Finding | None:
         return None
     there = sorted({d for name in apart for d in folders[name]})
     return Finding(
-        "torch-import-error", ERROR,
-        Msg("import torch fails: its CUDA libraries are installed in another site-packages ({there})",
+        "torch-cuda-wheels-apart", WARNING,
+        Msg("torch's CUDA wheels are in another site-packages ({there}): import torch may fail",
             there=", ".join(there)),
-        Msg("torch is in {here}, the CUDA wheels it loads ({apart}) are in {there}. torch's libraries look "
-            "for them next to torch itself (nvidia/<library>/lib in torch's folder), so `import torch` stops "
-            "with \"libcudnn.so.9: cannot open shared object file\" or the like. pip puts a platform "
-            "wheel (torch) in platlib and a pure one (the nvidia-* wheels) in purelib; on RHEL-family "
-            "distributions those are lib64 and lib.",
+        Msg("torch is in {here}, the CUDA wheels it loads ({apart}) are in {there}: pip puts a platform "
+            "wheel (torch) in platlib and pure ones (the nvidia-* wheels) in purelib, lib64 and lib on "
+            "RHEL-family distributions. torch's libraries look for them next to torch "
+            "(nvidia/<library>/lib); when that fails, torch 1.13.1 and later look on sys.path, which holds "
+            "both folders, yet "
+            "pytorch/pytorch#165812 shows `import torch` failing this way on 2.9.0 (\"libcudnn.so.9: cannot "
+            "open shared object file\"). The smoke test (check without --no-smoke) tells.",
             here=here, apart=", ".join(apart), there=", ".join(there)),
         {"torch.location": here, "apart": {name: sorted(folders[name]) for name in apart}},
         # A link works only where torch's folder has no nvidia/ of its own (some wheels beside torch, some
@@ -712,6 +715,7 @@ RULES = [
         func=check_runtime,
         ids=(
             "torch-import-error",
+            "torch-cuda-wheels-apart",
             "gpu-arch-unsupported",
             "driver-too-old",
             "nvidia-driver-missing",
