@@ -174,14 +174,22 @@ def _newest_rocm_for(table, snap, gfxs):
     return None
 
 
+def _amd_and_build(facts: Assessment):
+    """(the AMD GPUs, the installed build, None), or (…, …, the rule's answer) when there is nothing to judge:
+    the GPUs are not only AMD's, or torch is not installed. The start of every AMD build rule."""
+    procs, skip = _only_amd(facts.snap, facts.table)
+    if skip is not None:
+        return procs, facts.build, skip
+    if facts.build is None:
+        return procs, None, without_torch(facts.snap)
+    return procs, facts.build, None
+
+
 def check_amd_build_kind(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
-    build = facts.build
-    procs, skip = _only_amd(snap, table)
-    if skip is not None:
-        return skip
-    if build is None:
-        return without_torch(snap)
+    procs, build, answer = _amd_and_build(facts)
+    if answer is not None:
+        return answer
     if build.kind == "rocm":
         return []
     if build.kind not in ("cpu", "cuda"):
@@ -288,12 +296,9 @@ def _cuda_on_unknown_amd(table, snap, build, procs, why: str) -> list[Finding]:
 
 def check_rocm_targets(facts: Assessment) -> list[Finding]:
     snap, table = facts.snap, facts.table
-    build = facts.build
-    procs, skip = _only_amd(snap, table)
-    if skip is not None:
-        return skip
-    if build is None:
-        return without_torch(snap)
+    procs, build, answer = _amd_and_build(facts)
+    if answer is not None:
+        return answer
     if build.kind != "rocm":
         return skipped(Msg("not a ROCm build of torch ({kind})", kind=build.kind))
     acc = accelerators(table)
